@@ -1,0 +1,3 @@
+module github.com/pipefeed/pipe
+
+go 1.26

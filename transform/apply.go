@@ -1,0 +1,35 @@
+package transform
+
+// Chain applies ops in order to one sample, ping-ponging between two scratch
+// images it owns, so a worker that keeps a Chain allocates nothing per sample
+// once its scratch has grown to the largest image. A Chain is not safe for
+// concurrent use; give each worker its own.
+type Chain struct {
+	ops  []Op
+	a, b Image
+	r    Rand // lives here so passing &r through the Op interface does not allocate
+}
+
+// NewChain returns a chain of ops with adjacent crop/shift + horizontal flip
+// pairs fused (see [Fuse]).
+func NewChain(ops []Op) *Chain {
+	return &Chain{ops: Fuse(ops)}
+}
+
+// Apply runs the chain on src, drawing every random parameter from r in stage
+// order, and returns the result: src itself when no op changed it, otherwise
+// one of the chain's scratch images, valid until the next Apply.
+func (c *Chain) Apply(src *Image, r Rand) *Image {
+	c.r = r
+	cur := src
+	for _, op := range c.ops {
+		next := &c.a
+		if cur == &c.a {
+			next = &c.b
+		}
+		if op.Apply(next, cur, &c.r) {
+			cur = next
+		}
+	}
+	return cur
+}

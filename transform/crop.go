@@ -1,0 +1,88 @@
+package transform
+
+import "fmt"
+
+// RandomCropOp crops a Size×Size window at a uniformly random position of the
+// image padded by Pad pixels on every side (torchvision's
+// RandomCrop(size, padding, padding_mode)).
+type RandomCropOp struct {
+	Size, Pad int
+	Fill      Fill
+}
+
+// RandomCrop returns the random_crop operation; size ≥ 1, pad ≥ 0.
+func RandomCrop(size, pad int, fill Fill) (*RandomCropOp, error) {
+	if size < 1 {
+		return nil, paramErr("random_crop", "size=%d: must be at least 1", size)
+	}
+	if pad < 0 {
+		return nil, paramErr("random_crop", "pad=%d: must be 0 or more", pad)
+	}
+	if fill < FillZero || fill > FillWrap {
+		return nil, paramErr("random_crop", "unknown fill %d", fill)
+	}
+	return &RandomCropOp{Size: size, Pad: pad, Fill: fill}, nil
+}
+
+func (o *RandomCropOp) Name() string { return "random_crop" }
+func (o *RandomCropOp) Random() bool { return true }
+func (o *RandomCropOp) String() string {
+	return fmt.Sprintf("random_crop size=%d pad=%d fill=%s", o.Size, o.Pad, o.Fill)
+}
+
+func (o *RandomCropOp) OutShape(in Shape) (Shape, error) {
+	for _, d := range []int{in.H, in.W} {
+		if d > 0 && d+2*o.Pad < o.Size {
+			return Shape{}, fmt.Errorf("random_crop: size=%d does not fit a %s image padded by %d", o.Size, in, o.Pad)
+		}
+	}
+	return Shape{C: in.C, H: o.Size, W: o.Size}, nil
+}
+
+func (o *RandomCropOp) Apply(dst, src *Image, r *Rand) bool {
+	oy, ox, h, w, f := o.draw(src, r)
+	window(dst, src, oy, ox, h, w, f, false)
+	return true
+}
+
+// ShiftOp translates the image by a random whole number of pixels, drawn
+// uniformly from [-Width, Width] of its width and [-Height, Height] of its
+// height, filling uncovered pixels by Fill. Values below 1 are fractions of
+// the image size and values of 1 or more are pixels, as Keras's
+// ImageDataGenerator(width_shift_range, height_shift_range).
+type ShiftOp struct {
+	Width, Height float64
+	Fill          Fill
+}
+
+// Shift returns the shift operation; width, height ≥ 0.
+func Shift(width, height float64, fill Fill) (*ShiftOp, error) {
+	if width < 0 || height < 0 {
+		return nil, paramErr("shift", "width=%g height=%g: must be 0 or more", width, height)
+	}
+	if fill < FillZero || fill > FillWrap {
+		return nil, paramErr("shift", "unknown fill %d", fill)
+	}
+	return &ShiftOp{Width: width, Height: height, Fill: fill}, nil
+}
+
+func (o *ShiftOp) Name() string { return "shift" }
+func (o *ShiftOp) Random() bool { return true }
+func (o *ShiftOp) String() string {
+	return fmt.Sprintf("shift width=%g height=%g fill=%s", o.Width, o.Height, o.Fill)
+}
+func (o *ShiftOp) OutShape(in Shape) (Shape, error) { return in, nil }
+
+// maxShift is the largest shift in pixels along a dimension of n pixels.
+func maxShift(r float64, n int) int {
+	if r < 1 {
+		r *= float64(n)
+	}
+	return int(r)
+}
+
+func (o *ShiftOp) Apply(dst, src *Image, r *Rand) bool {
+	oy, ox, h, w, f := o.draw(src, r)
+	window(dst, src, oy, ox, h, w, f, false)
+	return true
+}

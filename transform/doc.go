@@ -1,0 +1,17 @@
+// Package transform holds the per-sample image operations of a pipeline
+// and the random generator that parameterises them.
+//
+// Images travel between operations as [Image] values in CHW layout (one
+// uint8 plane per channel), the layout CIFAR is stored in and the one
+// channels-first models want, so the common path from record to NCHW
+// tensor is a straight walk over memory.
+//
+// Determinism: an operation draws its random parameters only from the
+// [Rand] it is handed, and the pipeline keys that generator by
+// (seed, epoch, global sample index, stage position). The output of a
+// sample therefore does not depend on which worker ran it, in what
+// order, or how many workers there were.
+//
+// Allocation: operations write into a destination image whose buffer the
+// caller owns and reuses; in steady state nothing is allocated per sample.
+package transform

@@ -1,0 +1,57 @@
+package transform
+
+import "math/bits"
+
+// Rand is a counter-based random generator: its whole stream is a pure
+// function of the key it was made from, so a sample's augmentation never
+// depends on which goroutine drew it or what was drawn before. It is a
+// SplitMix64 sequence whose starting point is a hash of the key.
+//
+// The zero Rand is valid (key 0). Rand is a small value; copy it freely.
+type Rand struct {
+	state uint64
+}
+
+const golden = 0x9e3779b97f4a7c15
+
+// mix is the SplitMix64 finaliser (Stafford's variant 13): a bijection with
+// full avalanche, used both to hash keys and to produce outputs.
+func mix(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// NewRand returns the generator for one (seed, epoch, sample, stream) key.
+// Stream separates independent consumers of the same sample, such as two
+// random stages: adding a stage does not change the draws of the others.
+func NewRand(seed uint64, epoch int, sample int64, stream int) Rand {
+	h := mix(seed + golden)
+	h = mix(h ^ (uint64(epoch) + 0x632be59bd9b4e019))
+	h = mix(h ^ (uint64(sample) + 0x8cb92ba72f3d8dd7))
+	h = mix(h ^ (uint64(stream) + 0xd6e8feb86659fd93))
+	return Rand{state: h}
+}
+
+// Uint64 returns the next 64 random bits.
+func (r *Rand) Uint64() uint64 {
+	r.state += golden
+	return mix(r.state)
+}
+
+// Float64 returns a uniform value in [0, 1).
+func (r *Rand) Float64() float64 {
+	return float64(r.Uint64()>>11) * (1.0 / (1 << 53))
+}
+
+// Uniform returns a uniform value in [lo, hi).
+func (r *Rand) Uniform(lo, hi float64) float64 {
+	return lo + (hi-lo)*r.Float64()
+}
+
+// Intn returns a uniform value in [0, n); n must be positive. It uses
+// Lemire's multiply-shift, whose bias for n < 2^32 is below 2^-32.
+func (r *Rand) Intn(n int) int {
+	hi, _ := bits.Mul64(r.Uint64(), uint64(n))
+	return int(hi)
+}
