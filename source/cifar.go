@@ -1,0 +1,468 @@
+package source
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// cifarFormat describes one of the two CIFAR binary distributions.
+type cifarFormat struct {
+	name       string // stage name
+	archive    string // official archive file name
+	url        string
+	checksum   string
+	dir        string // directory inside the archive
+	train      []string
+	test       []string
+	labelBytes int      // 1 (CIFAR-10) or 2 (coarse, fine: CIFAR-100)
+	classes    []string // built-in class names, used when no meta file is found
+	meta       string   // meta file listing class names
+	coarseMeta string
+}
+
+const cifarPixels = 3 * 32 * 32
+
+var cifar10 = &cifarFormat{
+	name:       "cifar10",
+	archive:    "cifar-10-binary.tar.gz",
+	url:        "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz",
+	checksum:   "md5:c32a1d4ab5d03f1284b67883e8d87530",
+	dir:        "cifar-10-batches-bin",
+	train:      []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"},
+	test:       []string{"test_batch.bin"},
+	labelBytes: 1,
+	classes:    []string{"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"},
+	meta:       "batches.meta.txt",
+}
+
+var cifar100 = &cifarFormat{
+	name:       "cifar100",
+	archive:    "cifar-100-binary.tar.gz",
+	url:        "https://www.cs.toronto.edu/~kriz/cifar-100-binary.tar.gz",
+	checksum:   "md5:03b5dce01913d631647c71ecec9e9cb8",
+	dir:        "cifar-100-binary",
+	train:      []string{"train.bin"},
+	test:       []string{"test.bin"},
+	labelBytes: 2,
+	meta:       "fine_label_names.txt",
+	coarseMeta: "coarse_label_names.txt",
+}
+
+// CIFAR is a CIFAR-10 or CIFAR-100 split held in memory as the records of
+// its files: one copy of the dataset, read by index without copying. Files
+// may hold any whole number of records (the official ones hold 10,000).
+type CIFAR struct {
+	format  *cifarFormat
+	info    Info
+	recSize int
+	label   int // byte of the record that holds the label
+	nclass  int
+	n       int
+	files   []cifarFile
+	corrupt []*RecordError
+	bad     map[int]*RecordError
+}
+
+type cifarFile struct {
+	name  string // as shown in errors: path, or archive:member
+	first int    // index of its first record
+	data  []byte // its records, back to back
+}
+
+// CIFAROption configures a CIFAR source.
+type CIFAROption func(*cifarConfig) error
+
+type cifarConfig struct {
+	download bool
+	cacheDir string
+	url      string
+	checksum string
+	coarse   bool
+	ctx      context.Context
+	progress func(done, total int64)
+}
+
+// WithDownload fetches the official archive into cacheDir when path does
+// not exist ("" means the default, [DefaultCacheDir]). Default: off.
+func WithDownload(cacheDir string) CIFAROption {
+	return func(c *cifarConfig) error {
+		c.download = true
+		c.cacheDir = cacheDir
+		return nil
+	}
+}
+
+// WithMirror replaces the official download URL and its checksum
+// ("md5:<hex>" or "sha256:<hex>"), for mirrors and tests.
+func WithMirror(url, checksum string) CIFAROption {
+	return func(c *cifarConfig) error {
+		if _, _, err := parseChecksum(checksum); err != nil {
+			return err
+		}
+		c.url, c.checksum = url, checksum
+		return nil
+	}
+}
+
+// WithCoarseLabels makes a CIFAR-100 source yield its 20 coarse labels
+// instead of the 100 fine ones. Default: fine.
+func WithCoarseLabels() CIFAROption {
+	return func(c *cifarConfig) error { c.coarse = true; return nil }
+}
+
+// WithDownloadProgress reports download progress (total is -1 if unknown).
+func WithDownloadProgress(f func(done, total int64)) CIFAROption {
+	return func(c *cifarConfig) error { c.progress = f; return nil }
+}
+
+// WithContext bounds a download by ctx. Default: context.Background().
+func WithContext(ctx context.Context) CIFAROption {
+	return func(c *cifarConfig) error { c.ctx = ctx; return nil }
+}
+
+// CIFAR10 opens a split of CIFAR-10 from path: the official
+// cifar-10-binary.tar.gz, the cifar-10-batches-bin directory extracted from
+// it (or a directory holding that), or a single batch file.
+func CIFAR10(path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
+	return openCIFAR(cifar10, path, split, opts)
+}
+
+// CIFAR100 opens a split of CIFAR-100 from path: the official
+// cifar-100-binary.tar.gz, the cifar-100-binary directory, or a single file.
+func CIFAR100(path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
+	return openCIFAR(cifar100, path, split, opts)
+}
+
+func openCIFAR(f *cifarFormat, p string, split Split, opts []CIFAROption) (*CIFAR, error) {
+	cfg := cifarConfig{url: f.url, checksum: f.checksum, ctx: context.Background()}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	if f.labelBytes == 1 && cfg.coarse {
+		return nil, fmt.Errorf("%s: coarse labels exist only in cifar100", f.name)
+	}
+	p, err := resolveCIFARPath(f, p, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &CIFAR{format: f, recSize: f.labelBytes + cifarPixels, nclass: 10}
+	if f.labelBytes == 2 {
+		c.label, c.nclass = 1, 100
+		if cfg.coarse {
+			c.label, c.nclass = 0, 20
+		}
+	}
+	members := f.train
+	if split == Test {
+		members = f.test
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.name, err)
+	}
+	switch {
+	case st.IsDir():
+		err = c.loadDir(p, members)
+	case strings.HasSuffix(p, ".tar.gz") || strings.HasSuffix(p, ".tgz"):
+		err = c.loadArchive(p, members)
+	default:
+		err = c.loadFile(p, st.Size())
+	}
+	if err == nil && len(c.files) == 0 {
+		err = fmt.Errorf("%s: %s: %w: no records", f.name, p, ErrFormat)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() && !strings.HasSuffix(p, "gz") {
+		c.info.Classes = readClassNames(filepath.Join(filepath.Dir(p), c.metaName()))
+	}
+	for i := range c.files {
+		c.files[i].first = c.n
+		c.n += len(c.files[i].data) / c.recSize
+	}
+	if c.info.Classes == nil {
+		c.info.Classes = f.classes
+	}
+	if len(c.info.Classes) != c.nclass {
+		c.info.Classes = numbered(c.nclass)
+	}
+	labels := "fine"
+	if cfg.coarse {
+		labels = "coarse"
+	}
+	c.info = Info{Name: f.name, C: 3, H: 32, W: 32, Classes: c.info.Classes,
+		Identity: fmt.Sprintf("%s %s split=%s", f.name, p, split)}
+	if f.labelBytes == 2 {
+		c.info.Identity += " labels=" + labels
+	}
+	c.validate()
+	return c, nil
+}
+
+func numbered(n int) []string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = fmt.Sprint(i)
+	}
+	return s
+}
+
+// resolveCIFARPath returns the file or directory to read, downloading the
+// archive when allowed and needed.
+func resolveCIFARPath(f *cifarFormat, p string, cfg cifarConfig) (string, error) {
+	if p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%s: %w", f.name, err)
+		}
+		if !cfg.download {
+			return "", fmt.Errorf("%s: %s does not exist (add download=true to fetch %s)", f.name, p, f.archive)
+		}
+	} else if !cfg.download {
+		return "", fmt.Errorf("%s: no path given (set path= to the data, or download=true)", f.name)
+	}
+	dir := cfg.cacheDir
+	if dir == "" {
+		var err error
+		if dir, err = DefaultCacheDir(); err != nil {
+			return "", fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	dst := filepath.Join(dir, f.archive)
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	if err := Download(cfg.ctx, cfg.url, dst, cfg.checksum, cfg.progress); err != nil {
+		return "", fmt.Errorf("%s: %w", f.name, err)
+	}
+	return dst, nil
+}
+
+func (c *CIFAR) loadDir(dir string, members []string) error {
+	// Accept the extracted directory itself or a directory that holds it.
+	if _, err := os.Stat(filepath.Join(dir, members[0])); err != nil {
+		if sub := filepath.Join(dir, c.format.dir); isDir(sub) {
+			dir = sub
+		} else if a := filepath.Join(dir, c.format.archive); fileExists(a) {
+			return c.loadArchive(a, members)
+		}
+	}
+	for _, m := range members {
+		name := filepath.Join(dir, m)
+		st, err := os.Stat(name)
+		if err != nil {
+			return fmt.Errorf("%s: %s: missing %s (is this the %s binary distribution?)", c.format.name, dir, m, c.format.name)
+		}
+		if err := c.loadFile(name, st.Size()); err != nil {
+			return err
+		}
+	}
+	c.info.Classes = readClassNames(filepath.Join(dir, c.metaName()))
+	return nil
+}
+
+func (c *CIFAR) metaName() string {
+	if c.format.labelBytes == 2 && c.label == 0 {
+		return c.format.coarseMeta
+	}
+	return c.format.meta
+}
+
+// loadFile appends the records of one batch file.
+func (c *CIFAR) loadFile(name string, size int64) error {
+	if _, err := c.records(name, size); err != nil {
+		return err
+	}
+	fh, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.format.name, err)
+	}
+	defer fh.Close()
+	data := make([]byte, size)
+	if _, err := io.ReadFull(fh, data); err != nil {
+		return fmt.Errorf("%s: reading %s: %w", c.format.name, name, err)
+	}
+	c.files = append(c.files, cifarFile{name: name, data: data})
+	return nil
+}
+
+// records checks that a file of size bytes holds a whole number of records
+// and returns how many.
+func (c *CIFAR) records(name string, size int64) (int, error) {
+	rs := int64(c.recSize)
+	switch {
+	case size == 0:
+		return 0, fmt.Errorf("%s: %s: %w: empty file", c.format.name, name, ErrFormat)
+	case size%rs != 0:
+		whole := size / rs
+		return 0, fmt.Errorf("%s: %s: %w: %d bytes is not a whole number of %d-byte records (truncated: record %d is cut off at offset %d)",
+			c.format.name, name, ErrFormat, size, rs, whole, whole*rs)
+	}
+	return int(size / rs), nil
+}
+
+func (c *CIFAR) loadArchive(name string, members []string) error {
+	fh, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.format.name, err)
+	}
+	defer fh.Close()
+	zr, err := gzip.NewReader(bufio.NewReaderSize(fh, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w: not a gzip archive: %v", c.format.name, name, ErrFormat, err)
+	}
+	defer zr.Close()
+	// Members may come in any order; each lands in its slot.
+	want := map[string]int{}
+	for i, m := range members {
+		want[m] = i
+	}
+	c.files = make([]cifarFile, len(members))
+	found := 0
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w: %v", c.format.name, name, ErrFormat, err)
+		}
+		base := path.Base(h.Name)
+		if base == c.metaName() {
+			b, _ := io.ReadAll(io.LimitReader(tr, 1<<20))
+			c.info.Classes = parseClassNames(string(b))
+			continue
+		}
+		i, ok := want[base]
+		if !ok || h.Typeflag != tar.TypeReg || c.files[i].name != "" {
+			continue
+		}
+		member := name + ":" + h.Name
+		if _, err := c.records(member, h.Size); err != nil {
+			return err
+		}
+		data := make([]byte, h.Size)
+		if n, err := io.ReadFull(tr, data); err != nil {
+			return fmt.Errorf("%s: %s: %w: member cut short at offset %d of %d: %v", c.format.name, member, ErrFormat, n, h.Size, err)
+		}
+		c.files[i] = cifarFile{name: member, data: data}
+		found++
+	}
+	if found != len(members) {
+		var missing []string
+		for i, m := range members {
+			if c.files[i].name == "" {
+				missing = append(missing, c.format.dir+"/"+m)
+			}
+		}
+		return fmt.Errorf("%s: %s: %w: archive has no member %s (is this %s?)",
+			c.format.name, name, ErrFormat, strings.Join(missing, ", "), c.format.archive)
+	}
+	return nil
+}
+
+// validate checks every label once, at open, so a bad record is known before
+// any batch is made.
+func (c *CIFAR) validate() {
+	for i := 0; i < c.n; i++ {
+		f := c.file(i)
+		if l := int(f.data[(i-f.first)*c.recSize+c.label]); l >= c.nclass {
+			e := c.recordError(i, fmt.Errorf("%w: label %d, want 0..%d", ErrLabel, l, c.nclass-1))
+			c.corrupt = append(c.corrupt, e)
+		}
+	}
+	if len(c.corrupt) > 0 {
+		c.bad = make(map[int]*RecordError, len(c.corrupt))
+		for _, e := range c.corrupt {
+			c.bad[e.Index] = e
+		}
+	}
+}
+
+func (c *CIFAR) recordError(i int, err error) *RecordError {
+	f := c.file(i)
+	return &RecordError{File: f.name, Offset: int64(i-f.first) * int64(c.recSize), Index: i, Err: err}
+}
+
+// file returns the file holding record i; there are at most six.
+func (c *CIFAR) file(i int) *cifarFile {
+	f := &c.files[0]
+	for j := 1; j < len(c.files) && c.files[j].first <= i; j++ {
+		f = &c.files[j]
+	}
+	return f
+}
+
+func (c *CIFAR) Len() int   { return c.n }
+func (c *CIFAR) Info() Info { return c.info }
+
+// Corrupt lists the records whose labels are out of range.
+func (c *CIFAR) Corrupt() []*RecordError { return c.corrupt }
+
+func (c *CIFAR) Read(i int, rec *Record) error {
+	if uint(i) >= uint(c.Len()) {
+		return fmt.Errorf("%s: sample %d out of range [0, %d)", c.format.name, i, c.Len())
+	}
+	if c.bad != nil {
+		if e, ok := c.bad[i]; ok {
+			return e
+		}
+	}
+	f := c.file(i)
+	o := (i - f.first) * c.recSize
+	r := f.data[o : o+c.recSize : o+c.recSize]
+	rec.Label = int(r[c.label])
+	rec.Pix = r[c.format.labelBytes:]
+	rec.C, rec.H, rec.W = 3, 32, 32
+	return nil
+}
+
+// Close drops the data.
+func (c *CIFAR) Close() error {
+	c.files, c.n = nil, 0
+	return nil
+}
+
+func readClassNames(name string) []string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil
+	}
+	return parseClassNames(string(b))
+}
+
+func parseClassNames(s string) []string {
+	var names []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			names = append(names, l)
+		}
+	}
+	return names
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}

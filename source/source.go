@@ -1,0 +1,104 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Record is one labelled sample. Pix is a CHW uint8 image: channel c, row y,
+// column x at Pix[(c*H+y)*W+x].
+type Record struct {
+	Pix     []byte
+	C, H, W int
+	Label   int
+	// Buf is scratch the caller owns and keeps between calls; a source that
+	// generates pixels writes them into Buf (growing it) and points Pix at it.
+	Buf []byte
+}
+
+// Info describes a source.
+type Info struct {
+	// Name is the source's stage name ("cifar10").
+	Name string
+	// Identity names the data the source reads (resolved path, split, label
+	// set), for summaries and cache fingerprints.
+	Identity string
+	// C, H, W is the shape of every image; zero where it varies.
+	C, H, W int
+	// Classes names the labels 0..len(Classes)-1.
+	Classes []string
+}
+
+// Source is a dataset with random access by index.
+type Source interface {
+	// Len is the number of samples.
+	Len() int
+	// Info describes the source.
+	Info() Info
+	// Read sets rec to sample i, 0 ≤ i < Len(). rec.Pix may point at memory
+	// owned by the source, valid until Close and never to be modified, or
+	// at rec.Buf. Errors about the record are *RecordError. Read is safe
+	// for concurrent use.
+	Read(i int, rec *Record) error
+	// Close releases the source's memory and files.
+	Close() error
+}
+
+// Checker is implemented by sources that validate records when they open.
+// Corrupt lists every bad record found, in index order; Read of one of them
+// returns the same error. A pipeline with on_error=fail stops on the first
+// before any batch is produced.
+type Checker interface {
+	Corrupt() []*RecordError
+}
+
+var (
+	// ErrLabel means a record's label is outside the dataset's classes.
+	ErrLabel = errors.New("label out of range")
+	// ErrFormat means a file is not in the expected format: wrong size,
+	// truncated, or missing members.
+	ErrFormat = errors.New("bad format")
+	// ErrChecksum means downloaded or stored bytes do not match their
+	// checksum.
+	ErrChecksum = errors.New("checksum mismatch")
+)
+
+// RecordError reports a bad record: where it is and what is wrong with it.
+type RecordError struct {
+	File   string // file (or archive member) holding the record
+	Offset int64  // byte offset of the record in File
+	Index  int    // sample index in the source
+	Err    error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("%s: offset %d: sample %d: %v", e.File, e.Offset, e.Index, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Split selects the part of a dataset.
+type Split int
+
+const (
+	Train Split = iota
+	Test
+)
+
+func (s Split) String() string {
+	if s == Test {
+		return "test"
+	}
+	return "train"
+}
+
+// ParseSplit returns the Split with the given name.
+func ParseSplit(s string) (Split, error) {
+	switch s {
+	case "train":
+		return Train, nil
+	case "test":
+		return Test, nil
+	}
+	return 0, fmt.Errorf("unknown split %q (want train or test)", s)
+}
