@@ -1,0 +1,416 @@
+package pipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/alitto/pond/v2"
+
+	"github.com/pipefeed/pipe/prefetch"
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
+)
+
+// chunkSamples is the most samples handed to a worker at once: large enough
+// that scheduling costs nothing next to the work (64 CIFAR images are about
+// 200 µs), small enough that a batch spreads over every worker.
+const chunkSamples = 64
+
+// extraSlabs is how many finished or filling batches may wait beyond one per
+// worker: the depth of the reorder window and of the prefetch.
+const extraSlabs = 2
+
+// Batch is a batch of samples in one slab. It is valid until Release; after
+// Release its memory belongs to a later batch.
+type Batch struct {
+	// Epoch and Index place the batch in the plan: batch Index of Epoch.
+	Epoch, Index int
+	// N is the number of samples; less than the batch size for the final
+	// batch without drop_last, or where records were skipped.
+	N int
+	// Data holds N samples of Tensor().SampleBytes() bytes each, in the
+	// pipeline's layout and dtype.
+	Data []byte
+	// Labels holds the N labels.
+	Labels []int32
+	// Samples holds the N global sample indices the batch was made from.
+	Samples []int
+
+	release func()
+}
+
+// Float32 views Data as float32 values; the dtype must be float32.
+func (b *Batch) Float32() []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b.Data))), len(b.Data)/4)
+}
+
+// Uint16 views Data as uint16 values (float16 bits).
+func (b *Batch) Uint16() []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b.Data))), len(b.Data)/2)
+}
+
+// Release hands the batch's slab back for reuse. Calling it twice panics.
+func (b *Batch) Release() {
+	if b.release == nil {
+		panic("pipe: Batch released twice")
+	}
+	r := b.release
+	b.release = nil
+	r()
+}
+
+// job is the state of one batch in flight; there is one per slab, reused.
+type job struct {
+	batch   Batch
+	slab    *prefetch.Slab
+	indices []int
+	pending atomic.Int32
+	done    chan struct{} // one token when every chunk has finished
+	mu      sync.Mutex
+	skipped []int // positions in the batch skipped under on_error=skip
+	skipErr []*source.RecordError
+}
+
+type chunk struct {
+	j      *job
+	lo, hi int
+}
+
+// worker is the per-goroutine state: scratch images and a record buffer.
+type worker struct {
+	chain *transform.Chain
+	rec   source.Record
+	img   transform.Image
+}
+
+// Epoch streams the batches of one epoch in plan order. Get one from
+// Pipeline.Epoch, call Next until it returns io.EOF or an error, and Close
+// it (Close is safe to call at any time, and again).
+type Epoch struct {
+	p       *Pipeline
+	epoch   int
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	pool    pond.Pool
+	jobs    []job
+	ready   chan *job
+	chunks  chan chunk
+	next    int
+	closed  bool
+	failed  atomic.Pointer[error]
+	start   time.Time
+	stats   EpochStats
+	held    atomic.Int32
+}
+
+// EpochStats measures one epoch.
+type EpochStats struct {
+	Epoch   int `json:"epoch"`
+	Images  int `json:"images"`
+	Batches int `json:"batches"`
+	// Seconds is wall time from the start of the epoch to its last batch.
+	Seconds      float64 `json:"seconds"`
+	ImagesPerSec float64 `json:"images_per_sec"`
+	// StallSeconds is how long the consumer waited in Next for a batch: the
+	// time it was starved. SlabWaitSeconds is how long the producer waited
+	// for a released slab: the time the consumer held it back.
+	StallSeconds    float64 `json:"stall_seconds"`
+	SlabWaitSeconds float64 `json:"slab_wait_seconds"`
+	Skipped         int     `json:"skipped"`
+	Workers         int     `json:"workers"`
+	// Checksum is set by consumers that hash the output (see Checksum).
+	Checksum string `json:"checksum,omitempty"`
+}
+
+// ErrBusy is returned by Pipeline.Epoch while another epoch is open.
+var ErrBusy = errors.New("pipe: an epoch of this pipeline is already running")
+
+// Epoch starts producing epoch e. The work stops when ctx is done, Next
+// fails or returns io.EOF, or Close is called; no goroutine outlives that.
+func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) {
+	if p.running {
+		return nil, ErrBusy
+	}
+	if c, ok := p.src.(source.Checker); ok && p.onError == Fail {
+		if bad := c.Corrupt(); len(bad) > 0 {
+			more := ""
+			if len(bad) > 1 {
+				more = fmt.Sprintf(" (and %d more; on_error=skip would skip them)", len(bad)-1)
+			}
+			return nil, fmt.Errorf("%w%s", bad[0], more)
+		}
+	}
+	nslabs := p.workers + extraSlabs
+	sb := p.tensor.SampleBytes()
+	if p.slabs == nil || p.slabs.Len() != nslabs {
+		pool, err := prefetch.NewSlabPool(nslabs, p.batch*sb, p.batch)
+		if err != nil {
+			return nil, err
+		}
+		p.slabs = pool
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	x := &Epoch{
+		p: p, epoch: e, ctx: ctx, cancel: cancel,
+		jobs:   make([]job, nslabs),
+		ready:  make(chan *job, nslabs),
+		chunks: make(chan chunk, nslabs*((p.batch+chunkSamples-1)/chunkSamples)),
+		start:  time.Now(),
+	}
+	for i := range x.jobs {
+		x.jobs[i].done = make(chan struct{}, 1)
+	}
+	x.stats = EpochStats{Epoch: e, Workers: p.workers}
+	waitBefore := p.slabs.Wait()
+	x.stats.SlabWaitSeconds = -waitBefore.Seconds()
+	indices := p.plan.Epoch(e, nil)
+	p.running = true
+	// One goroutine produces, p.workers transform; pond owns them all and
+	// Close waits for them.
+	x.pool = pond.NewPool(p.workers + 1)
+	x.pool.Submit(func() { x.guard(func() { x.produce(indices) }) })
+	for range p.workers {
+		w := &worker{chain: transform.NewChain(p.ops)}
+		x.pool.Submit(func() { x.guard(func() { x.work(w) }) })
+	}
+	return x, nil
+}
+
+// guard turns a panic in a pipeline goroutine into the epoch's error, with
+// its stack, instead of a crash with other goroutines still running.
+func (x *Epoch) guard(f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			x.fail(fmt.Errorf("pipe: panic in pipeline goroutine: %v\n%s", r, debug.Stack()))
+		}
+	}()
+	f()
+}
+
+// fail records the first error and cancels the epoch.
+func (x *Epoch) fail(err error) {
+	x.failed.CompareAndSwap(nil, &err)
+	x.cancel(err)
+}
+
+func (x *Epoch) err() error {
+	if e := x.failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (x *Epoch) produce(indices []int) {
+	defer close(x.chunks)
+	defer close(x.ready)
+	p := x.p
+	nb := p.Batches()
+	for b := range nb {
+		lo := b * p.batch
+		hi := min(lo+p.batch, len(indices))
+		slab, err := p.slabs.Get(x.ctx)
+		if err != nil {
+			return
+		}
+		j := &x.jobs[slab.ID]
+		j.slab, j.indices = slab, indices[lo:hi]
+		j.skipped, j.skipErr = j.skipped[:0], j.skipErr[:0]
+		j.batch = Batch{Epoch: x.epoch, Index: b, N: hi - lo}
+		n := (hi - lo + chunkSamples - 1) / chunkSamples
+		j.pending.Store(int32(n))
+		x.ready <- j // never blocks: one place per slab
+		for c := lo; c < hi; c += chunkSamples {
+			select {
+			case x.chunks <- chunk{j: j, lo: c - lo, hi: min(hi, c+chunkSamples) - lo}:
+			case <-x.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (x *Epoch) work(w *worker) {
+	sb := x.p.tensor.SampleBytes()
+	for c := range x.chunks {
+		if x.ctx.Err() == nil {
+			x.transform(w, c, sb)
+		}
+		if c.j.pending.Add(-1) == 0 {
+			c.j.done <- struct{}{}
+		}
+	}
+}
+
+func (x *Epoch) transform(w *worker, c chunk, sb int) {
+	p := x.p
+	j := c.j
+	for k := c.lo; k < c.hi; k++ {
+		idx := j.indices[k]
+		if err := p.src.Read(idx, &w.rec); err != nil {
+			if !x.skip(j, k, err) {
+				return
+			}
+			continue
+		}
+		r := &w.rec
+		w.img = transform.Image{Pix: r.Pix, C: r.C, H: r.H, W: r.W}
+		if p.inShape.Fixed() && w.img.Shape() != p.inShape {
+			x.fail(fmt.Errorf("sample %d: image is %s, the source said %s", idx, w.img.Shape(), p.inShape))
+			return
+		}
+		out := w.chain.Apply(&w.img, transform.NewRand(p.seed, x.epoch, int64(idx), 0))
+		p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], out)
+		j.slab.Labels[k] = int32(r.Label)
+	}
+}
+
+// skip applies the error policy to a bad record; it reports whether the
+// chunk may go on.
+func (x *Epoch) skip(j *job, k int, err error) bool {
+	var re *source.RecordError
+	if x.p.onError == Fail || !errors.As(err, &re) {
+		x.fail(err)
+		return false
+	}
+	j.mu.Lock()
+	j.skipped = append(j.skipped, k)
+	j.skipErr = append(j.skipErr, re)
+	j.mu.Unlock()
+	return true
+}
+
+// Next returns the next batch in plan order, or io.EOF after the last one.
+// The batch is valid until its Release; hold at most a few at once, because
+// batches not released hold back production.
+func (x *Epoch) Next() (*Batch, error) {
+	if x.closed {
+		if err := x.err(); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	if int(x.held.Load()) >= x.p.slabs.Len() {
+		return nil, fmt.Errorf("pipe: Next with all %d batches held: Release batches before asking for more", x.p.slabs.Len())
+	}
+	t := time.Now()
+	var j *job
+	select {
+	case j = <-x.ready:
+	case <-x.ctx.Done():
+	}
+	if j != nil {
+		select {
+		case <-j.done:
+		case <-x.ctx.Done():
+			j = nil
+		}
+	}
+	x.stats.StallSeconds += time.Since(t).Seconds()
+	if j == nil || x.ctx.Err() != nil {
+		err := x.err()
+		if j != nil {
+			x.p.slabs.Put(j.slab)
+		}
+		if err == nil && x.ctx.Err() != nil {
+			err = context.Cause(x.ctx)
+		}
+		x.Close()
+		if err == nil {
+			x.finish()
+			return nil, io.EOF
+		}
+		return nil, err
+	}
+	b := &j.batch
+	sb := x.p.tensor.SampleBytes()
+	b.Data = j.slab.Data[:b.N*sb]
+	b.Labels = j.slab.Labels[:b.N]
+	b.Samples = j.indices
+	if len(j.skipped) > 0 {
+		x.compact(j, sb)
+	}
+	x.stats.Images += b.N
+	x.stats.Batches++
+	x.held.Add(1)
+	slab := j.slab
+	b.release = func() {
+		x.held.Add(-1)
+		x.p.slabs.Put(slab)
+	}
+	return b, nil
+}
+
+// compact closes the holes skipped samples left in a batch, keeping order.
+func (x *Epoch) compact(j *job, sb int) {
+	b := &j.batch
+	slices.Sort(j.skipped)
+	keep := make([]int, 0, b.N-len(j.skipped))
+	out := 0
+	for k := 0; k < b.N; k++ {
+		if _, hole := slices.BinarySearch(j.skipped, k); hole {
+			continue
+		}
+		if out != k {
+			copy(j.slab.Data[out*sb:(out+1)*sb], j.slab.Data[k*sb:(k+1)*sb])
+			j.slab.Labels[out] = j.slab.Labels[k]
+		}
+		keep = append(keep, j.indices[k])
+		out++
+	}
+	b.N = out
+	b.Data, b.Labels, b.Samples = b.Data[:out*sb], b.Labels[:out], keep
+	x.stats.Skipped += len(j.skipped)
+	p := x.p
+	p.nskipped += len(j.skipped)
+	for _, e := range j.skipErr {
+		if len(p.skipped) < 1000 {
+			p.skipped = append(p.skipped, e)
+		}
+	}
+}
+
+func (x *Epoch) finish() {
+	x.stats.Seconds = time.Since(x.start).Seconds()
+	if x.stats.Seconds > 0 {
+		x.stats.ImagesPerSec = float64(x.stats.Images) / x.stats.Seconds
+	}
+}
+
+// Stats returns the epoch's figures so far; they are complete once Next has
+// returned io.EOF.
+func (x *Epoch) Stats() EpochStats {
+	s := x.stats
+	s.SlabWaitSeconds += x.p.slabs.Wait().Seconds()
+	return s
+}
+
+// Close stops the epoch and waits for its goroutines. Slabs of batches not
+// yet delivered go back to the pool; delivered batches stay valid until
+// their Release.
+func (x *Epoch) Close() error {
+	if x.closed {
+		return nil
+	}
+	x.closed = true
+	if x.stats.Seconds == 0 {
+		x.stats.Seconds = time.Since(x.start).Seconds()
+	}
+	x.cancel(context.Canceled)
+	x.pool.StopAndWait()
+	for j := range x.ready {
+		x.p.slabs.Put(j.slab)
+	}
+	x.p.running = false
+	if err := x.err(); err != nil {
+		return err
+	}
+	return nil
+}

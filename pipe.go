@@ -1,0 +1,324 @@
+package pipe
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/pipefeed/pipe/prefetch"
+	"github.com/pipefeed/pipe/sharding"
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
+)
+
+// Policy says what a pipeline does with a corrupt record.
+type Policy int
+
+const (
+	// Fail stops the epoch with the record's error (the default).
+	Fail Policy = iota
+	// Skip leaves the record out of its batch, counts it and lists it in
+	// the run summary. The plan does not move: other samples and other
+	// ranks see exactly what they would have.
+	Skip
+)
+
+func (p Policy) String() string {
+	if p == Skip {
+		return "skip"
+	}
+	return "fail"
+}
+
+// Stage is one step of a pipeline, built by the functions of this package or
+// from a .pipe line. Its String is the canonical .pipe line.
+type Stage struct {
+	name  string
+	desc  string
+	src   source.Source // set for source stages
+	op    transform.Op  // set for image operations
+	apply func(*builder) error
+}
+
+func (s Stage) String() string { return s.desc }
+
+// Name is the stage's registry name.
+func (s Stage) Name() string { return s.name }
+
+// builder collects stages in order and checks that they fit together.
+type builder struct {
+	p          *Pipeline
+	afterBatch bool
+	haveTensor bool
+	layout     transform.Layout
+	dtype      transform.DType
+	seedSet    bool
+}
+
+// Source sets the dataset; it must be the first stage.
+func Source(src source.Source) Stage {
+	return Stage{name: "source", desc: "source " + src.Info().Identity, src: src, apply: func(b *builder) error {
+		if b.p.src != nil {
+			return errors.New("a pipeline has one source")
+		}
+		b.p.src = src
+		return nil
+	}}
+}
+
+// Shuffle permutes the samples anew every epoch; seed also keys the random
+// augmentations (it is the pipeline's seed).
+func Shuffle(seed uint64) Stage {
+	return Stage{name: "shuffle", desc: fmt.Sprintf("shuffle seed=%d", seed), apply: func(b *builder) error {
+		if b.seedSet && b.p.seed != seed {
+			return fmt.Errorf("seed=%d conflicts with seed=%d set earlier", seed, b.p.seed)
+		}
+		b.p.shuffle, b.p.seed, b.seedSet = true, seed, true
+		return nil
+	}}
+}
+
+// Map applies a per-sample image operation.
+func Map(op transform.Op) Stage {
+	return Stage{name: op.Name(), desc: op.String(), op: op, apply: func(b *builder) error {
+		if b.afterBatch || b.haveTensor {
+			return fmt.Errorf("%s must come before batch and to_tensor: it works on single images", op.Name())
+		}
+		if b.p.norm != nil {
+			return fmt.Errorf("%s after normalize: normalize must follow every image operation (it is applied as the tensor is written)", op.Name())
+		}
+		b.p.ops = append(b.p.ops, op)
+		return nil
+	}}
+}
+
+// Normalize maps pixels to (v/255 - mean) / std per channel as the tensor
+// is written; it must follow every image operation and needs a float dtype.
+func Normalize(n *transform.Normalization) Stage {
+	return Stage{name: "normalize", desc: n.String(), apply: func(b *builder) error {
+		if b.p.norm != nil {
+			return errors.New("normalize given twice")
+		}
+		b.p.norm = n
+		return nil
+	}}
+}
+
+// Batching groups samples into batches of size (the .pipe stage "batch");
+// with dropLast the final short batch of an epoch is left out. Every
+// pipeline needs one.
+func Batching(size int, dropLast bool) Stage {
+	return Stage{name: "batch", desc: fmt.Sprintf("batch size=%d drop_last=%t", size, dropLast), apply: func(b *builder) error {
+		if size < 1 {
+			return fmt.Errorf("size=%d: must be at least 1", size)
+		}
+		if b.afterBatch {
+			return errors.New("batch given twice")
+		}
+		b.afterBatch = true
+		b.p.batch, b.p.dropLast = size, dropLast
+		return nil
+	}}
+}
+
+// ToTensor sets the layout and element type of batches. Default: NCHW
+// float32 when normalize is present, NCHW uint8 otherwise.
+func ToTensor(layout transform.Layout, dtype transform.DType) Stage {
+	return Stage{name: "to_tensor", desc: fmt.Sprintf("to_tensor layout=%s dtype=%s", layout, dtype), apply: func(b *builder) error {
+		if b.haveTensor {
+			return errors.New("to_tensor given twice")
+		}
+		b.haveTensor, b.layout, b.dtype = true, layout, dtype
+		return nil
+	}}
+}
+
+// Options sets how the pipeline runs, none of which changes its output:
+// workers (0: one per core) and on_error. seed keys the augmentations when
+// there is no shuffle stage; negative leaves it alone.
+func Options(workers int, onError Policy, seed int64) Stage {
+	return Stage{name: "pipeline", desc: fmt.Sprintf("pipeline workers=%d on_error=%s seed=%d", workers, onError, seed), apply: func(b *builder) error {
+		if workers < 0 {
+			return fmt.Errorf("workers=%d: must be 0 (one per core) or more", workers)
+		}
+		if workers > 0 {
+			b.p.workers = workers
+		}
+		b.p.onError = onError
+		if seed >= 0 {
+			if b.seedSet && b.p.seed != uint64(seed) {
+				return fmt.Errorf("seed=%d conflicts with seed=%d set earlier", seed, b.p.seed)
+			}
+			b.p.seed, b.seedSet = uint64(seed), true
+		}
+		return nil
+	}}
+}
+
+// Pipeline is a built, validated pipeline. It is safe to run epochs of it one
+// after another; one epoch runs at a time.
+type Pipeline struct {
+	stages   []Stage
+	src      source.Source
+	ops      []transform.Op
+	norm     *transform.Normalization
+	tensor   *transform.Tensor
+	inShape  transform.Shape
+	shuffle  bool
+	seed     uint64
+	rank     int
+	world    int
+	batch    int
+	dropLast bool
+	workers  int
+	onError  Policy
+	plan     *sharding.Plan
+	slabs    *prefetch.SlabPool
+	running  bool
+	skipped  []*source.RecordError
+	nskipped int
+}
+
+// ErrConfig is wrapped by every error New returns for stages that do not fit
+// together, as opposed to errors reading data.
+var ErrConfig = errors.New("invalid pipeline")
+
+// StageError is an error New found in one stage: Index is its position in
+// the stage list (from 0).
+type StageError struct {
+	Index int
+	Stage string
+	Err   error
+}
+
+func (e *StageError) Error() string { return e.Stage + ": " + e.Err.Error() }
+func (e *StageError) Unwrap() error { return e.Err }
+
+func stageErr(i int, s Stage, err error) error {
+	return &StageError{Index: i, Stage: s.name, Err: fmt.Errorf("%w: %w", ErrConfig, err)}
+}
+
+// New builds a pipeline from stages: exactly one Source first, then any
+// shuffle, image operations and normalize, then batch and to_tensor.
+func New(stages ...Stage) (*Pipeline, error) {
+	p := &Pipeline{workers: runtime.GOMAXPROCS(0), world: 1, stages: stages}
+	b := &builder{p: p}
+	for i, s := range stages {
+		if i > 0 && s.name == "source" {
+			return nil, stageErr(i, s, errors.New("source must be the first stage"))
+		}
+		if i == 0 && s.name != "source" {
+			return nil, stageErr(i, s, fmt.Errorf("the first stage must be source, not %s", s.name))
+		}
+		if err := s.apply(b); err != nil {
+			return nil, stageErr(i, s, err)
+		}
+	}
+	if p.src == nil {
+		return nil, fmt.Errorf("%w: no source stage", ErrConfig)
+	}
+	if p.batch == 0 {
+		return nil, fmt.Errorf("%w: no batch stage (add e.g. \"batch 256\")", ErrConfig)
+	}
+	info := p.src.Info()
+	shape := transform.Shape{C: info.C, H: info.H, W: info.W}
+	p.inShape = shape
+	for i, s := range stages {
+		if s.op == nil {
+			continue
+		}
+		out, err := s.op.OutShape(shape)
+		if err != nil {
+			return nil, stageErr(i, s, err)
+		}
+		shape = out
+	}
+	if !b.haveTensor {
+		b.layout, b.dtype = transform.NCHW, transform.Uint8
+		if p.norm != nil {
+			b.dtype = transform.Float32
+		}
+	}
+	t, err := transform.ToTensor(b.layout, b.dtype, p.norm, shape)
+	if err != nil {
+		i := slices.IndexFunc(stages, func(s Stage) bool { return s.name == "to_tensor" || s.name == "normalize" })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		return nil, stageErr(i, stages[i], err)
+	}
+	p.tensor = t
+	var opts []sharding.Option
+	if p.shuffle {
+		opts = append(opts, sharding.WithShuffle(p.seed))
+	}
+	opts = append(opts, sharding.WithRank(p.rank, p.world))
+	if p.plan, err = sharding.New(p.src.Len(), opts...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if p.dropLast && p.plan.Len() < p.batch {
+		return nil, fmt.Errorf("%w: batch %d with drop_last leaves nothing of %d samples", ErrConfig, p.batch, p.plan.Len())
+	}
+	return p, nil
+}
+
+// Source returns the pipeline's dataset.
+func (p *Pipeline) Source() source.Source { return p.src }
+
+// Stages returns the stages the pipeline was built from.
+func (p *Pipeline) Stages() []Stage { return p.stages }
+
+// Tensor describes the batches: layout, dtype and per-sample shape.
+func (p *Pipeline) Tensor() *transform.Tensor { return p.tensor }
+
+// BatchSize is the number of samples in a full batch.
+func (p *Pipeline) BatchSize() int { return p.batch }
+
+// Workers is the size of the transform pool.
+func (p *Pipeline) Workers() int { return p.workers }
+
+// SetWorkers changes the pool size for later epochs; 0 means one per core.
+// The output does not depend on it.
+func (p *Pipeline) SetWorkers(n int) {
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	p.workers = n
+}
+
+// Seed is the pipeline's seed.
+func (p *Pipeline) Seed() uint64 { return p.seed }
+
+// OnError is the corrupt-record policy.
+func (p *Pipeline) OnError() Policy { return p.onError }
+
+// Samples is the number of samples an epoch delivers on this rank (before
+// skips), and Batches the number of batches.
+func (p *Pipeline) Samples() int {
+	if p.dropLast {
+		return p.Batches() * p.batch
+	}
+	return p.plan.Len()
+}
+func (p *Pipeline) Batches() int { return p.plan.Batches(p.batch, p.dropLast) }
+
+// Ops returns the per-sample image operations in order.
+func (p *Pipeline) Ops() []transform.Op { return p.ops }
+
+// String lists the stages as a .pipe file would.
+func (p *Pipeline) String() string {
+	var s []string
+	for _, st := range p.stages {
+		s = append(s, st.String())
+	}
+	return strings.Join(s, "\n")
+}
+
+// Skipped returns the records skipped so far under on_error=skip (up to the
+// first 1000) and how many there were in all.
+func (p *Pipeline) Skipped() ([]*source.RecordError, int) { return p.skipped, p.nskipped }
+
+// Close closes the source.
+func (p *Pipeline) Close() error { return p.src.Close() }

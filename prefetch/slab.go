@@ -1,0 +1,94 @@
+package prefetch
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Slab is host memory for one batch. Data is aligned to Align bytes, so any
+// element type can be viewed in it; Labels holds one label per sample.
+type Slab struct {
+	Data   []byte
+	Labels []int32
+	// ID is the slab's index in its pool, 0 ≤ ID < pool size, for callers
+	// that keep per-slab state beside it.
+	ID int
+}
+
+// Align is the alignment of every Slab.Data.
+const Align = 64
+
+// SlabPool is a fixed set of equal slabs. Get blocks while every slab is out,
+// which is how a slow consumer holds back its producers with bounded memory.
+type SlabPool struct {
+	slabs []*Slab
+	free  chan *Slab
+	out   atomic.Int64
+	wait  atomic.Int64 // nanoseconds Get spent blocked
+}
+
+// NewSlabPool allocates n slabs of bytes bytes and labels labels each.
+func NewSlabPool(n, bytes, labels int) (*SlabPool, error) {
+	if n < 1 || bytes < 0 || labels < 0 {
+		return nil, fmt.Errorf("prefetch: slab pool of %d slabs of %d bytes: want n ≥ 1", n, bytes)
+	}
+	p := &SlabPool{free: make(chan *Slab, n)}
+	for i := range n {
+		s := &Slab{Data: aligned(bytes), Labels: make([]int32, labels), ID: i}
+		p.slabs = append(p.slabs, s)
+		p.free <- s
+	}
+	return p, nil
+}
+
+func aligned(n int) []byte {
+	b := make([]byte, n+Align)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & (Align - 1))
+	return b[off : off+n : off+n]
+}
+
+// Get returns a free slab, waiting until one is put back or ctx is done.
+func (p *SlabPool) Get(ctx context.Context) (*Slab, error) {
+	select {
+	case s := <-p.free:
+		p.out.Add(1)
+		return s, nil
+	default:
+	}
+	t := time.Now()
+	defer func() { p.wait.Add(int64(time.Since(t))) }()
+	select {
+	case s := <-p.free:
+		p.out.Add(1)
+		return s, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// Put returns a slab to the pool. Putting a slab twice, or one from another
+// pool, panics: either is a bug that would let two batches share memory.
+func (p *SlabPool) Put(s *Slab) {
+	if s.ID < 0 || s.ID >= len(p.slabs) || p.slabs[s.ID] != s {
+		panic("prefetch: Put of a slab from another pool")
+	}
+	if p.out.Add(-1) < 0 {
+		panic("prefetch: slab put back twice")
+	}
+	p.free <- s
+}
+
+// Len is the number of slabs; Out is how many are taken now.
+func (p *SlabPool) Len() int { return len(p.slabs) }
+func (p *SlabPool) Out() int { return int(p.out.Load()) }
+
+// Bytes is the memory the pool holds.
+func (p *SlabPool) Bytes() int64 {
+	return int64(len(p.slabs)) * int64(len(p.slabs[0].Data)+4*len(p.slabs[0].Labels))
+}
+
+// Wait is the total time Get has spent blocked for a free slab.
+func (p *SlabPool) Wait() time.Duration { return time.Duration(p.wait.Load()) }
