@@ -95,20 +95,20 @@ type worker struct {
 // Pipeline.Epoch, call Next until it returns io.EOF or an error, and Close
 // it (Close is safe to call at any time, and again).
 type Epoch struct {
-	p       *Pipeline
-	epoch   int
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	pool    pond.Pool
-	jobs    []job
-	ready   chan *job
-	chunks  chan chunk
-	next    int
-	closed  bool
-	failed  atomic.Pointer[error]
-	start   time.Time
-	stats   EpochStats
-	held    atomic.Int32
+	p      *Pipeline
+	epoch  int
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	pool   pond.Pool
+	jobs   []job
+	ready  chan *job
+	chunks chan chunk
+	next   int
+	closed bool
+	failed atomic.Pointer[error]
+	start  time.Time
+	stats  EpochStats
+	held   atomic.Int32
 }
 
 // EpochStats measures one epoch.
@@ -302,6 +302,7 @@ func (x *Epoch) Next() (*Batch, error) {
 	}
 	t := time.Now()
 	var j *job
+	finished := false
 	select {
 	case j = <-x.ready:
 	case <-x.ctx.Done():
@@ -309,25 +310,26 @@ func (x *Epoch) Next() (*Batch, error) {
 	if j != nil {
 		select {
 		case <-j.done:
+			finished = true
 		case <-x.ctx.Done():
-			j = nil
 		}
 	}
 	x.stats.StallSeconds += time.Since(t).Seconds()
-	if j == nil || x.ctx.Err() != nil {
-		err := x.err()
+	if !finished || x.ctx.Err() != nil {
+		stopped := x.ctx.Err() != nil
+		// Stop the workers first: they may still be writing into j's slab.
+		x.Close()
 		if j != nil {
 			x.p.slabs.Put(j.slab)
 		}
-		if err == nil && x.ctx.Err() != nil {
-			err = context.Cause(x.ctx)
+		if err := x.err(); err != nil {
+			return nil, err
 		}
-		x.Close()
-		if err == nil {
-			x.finish()
-			return nil, io.EOF
+		if stopped {
+			return nil, context.Cause(x.ctx)
 		}
-		return nil, err
+		x.finish()
+		return nil, io.EOF
 	}
 	b := &j.batch
 	sb := x.p.tensor.SampleBytes()

@@ -263,7 +263,8 @@ func (f *File) Build() ([]Stage, error) {
 		s, err := l.Spec.Build(l.Args)
 		if err != nil {
 			closeSources(stages)
-			return nil, &SyntaxError{Pos: l.Pos, Stage: l.Spec.Name, Msg: err.Error()}
+			msg := strings.TrimPrefix(err.Error(), l.Spec.Name+": ")
+			return nil, &SyntaxError{Pos: l.Pos, Stage: l.Spec.Name, Msg: msg}
 		}
 		stages = append(stages, s)
 	}

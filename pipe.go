@@ -243,7 +243,11 @@ func New(stages ...Stage) (*Pipeline, error) {
 	}
 	t, err := transform.ToTensor(b.layout, b.dtype, p.norm, shape)
 	if err != nil {
-		i := slices.IndexFunc(stages, func(s Stage) bool { return s.name == "to_tensor" || s.name == "normalize" })
+		// Blame to_tensor if there is one (its dtype or shape), else normalize.
+		i := slices.IndexFunc(stages, func(s Stage) bool { return s.name == "to_tensor" })
+		if i < 0 {
+			i = slices.IndexFunc(stages, func(s Stage) bool { return s.name == "normalize" })
+		}
 		if i < 0 {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}

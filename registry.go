@@ -262,7 +262,7 @@ func init() {
 
 	Register(&Spec{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
 		Params: []Param{{Name: "seed", Type: Int, Default: "0", Positional: true, Min: bound(0), Doc: "the pipeline's seed"}},
-		Build: func(a Args) (Stage, error) { return Shuffle(uint64(a.Int("seed"))), nil }})
+		Build:  func(a Args) (Stage, error) { return Shuffle(uint64(a.Int("seed"))), nil }})
 	Register(&Spec{Name: "random_crop", Kind: "stage", Summary: "crop size×size at a random place of the image padded by pad (torchvision RandomCrop)",
 		Params: []Param{
 			{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop in pixels"},

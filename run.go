@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
 )
 
 // RunOptions configures Pipeline.Run.
@@ -106,4 +110,24 @@ func (c *Checksum) String() string {
 		b[i] = byte(s >> (56 - 8*i))
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// Augmented returns the image the pipeline makes for the sample at position
+// i of epoch e's plan, before it is written as a tensor, with its label and
+// global index: what a batch holds, as a picture. It is meant for previews
+// and debugging, not for throughput.
+func (p *Pipeline) Augmented(e, i int) (img *transform.Image, label, index int, err error) {
+	plan := p.plan.Epoch(e, nil)
+	if i < 0 || i >= len(plan) {
+		return nil, 0, 0, fmt.Errorf("pipe: position %d outside the epoch's %d samples", i, len(plan))
+	}
+	index = plan[i]
+	var rec source.Record
+	if err := p.src.Read(index, &rec); err != nil {
+		return nil, 0, 0, err
+	}
+	src := &transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
+	out := transform.NewChain(p.ops).Apply(src, transform.NewRand(p.seed, e, int64(index), 0))
+	cp := &transform.Image{Pix: append([]byte(nil), out.Pix...), C: out.C, H: out.H, W: out.W}
+	return cp, rec.Label, index, nil
 }

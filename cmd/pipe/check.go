@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipefeed/pipe"
+)
+
+func newCheck() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check FILE",
+		Short: "validate a pipeline: parse it, open its data, and print the plan without running it",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			p, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			out := c.OutOrStdout()
+			fmt.Fprint(out, describe(p))
+			fmt.Fprintln(out, "stages:")
+			for _, s := range p.Stages() {
+				fmt.Fprintf(out, "  %s\n", s)
+			}
+			fmt.Fprintf(out, "%s: ok\n", args[0])
+			return nil
+		},
+	}
+}
+
+func newStages() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stages",
+		Short: "list every source and stage with its parameters",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			fmt.Fprint(c.OutOrStdout(), stagesText())
+			return nil
+		},
+	}
+}
+
+// stagesText renders the registry; it is the reference in the README.
+func stagesText() string {
+	var b strings.Builder
+	for _, s := range pipe.Stages() {
+		name := s.Name
+		if s.Kind == "source" {
+			name = "source " + s.Name
+		}
+		fmt.Fprintf(&b, "%s\n    %s\n", name, s.Summary)
+		for _, p := range s.Params {
+			typ := p.Type.String()
+			if p.Type == pipe.Enum {
+				typ = strings.Join(p.Enum, "|")
+			}
+			def := ""
+			switch {
+			case p.Required:
+				def = " (required)"
+			case p.Default != "":
+				def = " = " + p.Default
+			}
+			pos := ""
+			if p.Positional {
+				pos = " [positional]"
+			}
+			rng := ""
+			if p.Min != nil || p.Max != nil {
+				lo, hi := "", ""
+				if p.Min != nil {
+					lo = fmt.Sprint(*p.Min)
+				}
+				if p.Max != nil {
+					hi = fmt.Sprint(*p.Max)
+				}
+				rng = fmt.Sprintf(" in [%s, %s]", lo, hi)
+			}
+			fmt.Fprintf(&b, "    %-10s %s%s%s%s\n               %s\n", p.Name, typ, def, rng, pos, p.Doc)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,82 @@
+// Command pipe runs, benchmarks, checks and previews .pipe pipelines.
+//
+// Exit status: 0 on success, 1 when the run fails, 2 when the command line or
+// the .pipe file is wrong, 130 when interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipefeed/pipe"
+)
+
+// usageError marks errors in how pipe was called or in the .pipe file.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "pipe:", err)
+	os.Exit(exitCode(ctx, err))
+}
+
+func exitCode(ctx context.Context, err error) int {
+	var se *pipe.SyntaxError
+	var ue usageError
+	switch {
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return 130
+	case errors.As(err, &se), errors.As(err, &ue), errors.Is(err, pipe.ErrConfig):
+		return 2
+	}
+	return 1
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "pipe",
+		Short:         "pipe streams deterministic, augmented batches fast enough to keep GPUs busy",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newRun(), newBench(), newCheck(), newStages(), newPreview())
+	return root
+}
+
+// load parses and builds a .pipe file, marking its errors as usage errors.
+func load(name string) (*pipe.Pipeline, error) {
+	p, err := pipe.Load(name)
+	if err != nil {
+		var se *pipe.SyntaxError
+		if errors.As(err, &se) || errors.Is(err, pipe.ErrConfig) || errors.Is(err, os.ErrNotExist) {
+			return nil, usageError{err}
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s needs %d argument(s), got %d (usage: %s)", cmd.Name(), n, len(args), cmd.UseLine())}
+		}
+		return nil
+	}
+}

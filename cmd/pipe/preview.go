@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/math/fixed"
+
+	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/transform"
+)
+
+func newPreview() *cobra.Command {
+	var out string
+	var n, epoch, scale, cols int
+	c := &cobra.Command{
+		Use:   "preview FILE -o grid.png",
+		Short: "draw augmented samples with their class names into a PNG grid",
+		Long: `preview draws the first N samples of an epoch as the pipeline makes them
+(after every image operation, before the tensor is written), each labelled
+with its class name and sample index, so a person can see that the
+augmentation is right.`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if out == "" {
+				return usageError{fmt.Errorf("preview needs -o FILE.png")}
+			}
+			if n < 1 || scale < 1 || cols < 1 || epoch < 0 {
+				return usageError{fmt.Errorf("--n, --scale and --cols must be at least 1 and --epoch at least 0")}
+			}
+			p, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			n = min(n, p.Samples())
+			grid, err := drawGrid(p, epoch, n, cols, scale)
+			if err != nil {
+				return err
+			}
+			f, err := os.Create(out)
+			if err != nil {
+				return err
+			}
+			if err := png.Encode(f, grid); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "wrote %d samples of epoch %d to %s\n", n, epoch, out)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&out, "output", "o", "", "PNG file to write")
+	c.Flags().IntVarP(&n, "n", "n", 64, "samples to draw")
+	c.Flags().IntVar(&epoch, "epoch", 0, "epoch whose augmentations to draw")
+	c.Flags().IntVar(&scale, "scale", 3, "pixel magnification")
+	c.Flags().IntVar(&cols, "cols", 8, "samples per row")
+	return c
+}
+
+func drawGrid(p *pipe.Pipeline, epoch, n, cols, scale int) (*image.RGBA, error) {
+	classes := p.Source().Info().Classes
+	var tiles []*transform.Image
+	var captions []string
+	cw, ch := 0, 0
+	for i := range n {
+		img, label, idx, err := p.Augmented(epoch, i)
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprint(label)
+		if label >= 0 && label < len(classes) {
+			name = classes[label]
+		}
+		tiles = append(tiles, img)
+		captions = append(captions, fmt.Sprintf("%s #%d", name, idx))
+		cw, ch = max(cw, img.W*scale), max(ch, img.H*scale)
+	}
+	const textH, pad = 14, 4
+	cw = max(cw, 7*12) // room for a caption of 12 characters
+	rows := (n + cols - 1) / cols
+	grid := image.NewRGBA(image.Rect(0, 0, cols*(cw+pad)+pad, rows*(ch+textH+pad)+pad))
+	for i := range grid.Pix {
+		grid.Pix[i] = 255
+	}
+	for i, t := range tiles {
+		x0, y0 := pad+(i%cols)*(cw+pad), pad+(i/cols)*(ch+textH+pad)
+		for y := 0; y < t.H*scale; y++ {
+			for x := 0; x < t.W*scale; x++ {
+				var c color.RGBA
+				c.A = 255
+				sy, sx := y/scale, x/scale
+				v := func(ch int) uint8 { return t.Pix[(min(ch, t.C-1)*t.H+sy)*t.W+sx] }
+				c.R, c.G, c.B = v(0), v(1), v(2)
+				grid.SetRGBA(x0+x, y0+y, c)
+			}
+		}
+		d := font.Drawer{Dst: grid, Src: image.Black, Face: basicfont.Face7x13,
+			Dot: fixed.P(x0, y0+ch+textH-3)}
+		caption := captions[i]
+		if max := cw / 7; len(caption) > max {
+			caption = caption[:max]
+		}
+		d.DrawString(caption)
+	}
+	return grid, nil
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/pipefeed/pipe"
+)
+
+type runFlags struct {
+	epochs   int
+	workers  int
+	json     bool
+	checksum bool
+	quiet    bool
+}
+
+func (f *runFlags) register(c *cobra.Command, epochs int) {
+	c.Flags().IntVar(&f.epochs, "epochs", epochs, "epochs to run")
+	c.Flags().IntVar(&f.workers, "workers", 0, "transform workers (0: as the file says, else one per core); the output does not depend on it")
+	c.Flags().BoolVar(&f.json, "json", false, "print one JSON object per epoch on stdout")
+	c.Flags().BoolVar(&f.checksum, "checksum", false, "hash every output byte and label of each epoch (costs throughput)")
+	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+}
+
+func newRun() *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run FILE",
+		Short: "run a pipeline: stream its epochs and print a summary",
+		Args:  exactArgs(1),
+		RunE:  func(c *cobra.Command, args []string) error { return stream(c, args[0], f) },
+	}
+	f.register(c, 1)
+	return c
+}
+
+func newBench() *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "bench FILE",
+		Short: "measure a pipeline's throughput, epoch by epoch",
+		Long: `bench streams epochs of the pipeline as fast as it can and reports images/s.
+With --json it prints one object per epoch with epoch, images, seconds,
+images_per_sec, stall_seconds, slab_wait_seconds, skipped, workers, and with
+--checksum also checksum: a hash of every output byte and label in order.`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error { return stream(c, args[0], f) },
+	}
+	f.register(c, 3)
+	return c
+}
+
+func stream(c *cobra.Command, file string, f runFlags) error {
+	if f.epochs < 1 {
+		return usageError{fmt.Errorf("--epochs=%d: must be at least 1", f.epochs)}
+	}
+	if f.workers < 0 {
+		return usageError{fmt.Errorf("--workers=%d: must be 0 or more", f.workers)}
+	}
+	p, err := load(file)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if f.workers > 0 {
+		p.SetWorkers(f.workers)
+	}
+	out, errw := c.OutOrStdout(), c.ErrOrStderr()
+	info := describe(p)
+	if !f.json {
+		fmt.Fprint(out, info)
+	}
+	var bar *progressbar.ProgressBar
+	if !f.quiet && isTerminal(errw) {
+		bar = progressbar.NewOptions64(int64(p.Samples()*f.epochs),
+			progressbar.OptionSetWriter(errw),
+			progressbar.OptionSetDescription("images"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("images"),
+			progressbar.OptionThrottle(100_000_000),
+			progressbar.OptionClearOnFinish())
+	}
+	enc := json.NewEncoder(out)
+	opts := pipe.RunOptions{
+		Epochs:   f.epochs,
+		Checksum: f.checksum,
+		OnEpoch: func(s pipe.EpochStats) {
+			if bar != nil {
+				bar.Clear()
+			}
+			if f.json {
+				enc.Encode(s)
+				return
+			}
+			fmt.Fprintln(out, epochLine(s))
+		},
+	}
+	if bar != nil {
+		opts.OnBatch = func(b *pipe.Batch) error { return bar.Add(b.N) }
+	}
+	stats, err := p.Run(c.Context(), opts)
+	if bar != nil {
+		bar.Finish()
+	}
+	if err != nil {
+		return err
+	}
+	if !f.json {
+		fmt.Fprint(out, summary(p, stats))
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func describe(p *pipe.Pipeline) string {
+	var b strings.Builder
+	info := p.Source().Info()
+	t := p.Tensor()
+	d := t.Dims(p.BatchSize())
+	fmt.Fprintf(&b, "source   %s: %d samples, %d classes\n", info.Identity, p.Source().Len(), len(info.Classes))
+	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d\n", p.Samples(), p.Batches(), p.BatchSize(), p.Seed())
+	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch\n", t.Layout, t.DType, d[0], d[1], d[2], d[3], p.BatchSize()*t.SampleBytes())
+	fmt.Fprintf(&b, "workers  %d, on_error=%s\n", p.Workers(), p.OnError())
+	return b.String()
+}
+
+func epochLine(s pipe.EpochStats) string {
+	line := fmt.Sprintf("epoch %d: %d images in %.3f s = %.0f images/s (consumer stalled %.3f s, producer waited %.3f s for slabs",
+		s.Epoch, s.Images, s.Seconds, s.ImagesPerSec, s.StallSeconds, s.SlabWaitSeconds)
+	if s.Skipped > 0 {
+		line += fmt.Sprintf(", %d skipped", s.Skipped)
+	}
+	line += ")"
+	if s.Checksum != "" {
+		line += " checksum " + s.Checksum
+	}
+	return line
+}
+
+func summary(p *pipe.Pipeline, stats []pipe.EpochStats) string {
+	var b strings.Builder
+	images, secs, stall := 0, 0.0, 0.0
+	for _, s := range stats {
+		images += s.Images
+		secs += s.Seconds
+		stall += s.StallSeconds
+	}
+	fmt.Fprintf(&b, "total    %d images in %.3f s = %.0f images/s over %d epochs", images, secs, float64(images)/secs, len(stats))
+	if secs > 0 {
+		fmt.Fprintf(&b, "; consumer starved %.0f%% of the time", 100*stall/secs)
+	}
+	b.WriteString("\n")
+	skipped, n := p.Skipped()
+	if n > 0 {
+		fmt.Fprintf(&b, "skipped  %d corrupt records (on_error=skip):\n", n)
+		for i, e := range skipped {
+			if i == 20 {
+				fmt.Fprintf(&b, "  ... and %d more\n", n-20)
+				break
+			}
+			fmt.Fprintf(&b, "  %v\n", e)
+		}
+	}
+	return b.String()
+}
