@@ -134,59 +134,104 @@ func window(dst, src *Image, oy, ox, h, w int, f Fill, mirror bool) {
 		return
 	}
 	// Border column i reads source column scol[i] (-1: zero) into dcol[i].
-	var scol, dcol [2 * maxBorder]int32
+	var scol, dcol [2 * maxBorder]int
 	for i := 0; i < border; i++ {
 		x := i
 		if i >= x0 {
 			x = x1 + i - x0
 		}
-		scol[i] = int32(f.source(ox+x, sw))
+		scol[i] = f.source(ox+x, sw)
 		if mirror {
 			x = w - 1 - x
 		}
-		dcol[i] = int32(x)
+		dcol[i] = x
 	}
 	// Under FillZero every border pixel is zero; under the other fills every
 	// border pixel maps inside src, so the row loop needs no branch on it.
 	zero := f == FillZero
-	// Where the window's inside part lands in an output row.
-	m0, m1 := x0, x1
+	// Where the window's inside part starts in an output row.
+	m0 := x0
 	if mirror {
-		m0, m1 = w-x1, w-x0
+		m0 = w - x1
 	}
-	d := 0
+	// Every index below is in range by construction: rows come from
+	// f.source (in [0, sh) or -1), the inside span [ox+x0, ox+x1) lies in
+	// [0, sw), border sources come from f.source, and dst was sized above.
+	// So the row loop moves words through raw pointers without bounds checks.
+	if len(src.Pix) < src.C*sh*sw {
+		panic("transform: image buffer shorter than its shape")
+	}
+	sbase := unsafe.Pointer(unsafe.SliceData(src.Pix))
+	dp := unsafe.Pointer(unsafe.SliceData(dst.Pix))
+	n := x1 - x0
 	for c := 0; c < src.C; c++ {
-		sp := src.Pix[c*sh*sw : (c+1)*sh*sw]
+		plane := unsafe.Add(sbase, c*sh*sw)
 		for y := oy; y < oy+h; y++ {
-			drow := dst.Pix[d : d+w]
-			d += w
 			sy := y
 			if uint(sy) >= uint(sh) {
 				sy = f.source(y, sh)
 			}
 			if sy < 0 {
-				clear(drow)
+				clear(unsafe.Slice((*byte)(dp), w))
+				dp = unsafe.Add(dp, w)
 				continue
 			}
-			if m1 > m0 {
-				in := sp[sy*sw+ox+x0 : sy*sw+ox+x1]
+			srow := unsafe.Add(plane, sy*sw)
+			if n > 0 {
 				if mirror {
-					reverseInto(drow[m0:m1], in)
+					reverseWords(unsafe.Add(dp, m0), unsafe.Add(srow, ox+x0), n)
 				} else {
-					copy(drow[m0:m1], in)
+					copyWords(unsafe.Add(dp, m0), unsafe.Add(srow, ox+x0), n)
 				}
 			}
 			if zero {
 				for _, x := range dcol[:border] {
-					drow[x] = 0
+					*(*byte)(unsafe.Add(dp, x)) = 0
 				}
-				continue
+			} else {
+				for i, x := range dcol[:border] {
+					*(*byte)(unsafe.Add(dp, x)) = *(*byte)(unsafe.Add(srow, scol[i]))
+				}
 			}
-			srow := sp[sy*sw : sy*sw+sw]
-			for i, x := range dcol[:border] {
-				drow[x] = srow[scol[i]]
-			}
+			dp = unsafe.Add(dp, w)
 		}
+	}
+}
+
+// copyWords copies n bytes from s to d (not overlapping) in 8-byte words,
+// finishing with one overlapping word; short spans go byte by byte.
+func copyWords(d, s unsafe.Pointer, n int) {
+	if n < 8 {
+		for i := 0; i < n; i++ {
+			*(*byte)(unsafe.Add(d, i)) = *(*byte)(unsafe.Add(s, i))
+		}
+		return
+	}
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		*(*uint64)(unsafe.Add(d, i)) = *(*uint64)(unsafe.Add(s, i))
+	}
+	if i < n {
+		*(*uint64)(unsafe.Add(d, n-8)) = *(*uint64)(unsafe.Add(s, n-8))
+	}
+}
+
+// reverseWords writes the n bytes at s to d in reverse order, a byte-swapped
+// word at a time, finishing with one overlapping word (which rewrites bytes
+// with the values they already hold).
+func reverseWords(d, s unsafe.Pointer, n int) {
+	if n < 8 {
+		for i := 0; i < n; i++ {
+			*(*byte)(unsafe.Add(d, n-1-i)) = *(*byte)(unsafe.Add(s, i))
+		}
+		return
+	}
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		*(*uint64)(unsafe.Add(d, n-i-8)) = bits.ReverseBytes64(*(*uint64)(unsafe.Add(s, i)))
+	}
+	if i < n {
+		*(*uint64)(d) = bits.ReverseBytes64(*(*uint64)(unsafe.Add(s, n-8)))
 	}
 }
 
@@ -218,27 +263,3 @@ func windowSlow(dst, src *Image, oy, ox, h, w int, f Fill, mirror bool) {
 // maxBorder bounds the border columns window maps ahead on each side; wider
 // borders (huge pads) fall back to computing each pixel's source.
 const maxBorder = 32
-
-// reverseInto writes in reversed into out, which has the same length. It
-// moves 8-byte words with one byte swap each; rows of 8 bytes or more finish
-// with one overlapping word instead of a byte loop (the overlap rewrites
-// bytes with the values they already hold). Lengths are checked once, so the
-// word loop runs without bounds checks.
-func reverseInto(out, in []byte) {
-	n := len(in)
-	out = out[:n]
-	if n < 8 {
-		for i := 0; i < n; i++ {
-			out[n-1-i] = in[i]
-		}
-		return
-	}
-	p, q := unsafe.Pointer(unsafe.SliceData(in)), unsafe.Pointer(unsafe.SliceData(out))
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		*(*uint64)(unsafe.Add(q, n-i-8)) = bits.ReverseBytes64(*(*uint64)(unsafe.Add(p, i)))
-	}
-	if i < n {
-		*(*uint64)(q) = bits.ReverseBytes64(*(*uint64)(unsafe.Add(p, n-8)))
-	}
-}
