@@ -84,11 +84,18 @@ type chunk struct {
 	lo, hi int
 }
 
-// worker is the per-goroutine state: scratch images and a record buffer.
+// worker is the per-goroutine state: scratch images and the records of one
+// chunk (each with its own buffer, for sources that generate pixels).
 type worker struct {
 	chain *transform.Chain
-	rec   source.Record
+	recs  [chunkSamples]chunkRecord
 	img   transform.Image
+	out   transform.Image
+}
+
+type chunkRecord struct {
+	source.Record
+	err error
 }
 
 // Epoch streams the batches of one epoch in plan order. Get one from
@@ -252,23 +259,39 @@ func (x *Epoch) work(w *worker) {
 func (x *Epoch) transform(w *worker, c chunk, sb int) {
 	p := x.p
 	j := c.j
-	for k := c.lo; k < c.hi; k++ {
-		idx := j.indices[k]
-		if err := p.src.Read(idx, &w.rec); err != nil {
-			if !x.skip(j, k, err) {
-				return
-			}
+	// Read the chunk's records first, then transform them: the reads touch
+	// records scattered over the dataset, and done back to back their cache
+	// misses overlap instead of stalling one sample at a time.
+	recs := w.recs[:c.hi-c.lo]
+	for i := range recs {
+		k := c.lo + i
+		recs[i].err = p.src.Read(j.indices[k], &recs[i].Record)
+		if err := recs[i].err; err != nil && !x.skip(j, k, err) {
+			return
+		}
+	}
+	for i := range recs {
+		rec := &recs[i]
+		if rec.err != nil {
 			continue
 		}
-		r := &w.rec
-		w.img = transform.Image{Pix: r.Pix, C: r.C, H: r.H, W: r.W}
+		k := c.lo + i
+		idx := j.indices[k]
+		w.img = transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
 		if p.inShape.Fixed() && w.img.Shape() != p.inShape {
 			x.fail(fmt.Errorf("sample %d: image is %s, the source said %s", idx, w.img.Shape(), p.inShape))
 			return
 		}
-		out := w.chain.Apply(&w.img, transform.NewRand(p.seed, x.epoch, int64(idx), 0))
-		p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], out)
-		j.slab.Labels[k] = int32(r.Label)
+		r := transform.NewRand(p.seed, x.epoch, int64(idx), 0)
+		if p.direct {
+			// uint8 NCHW is the image's own layout: the last operation
+			// writes straight into the slab.
+			w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
+			w.chain.ApplyTo(&w.out, &w.img, r)
+		} else {
+			p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], w.chain.Apply(&w.img, r))
+		}
+		j.slab.Labels[k] = int32(rec.Label)
 	}
 }
 

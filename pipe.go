@@ -165,6 +165,7 @@ type Pipeline struct {
 	ops      []transform.Op
 	norm     *transform.Normalization
 	tensor   *transform.Tensor
+	direct   bool // uint8 NCHW: images are written into slabs as they are
 	inShape  transform.Shape
 	shuffle  bool
 	seed     uint64
@@ -254,6 +255,7 @@ func New(stages ...Stage) (*Pipeline, error) {
 		return nil, stageErr(i, stages[i], err)
 	}
 	p.tensor = t
+	p.direct = t.DType == transform.Uint8 && (t.Layout == transform.NCHW || shape.C == 1)
 	var opts []sharding.Option
 	if p.shuffle {
 		opts = append(opts, sharding.WithShuffle(p.seed))

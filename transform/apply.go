@@ -33,3 +33,29 @@ func (c *Chain) Apply(src *Image, r Rand) *Image {
 	}
 	return cur
 }
+
+// ApplyTo is Apply with the last operation writing straight into dst, whose
+// Pix is memory the caller wants the result in (such as a batch slab for
+// uint8 CHW output): it saves a copy of every image. dst.Pix must have the
+// capacity of the output; where the last operation leaves its input as it
+// is, the result is copied into dst.
+func (c *Chain) ApplyTo(dst, src *Image, r Rand) {
+	c.r = r
+	cur := src
+	for i, op := range c.ops {
+		next := &c.a
+		if cur == &c.a {
+			next = &c.b
+		}
+		if i == len(c.ops)-1 {
+			next = dst
+		}
+		if op.Apply(next, cur, &c.r) {
+			cur = next
+		}
+	}
+	if cur != dst {
+		dst.Resize(cur.C, cur.H, cur.W)
+		copy(dst.Pix, cur.Pix)
+	}
+}

@@ -313,3 +313,23 @@ func TestFuseIsExact(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyToMatchesApply(t *testing.T) {
+	src := testImage(3, 8, 8)
+	crop, _ := RandomCrop(8, 2, FillReflect)
+	flip, _ := Flip(Horizontal, 0.5)
+	vflip, _ := Flip(Vertical, 0.5)
+	for _, ops := range [][]Op{nil, {crop}, {crop, flip}, {flip}, {crop, vflip}} {
+		c := NewChain(ops)
+		for i := range 50 {
+			r := NewRand(1, 0, int64(i), 0)
+			want := append([]byte(nil), c.Apply(src, r).Pix...)
+			buf := make([]byte, 0, len(src.Pix))
+			dst := &Image{Pix: buf}
+			c.ApplyTo(dst, src, r)
+			if string(dst.Pix) != string(want) || &dst.Pix[:1][0] != &buf[:1][0] {
+				t.Fatalf("%v sample %d: ApplyTo differs from Apply or wrote elsewhere", ops, i)
+			}
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package pipe
+
+import (
+	"context"
+	"testing"
+
+	"github.com/pipefeed/pipe/internal/shareddata"
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
+)
+
+// cifarRecipe is the benchmark recipe over real CIFAR-10 train.
+func cifarRecipe(b *testing.B, dtype transform.DType) *Pipeline {
+	src, err := source.CIFAR10(shareddata.Path(b, "cifar10/cifar-10-binary.tar.gz"), source.Train)
+	if err != nil {
+		b.Fatal(err)
+	}
+	crop, _ := transform.RandomCrop(32, 4, transform.FillReflect)
+	flip, _ := transform.Flip(transform.Horizontal, 0.5)
+	stages := []Stage{Source(src), Shuffle(42), Map(crop), Map(flip)}
+	if dtype != transform.Uint8 {
+		norm, _ := transform.Normalize([]float64{0.4914, 0.4822, 0.4465}, []float64{0.2470, 0.2435, 0.2616})
+		stages = append(stages, Normalize(norm))
+	}
+	stages = append(stages, Batching(256, false), ToTensor(transform.NCHW, dtype))
+	p, err := New(stages...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkCIFAREpoch streams whole epochs of real CIFAR-10 (50,000 images)
+// per op; images/s is the end-to-end figure. allocs/op is per epoch: it
+// must not grow with the number of batches or samples.
+func BenchmarkCIFAREpoch(b *testing.B) {
+	for _, dt := range []transform.DType{transform.Float32, transform.Uint8} {
+		b.Run(dt.String(), func(b *testing.B) {
+			p := cifarRecipe(b, dt)
+			defer p.Close()
+			b.ReportAllocs()
+			e := 0
+			for b.Loop() {
+				if _, err := p.Run(context.Background(), RunOptions{FirstEpoch: e}); err != nil {
+					b.Fatal(err)
+				}
+				e++
+			}
+			b.ReportMetric(float64(b.N*p.Samples())/b.Elapsed().Seconds(), "images/s")
+		})
+	}
+}
