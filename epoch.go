@@ -44,7 +44,8 @@ type Batch struct {
 	// Samples holds the N global sample indices the batch was made from.
 	Samples []int
 
-	release func()
+	owner *Epoch // nil once released
+	slab  *prefetch.Slab
 }
 
 // Float32 views Data as float32 values; the dtype must be float32.
@@ -59,12 +60,13 @@ func (b *Batch) Uint16() []uint16 {
 
 // Release hands the batch's slab back for reuse. Calling it twice panics.
 func (b *Batch) Release() {
-	if b.release == nil {
+	x := b.owner
+	if x == nil {
 		panic("pipe: Batch released twice")
 	}
-	r := b.release
-	b.release = nil
-	r()
+	b.owner = nil
+	x.held.Add(-1)
+	x.p.slabs.Put(b.slab)
 }
 
 // job is the state of one batch in flight; there is one per slab, reused.
@@ -178,7 +180,8 @@ func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) {
 	x.stats = EpochStats{Epoch: e, Workers: p.workers}
 	waitBefore := p.slabs.Wait()
 	x.stats.SlabWaitSeconds = -waitBefore.Seconds()
-	indices := p.plan.Epoch(e, nil)
+	p.order = p.plan.Epoch(e, p.order)
+	indices := p.order
 	p.running = true
 	// One goroutine produces, p.workers transform; pond owns them all and
 	// Close waits for them.
@@ -365,11 +368,7 @@ func (x *Epoch) Next() (*Batch, error) {
 	x.stats.Images += b.N
 	x.stats.Batches++
 	x.held.Add(1)
-	slab := j.slab
-	b.release = func() {
-		x.held.Add(-1)
-		x.p.slabs.Put(slab)
-	}
+	b.owner, b.slab = x, j.slab
 	return b, nil
 }
 

@@ -176,6 +176,7 @@ type Pipeline struct {
 	workers  int
 	onError  Policy
 	plan     *sharding.Plan
+	order    []int // the running epoch's plan, reused between epochs
 	slabs    *prefetch.SlabPool
 	running  bool
 	skipped  []*source.RecordError

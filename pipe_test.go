@@ -337,3 +337,22 @@ func TestOneEpochAtATime(t *testing.T) {
 	}
 	x.Close()
 }
+
+// TestNoAllocationPerBatch is the memory contract: an epoch allocates a fixed
+// amount (goroutines, channels), not something per batch or per sample.
+func TestNoAllocationPerBatch(t *testing.T) {
+	allocs := func(n int) float64 {
+		p := mustNew(t, recipe(synth(t, n), Options(2, Fail, -1))...)
+		p.Run(context.Background(), RunOptions{}) // warm the slabs and plan buffer
+		return testing.AllocsPerRun(3, func() {
+			if _, err := p.Run(context.Background(), RunOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	small, large := allocs(64*10), allocs(64*100)
+	t.Logf("allocations per epoch: %v for 10 batches, %v for 100", small, large)
+	if large > small+5 {
+		t.Errorf("an epoch of 100 batches allocates %v times, one of 10 batches %v: allocation grows with batches", large, small)
+	}
+}

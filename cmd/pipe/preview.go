@@ -86,7 +86,7 @@ func drawGrid(p *pipe.Pipeline, epoch, n, cols, scale int) (*image.RGBA, error) 
 		cw, ch = max(cw, img.W*scale), max(ch, img.H*scale)
 	}
 	const textH, pad = 14, 4
-	cw = max(cw, 7*12) // room for a caption of 12 characters
+	cw = max(cw, 7*16) // room for a caption of 16 characters
 	rows := (n + cols - 1) / cols
 	grid := image.NewRGBA(image.Rect(0, 0, cols*(cw+pad)+pad, rows*(ch+textH+pad)+pad))
 	for i := range grid.Pix {

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipefeed/pipe/internal/shareddata"
+)
+
+// pipeCmd runs the command line in-process and returns stdout, stderr and
+// the exit code main would use.
+func pipeCmd(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	root := newRoot()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	ctx := context.Background()
+	err := root.ExecuteContext(ctx)
+	code := 0
+	if err != nil {
+		errb.WriteString("pipe: " + err.Error() + "\n")
+		code = exitCode(ctx, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func writePipe(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "t.pipe")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const small = `source synthetic n=600
+shuffle seed=9
+random_crop size=32 pad=4 fill=reflect
+flip horizontal
+normalize mean=0.5 std=0.25
+batch 64
+to_tensor layout=nchw dtype=float32
+`
+
+func benchJSON(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	out, errs, code := pipeCmd(t, append([]string{"bench"}, args...)...)
+	if code != 0 {
+		t.Fatalf("bench %v: exit %d: %s", args, code, errs)
+	}
+	var objs []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+		objs = append(objs, m)
+	}
+	return objs
+}
+
+func TestBenchJSONInterface(t *testing.T) {
+	f := writePipe(t, small)
+	one := benchJSON(t, f, "--epochs", "2", "--workers", "1", "--json", "--checksum")
+	eight := benchJSON(t, f, "--epochs", "2", "--workers", "8", "--json", "--checksum")
+	if len(one) != 2 {
+		t.Fatalf("%d objects for 2 epochs", len(one))
+	}
+	for i, m := range one {
+		for _, k := range []string{"epoch", "images", "seconds", "images_per_sec", "checksum", "stall_seconds"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("epoch object lacks %q: %v", k, m)
+			}
+		}
+		if m["images"].(float64) != 600 || m["epoch"].(float64) != float64(i) {
+			t.Errorf("epoch %d: %v", i, m)
+		}
+		if m["checksum"] != eight[i]["checksum"] {
+			t.Errorf("epoch %d: checksum %v with 1 worker, %v with 8", i, m["checksum"], eight[i]["checksum"])
+		}
+	}
+	if one[0]["checksum"] == one[1]["checksum"] {
+		t.Error("two epochs have the same checksum")
+	}
+	plain := benchJSON(t, f, "--epochs", "1", "--json")
+	if _, ok := plain[0]["checksum"]; ok {
+		t.Error("checksum present without --checksum")
+	}
+}
+
+func TestRunPrintsSummary(t *testing.T) {
+	out, errs, code := pipeCmd(t, "run", writePipe(t, small), "--epochs", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"600 samples", "10 batches of 64", "float32 [64 3 32 32]", "epoch 0: 600 images", "epoch 1: 600 images", "total    1200 images"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestErrorsAndExitCodes(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", writePipe(t, "source synthetic\nrandom_crop size=32 padd=4\nbatch 8\n")}, 2, `t.pipe:2:21: random_crop: unknown parameter "padd" (did you mean "pad"?)`},
+		{[]string{"check", writePipe(t, "source synthetic\nflip p=1.5\nbatch 8\n")}, 2, "t.pipe:2:6: flip: p: 1.5 must be at most 1"},
+		{[]string{"bench", writePipe(t, "source cifar10 path=/no/such/dir\nbatch 8\n")}, 2, "/no/such/dir does not exist"},
+		{[]string{"run", "/no/such.pipe"}, 2, "no such file"},
+		{[]string{"run"}, 2, "run needs 1 argument"},
+		{[]string{"bench", writePipe(t, small), "--epochs", "0"}, 2, "--epochs=0"},
+		{[]string{"run", writePipe(t, small), "--bogus"}, 2, "unknown flag"},
+		{[]string{"preview", writePipe(t, small)}, 2, "needs -o"},
+	}
+	for _, c := range cases {
+		_, errs, code := pipeCmd(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("pipe %v: exit %d, stderr %q; want exit %d and %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+}
+
+func TestCorruptDataExitsOne(t *testing.T) {
+	dir := t.TempDir()
+	rec := make([]byte, 3073*3)
+	rec[3073] = 42 // label of sample 1
+	os.WriteFile(filepath.Join(dir, "b.bin"), rec, 0o644)
+	_, errs, code := pipeCmd(t, "run", writePipe(t, "source cifar10 path="+filepath.Join(dir, "b.bin")+"\nbatch 2\n"))
+	if code != 1 || !strings.Contains(errs, "b.bin: offset 3073: sample 1: label out of range") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	out, errs, code := pipeCmd(t, "run", writePipe(t, "source cifar10 path="+filepath.Join(dir, "b.bin")+"\npipeline on_error=skip\nbatch 2\n"))
+	if code != 0 || !strings.Contains(out, "skipped  1 corrupt records") || !strings.Contains(out, "sample 1: label out of range") {
+		t.Errorf("skip: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestStagesAndCheck(t *testing.T) {
+	out, _, code := pipeCmd(t, "stages")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	for _, want := range []string{"source cifar10", "source cifar100", "source synthetic", "random_crop", "pad        int = 0 in [0, ]", "flip", "shift", "normalize", "to_tensor", "layout     nchw|nhwc = nchw"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stages lacks %q", want)
+		}
+	}
+	out, errs, code := pipeCmd(t, "check", "../../examples/quickstart.pipe")
+	if code != 0 || !strings.Contains(out, "quickstart.pipe: ok") {
+		t.Errorf("check quickstart: %d %s %s", code, out, errs)
+	}
+}
+
+func TestPreviewWritesGrid(t *testing.T) {
+	png1 := filepath.Join(t.TempDir(), "grid.png")
+	out, errs, code := pipeCmd(t, "preview", writePipe(t, small), "-o", png1, "-n", "12", "--cols", "4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "wrote 12 samples") {
+		t.Errorf("output %q", out)
+	}
+	f, err := os.Open(png1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != 4*(112+4)+4 || b.Dy() != 3*(96+14+4)+4 {
+		t.Errorf("grid is %v, want 4×3 tiles of 96 px, 112 wide for captions", b)
+	}
+}
+
+// TestRealCIFARChecksums is the issue's determinism check on real data:
+// --workers 1 and --workers 8 give the same checksums, and so does a rerun.
+func TestRealCIFARChecksums(t *testing.T) {
+	archive := shareddata.Path(t, "cifar10/cifar-10-binary.tar.gz")
+	f := writePipe(t, "source cifar10 path="+archive+"\nshuffle seed=42\nrandom_crop size=32 pad=4 fill=reflect\nflip horizontal\n"+
+		"normalize mean=0.4914,0.4822,0.4465 std=0.2470,0.2435,0.2616\nbatch 256\nto_tensor layout=nchw dtype=float32\n")
+	a := benchJSON(t, f, "--epochs", "2", "--workers", "1", "--json", "--checksum")
+	b := benchJSON(t, f, "--epochs", "2", "--workers", "8", "--json", "--checksum")
+	c := benchJSON(t, f, "--epochs", "2", "--workers", "8", "--json", "--checksum")
+	for i := range a {
+		if a[i]["images"].(float64) != 50000 {
+			t.Fatalf("epoch %d has %v images", i, a[i]["images"])
+		}
+		if a[i]["checksum"] != b[i]["checksum"] || b[i]["checksum"] != c[i]["checksum"] {
+			t.Errorf("epoch %d: checksums %v / %v / %v", i, a[i]["checksum"], b[i]["checksum"], c[i]["checksum"])
+		}
+	}
+}
