@@ -162,21 +162,24 @@ func window(dst, src *Image, oy, ox, h, w int, f Fill, mirror bool) {
 		panic("transform: image buffer shorter than its shape")
 	}
 	sbase := unsafe.Pointer(unsafe.SliceData(src.Pix))
-	dp := unsafe.Pointer(unsafe.SliceData(dst.Pix))
+	dbase := unsafe.Pointer(unsafe.SliceData(dst.Pix))
 	n := x1 - x0
+	// Pointers are formed from offsets inside their allocations; Go's rules
+	// (checked by -race's checkptr) forbid even forming one past the end.
+	d := 0
 	for c := 0; c < src.C; c++ {
-		plane := unsafe.Add(sbase, c*sh*sw)
-		for y := oy; y < oy+h; y++ {
+		so := c * sh * sw
+		for y := oy; y < oy+h; y, d = y+1, d+w {
+			dp := unsafe.Add(dbase, d)
 			sy := y
 			if uint(sy) >= uint(sh) {
 				sy = f.source(y, sh)
 			}
 			if sy < 0 {
-				clear(unsafe.Slice((*byte)(dp), w))
-				dp = unsafe.Add(dp, w)
+				clear(dst.Pix[d : d+w])
 				continue
 			}
-			srow := unsafe.Add(plane, sy*sw)
+			srow := unsafe.Add(sbase, so+sy*sw)
 			if n > 0 {
 				if mirror {
 					reverseWords(unsafe.Add(dp, m0), unsafe.Add(srow, ox+x0), n)
@@ -193,7 +196,6 @@ func window(dst, src *Image, oy, ox, h, w int, f Fill, mirror bool) {
 					*(*byte)(unsafe.Add(dp, x)) = *(*byte)(unsafe.Add(srow, scol[i]))
 				}
 			}
-			dp = unsafe.Add(dp, w)
 		}
 	}
 }
