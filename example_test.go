@@ -1,0 +1,61 @@
+package pipe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+
+	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
+)
+
+// The Go API has the same stages as a .pipe file: random_crop size=32 pad=4
+// is transform.RandomCrop(32, 4, ...), wrapped by pipe.Map.
+func Example() {
+	src, err := source.NewSynthetic(1000, source.Train, 0) // or source.CIFAR10(path, source.Train)
+	if err != nil {
+		log.Fatal(err)
+	}
+	crop, _ := transform.RandomCrop(32, 4, transform.FillReflect)
+	flip, _ := transform.Flip(transform.Horizontal, 0.5)
+	norm, _ := transform.Normalize([]float64{0.5, 0.5, 0.5}, []float64{0.25, 0.25, 0.25})
+	p, err := pipe.New(
+		pipe.Source(src),
+		pipe.Shuffle(42),
+		pipe.Map(crop),
+		pipe.Map(flip),
+		pipe.Normalize(norm),
+		pipe.Batching(256, false),
+		pipe.ToTensor(transform.NCHW, transform.Float32),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+
+	epoch, err := p.Epoch(context.Background(), 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer epoch.Close()
+	for {
+		b, err := epoch.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		x := b.Float32() // [b.N, 3, 32, 32], valid until Release
+		fmt.Println(b.Index, b.N, len(x), b.Labels[:3])
+		b.Release()
+	}
+	// Output:
+	// 0 256 786432 [3 1 1]
+	// 1 256 786432 [6 4 2]
+	// 2 256 786432 [4 3 4]
+	// 3 232 712704 [5 6 2]
+}
