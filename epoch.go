@@ -176,17 +176,16 @@ func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) {
 	}
 	for i := range x.jobs {
 		x.jobs[i].done = make(chan struct{}, 1)
+		x.jobs[i].indices = p.indexBuf(i)
 	}
 	x.stats = EpochStats{Epoch: e, Workers: p.workers}
 	waitBefore := p.slabs.Wait()
 	x.stats.SlabWaitSeconds = -waitBefore.Seconds()
-	p.order = p.plan.Epoch(e, p.order)
-	indices := p.order
 	p.running = true
 	// One goroutine produces, p.workers transform; pond owns them all and
 	// Close waits for them.
 	x.pool = pond.NewPool(p.workers + 1)
-	x.pool.Submit(func() { x.guard(func() { x.produce(indices) }) })
+	x.pool.Submit(func() { x.guard(x.produce) })
 	for range p.workers {
 		w := &worker{chain: transform.NewChain(p.ops)}
 		x.pool.Submit(func() { x.guard(func() { x.work(w) }) })
@@ -218,20 +217,21 @@ func (x *Epoch) err() error {
 	return nil
 }
 
-func (x *Epoch) produce(indices []int) {
+func (x *Epoch) produce() {
 	defer close(x.chunks)
 	defer close(x.ready)
 	p := x.p
 	nb := p.Batches()
 	for b := range nb {
 		lo := b * p.batch
-		hi := min(lo+p.batch, len(indices))
+		hi := min(lo+p.batch, p.plan.Len())
 		slab, err := p.slabs.Get(x.ctx)
 		if err != nil {
 			return
 		}
 		j := &x.jobs[slab.ID]
-		j.slab, j.indices = slab, indices[lo:hi]
+		j.slab, j.indices = slab, j.indices[:hi-lo]
+		p.plan.Fill(x.epoch, lo, j.indices)
 		j.skipped, j.skipErr = j.skipped[:0], j.skipErr[:0]
 		j.batch = Batch{Epoch: x.epoch, Index: b, N: hi - lo}
 		n := (hi - lo + chunkSamples - 1) / chunkSamples

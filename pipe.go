@@ -176,7 +176,7 @@ type Pipeline struct {
 	workers  int
 	onError  Policy
 	plan     *sharding.Plan
-	order    []int // the running epoch's plan, reused between epochs
+	indices  [][]int // per slab: the sample indices of its batch
 	slabs    *prefetch.SlabPool
 	running  bool
 	skipped  []*source.RecordError
@@ -326,6 +326,15 @@ func (p *Pipeline) String() string {
 // Skipped returns the records skipped so far under on_error=skip (up to the
 // first 1000) and how many there were in all.
 func (p *Pipeline) Skipped() ([]*source.RecordError, int) { return p.skipped, p.nskipped }
+
+// indexBuf returns the batch-sized index buffer of slab i, kept across
+// epochs so that a steady state allocates nothing.
+func (p *Pipeline) indexBuf(i int) []int {
+	for len(p.indices) <= i {
+		p.indices = append(p.indices, make([]int, p.batch))
+	}
+	return p.indices[i][:p.batch]
+}
 
 // Close closes the source.
 func (p *Pipeline) Close() error { return p.src.Close() }

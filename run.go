@@ -117,11 +117,10 @@ func (c *Checksum) String() string {
 // global index: what a batch holds, as a picture. It is meant for previews
 // and debugging, not for throughput.
 func (p *Pipeline) Augmented(e, i int) (img *transform.Image, label, index int, err error) {
-	plan := p.plan.Epoch(e, nil)
-	if i < 0 || i >= len(plan) {
-		return nil, 0, 0, fmt.Errorf("pipe: position %d outside the epoch's %d samples", i, len(plan))
+	if i < 0 || i >= p.plan.Len() {
+		return nil, 0, 0, fmt.Errorf("pipe: position %d outside the epoch's %d samples", i, p.plan.Len())
 	}
-	index = plan[i]
+	index = p.plan.At(e, i)
 	var rec source.Record
 	if err := p.src.Read(index, &rec); err != nil {
 		return nil, 0, 0, err

@@ -3,8 +3,9 @@
 // epoch, rank, world size), so every process of a job agrees on it without
 // talking, and a resumed run replays it exactly.
 //
-// An epoch's order is a permutation of all sample indices (Fisher–Yates
-// driven by a generator keyed by seed and epoch). Rank r of w takes every
+// An epoch's order is a permutation of all sample indices keyed by seed and
+// epoch: a Feistel network computed index by index, so nothing of size N is
+// ever held in memory, whatever the dataset's length. Rank r of w takes every
 // w-th entry starting at r, so ranks are disjoint and equal in size; when
 // the length does not divide by w, the last N mod w entries of the
 // permutation are left out of that epoch (a different few each epoch when

@@ -60,32 +60,43 @@ func (p *Plan) Seed() uint64 { return p.seed }
 func (p *Plan) Rank() int  { return p.rank }
 func (p *Plan) World() int { return p.world }
 
+// At returns the k-th sample (0 ≤ k < Len()) of the rank's epoch e. It
+// needs no per-epoch state, so a plan's memory does not grow with the
+// dataset: the shuffle is a keyed permutation computed index by index.
+func (p *Plan) At(e, k int) int {
+	j := p.rank + k*p.world
+	if !p.shuffle {
+		return j
+	}
+	perm := newPerm(p.n, p.seed, e)
+	return perm.at(j)
+}
+
 // Epoch appends the rank's sample indices for epoch e, in order, to dst[:0]
 // and returns it; pass the previous result to reuse its memory.
 func (p *Plan) Epoch(e int, dst []int) []int {
-	if cap(dst) < p.n {
-		dst = make([]int, p.n)
-	}
-	perm := dst[:p.n]
-	for i := range perm {
-		perm[i] = i
-	}
-	if p.shuffle {
-		r := newRand(p.seed, e)
-		for i := p.n - 1; i > 0; i-- {
-			j := r.intn(i + 1)
-			perm[i], perm[j] = perm[j], perm[i]
+	dst = dst[:0]
+	perm := newPerm(p.n, p.seed, e)
+	for k := range p.Len() {
+		j := p.rank + k*p.world
+		if p.shuffle {
+			j = perm.at(j)
 		}
+		dst = append(dst, j)
 	}
-	if p.world == 1 {
-		return perm
+	return dst
+}
+
+// Fill writes the rank's samples k0, k0+1, … of epoch e into dst.
+func (p *Plan) Fill(e, k0 int, dst []int) {
+	perm := newPerm(p.n, p.seed, e)
+	for i := range dst {
+		j := p.rank + (k0+i)*p.world
+		if p.shuffle {
+			j = perm.at(j)
+		}
+		dst[i] = j
 	}
-	// Compact the rank's stride in place: entry k moves to k/world ≤ k.
-	out := perm[:0]
-	for k := p.rank; k < p.Len()*p.world; k += p.world {
-		out = append(out, perm[k])
-	}
-	return out
 }
 
 // Batches returns how many batches of size b an epoch makes.
@@ -96,21 +107,50 @@ func (p *Plan) Batches(b int, dropLast bool) int {
 	return (p.Len() + b - 1) / b
 }
 
-// rand is SplitMix64 keyed by (seed, epoch).
-type rand struct{ s uint64 }
-
 func mix(z uint64) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)
 }
 
-func newRand(seed uint64, epoch int) *rand {
-	return &rand{s: mix(mix(seed^0x5851f42d4c957f2d) ^ uint64(epoch))}
+// perm is a keyed bijection on [0, n): a six-round Feistel network on the
+// smallest even number of bits that covers n, walked until its output falls
+// in [0, n) (cycle-walking keeps it a bijection on [0, n)). The domain is
+// under 4n, so a walk takes under four steps on average. Four rounds of a
+// strong round function make a pseudo-random permutation (Luby–Rackoff);
+// six keep tiny domains (a few bits a half) uniform, which four do not.
+type perm struct {
+	n    int
+	half uint   // bits in each half
+	mask uint64 // half-width mask
+	keys [6]uint64
 }
 
-func (r *rand) intn(n int) int {
-	r.s += 0x9e3779b97f4a7c15
-	hi, _ := bits.Mul64(mix(r.s), uint64(n))
-	return int(hi)
+func newPerm(n int, seed uint64, epoch int) perm {
+	bitsN := bits.Len(uint(max(n-1, 1)))
+	half := uint(bitsN+1) / 2
+	p := perm{n: n, half: half, mask: 1<<half - 1}
+	k := mix(mix(seed^0x5851f42d4c957f2d) ^ uint64(epoch))
+	for i := range p.keys {
+		k = mix(k + 0x9e3779b97f4a7c15)
+		p.keys[i] = k
+	}
+	return p
+}
+
+func (p *perm) at(i int) int {
+	if p.n <= 1 {
+		return i
+	}
+	x := uint64(i)
+	for {
+		l, r := x>>p.half, x&p.mask
+		for _, k := range p.keys {
+			l, r = r, l^(mix(r^k)&p.mask)
+		}
+		x = l<<p.half | r
+		if x < uint64(p.n) {
+			return int(x)
+		}
+	}
 }

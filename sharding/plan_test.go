@@ -3,6 +3,7 @@ package sharding
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -118,5 +119,72 @@ func TestBadPlans(t *testing.T) {
 	}
 	if _, err := New(1, WithRank(0, 2)); err == nil {
 		t.Error("1 sample over 2 ranks accepted")
+	}
+}
+
+func TestPermIsBijectionAndMixes(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 7, 64, 1000, 4097} {
+		p := newPerm(n, 9, 3)
+		seen := make([]bool, n)
+		fixed := 0
+		for i := range n {
+			j := p.at(i)
+			if j < 0 || j >= n || seen[j] {
+				t.Fatalf("n=%d: at(%d) = %d repeats or is out of range", n, i, j)
+			}
+			seen[j] = true
+			if j == i {
+				fixed++
+			}
+		}
+		if n >= 1000 && fixed > 10 {
+			t.Errorf("n=%d: %d fixed points, a random permutation has about 1", n, fixed)
+		}
+	}
+	// Positions are spread evenly: over many epochs each sample lands in
+	// each slot 1/n of the time, within 5 standard deviations.
+	for _, n := range []int{3, 10, 37} {
+		const epochs = 6000
+		counts := make([][]int, n)
+		for i := range counts {
+			counts[i] = make([]int, n)
+		}
+		for e := range epochs {
+			p := newPerm(n, 1, e)
+			for i := range n {
+				counts[i][p.at(i)]++
+			}
+		}
+		exp := float64(epochs) / float64(n)
+		sd := math.Sqrt(exp * (1 - 1/float64(n)))
+		for i := range counts {
+			for j, c := range counts[i] {
+				if math.Abs(float64(c)-exp) > 5*sd {
+					t.Errorf("n=%d: sample %d landed in slot %d %d times of %d, expected %.0f", n, i, j, c, epochs, exp)
+				}
+			}
+		}
+	}
+}
+
+func TestAtAndFillMatchEpoch(t *testing.T) {
+	p, _ := New(1003, WithShuffle(4), WithRank(1, 3))
+	want := p.Epoch(2, nil)
+	got := make([]int, 10)
+	p.Fill(2, 100, got)
+	for i, j := range got {
+		if j != want[100+i] || p.At(2, 100+i) != j {
+			t.Fatalf("Fill/At disagree with Epoch at %d", 100+i)
+		}
+	}
+}
+
+func BenchmarkAt(b *testing.B) {
+	p, _ := New(50000, WithShuffle(1))
+	b.ReportAllocs()
+	k := 0
+	for b.Loop() {
+		p.At(0, k%50000)
+		k++
 	}
 }
