@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/pipefeed/pipe/source"
 )
 
 // Pos is a place in a .pipe file; Line and Col count from 1.
@@ -255,20 +257,53 @@ func parseLine(pos Pos, toks []token, env func(string) (string, bool)) (Line, er
 	return l, nil
 }
 
+// LoadOption configures how a file's stages are built.
+type LoadOption func(*loadConfig)
+
+type loadConfig struct {
+	progress func(done, total int64)
+}
+
+// WithDownloadProgress reports the progress of downloads that sources make
+// while they open (total is -1 when unknown).
+func WithDownloadProgress(f func(done, total int64)) LoadOption {
+	return func(c *loadConfig) { c.progress = f }
+}
+
 // Build turns a parsed file into stages, opening its source. Errors from a
 // stage's constructor are reported at its line.
-func (f *File) Build() ([]Stage, error) {
+func (f *File) Build(opts ...LoadOption) ([]Stage, error) {
+	cfg := &loadConfig{}
+	for _, o := range opts {
+		o(cfg)
+	}
 	var stages []Stage
 	for _, l := range f.Lines {
-		s, err := l.Spec.Build(l.Args)
+		args := l.Args
+		args.load = cfg
+		s, err := l.Spec.Build(args)
 		if err != nil {
 			closeSources(stages)
 			msg := strings.TrimPrefix(err.Error(), l.Spec.Name+": ")
+			if isDataError(err) {
+				// Bad bytes or a failed fetch, not a mistake in the file:
+				// keep the sentinel for errors.Is, and the position.
+				return nil, fmt.Errorf("%s: %s: %w", l.Pos, l.Spec.Name, err)
+			}
 			return nil, &SyntaxError{Pos: l.Pos, Stage: l.Spec.Name, Msg: msg}
 		}
 		stages = append(stages, s)
 	}
 	return stages, nil
+}
+
+func isDataError(err error) bool {
+	for _, e := range []error{source.ErrFormat, source.ErrChecksum, source.ErrDownload, source.ErrLabel} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func closeSources(stages []Stage) {
@@ -282,17 +317,17 @@ func closeSources(stages []Stage) {
 // Load parses and builds a .pipe file into a pipeline. Errors in the file
 // carry file:line:col; errors in how stages fit together also point at the
 // line of the stage they are about.
-func Load(name string) (*Pipeline, error) {
+func Load(name string, opts ...LoadOption) (*Pipeline, error) {
 	f, err := ParseFile(name)
 	if err != nil {
 		return nil, err
 	}
-	return f.Pipeline()
+	return f.Pipeline(opts...)
 }
 
 // Pipeline builds the file's stages into a pipeline.
-func (f *File) Pipeline() (*Pipeline, error) {
-	stages, err := f.Build()
+func (f *File) Pipeline(opts ...LoadOption) (*Pipeline, error) {
+	stages, err := f.Build(opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,16 @@ func (s *Spec) Param(name string) *Param {
 type Args struct {
 	spec *Spec
 	vals map[string]string
+	load *loadConfig
+}
+
+// Progress returns the download progress callback the pipeline is loaded
+// with, or nil.
+func (a Args) Progress() func(done, total int64) {
+	if a.load == nil {
+		return nil
+	}
+	return a.load.progress
 }
 
 // Has reports whether the parameter was given or has a default.
@@ -212,6 +222,8 @@ func init() {
 		splitParam,
 		{Name: "download", Type: Bool, Default: "false", Doc: "fetch and verify the official archive into cache_dir when path is missing"},
 		{Name: "cache_dir", Type: String, Doc: "where downloads go (default $PIPE_CACHE or ~/.cache/pipe)"},
+		{Name: "mirror", Type: String, Doc: "download from this URL instead of the official one (needs checksum)"},
+		{Name: "checksum", Type: String, Doc: "the mirror's md5:<hex> or sha256:<hex>"},
 	}
 	openCIFAR := func(open func(string, source.Split, ...source.CIFAROption) (*source.CIFAR, error), extra func(Args) []source.CIFAROption) func(Args) (Stage, error) {
 		return func(a Args) (Stage, error) {
@@ -219,6 +231,15 @@ func init() {
 			var opts []source.CIFAROption
 			if a.Bool("download") {
 				opts = append(opts, source.WithDownload(a.String("cache_dir")))
+				if f := a.Progress(); f != nil {
+					opts = append(opts, source.WithDownloadProgress(f))
+				}
+			}
+			if a.Has("mirror") != a.Has("checksum") {
+				return Stage{}, fmt.Errorf("mirror and checksum go together: a download is only kept if it matches its checksum")
+			}
+			if a.Has("mirror") {
+				opts = append(opts, source.WithMirror(a.String("mirror"), a.String("checksum")))
 			}
 			if extra != nil {
 				opts = append(opts, extra(a)...)

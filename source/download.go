@@ -61,11 +61,11 @@ func Download(ctx context.Context, url, dst, checksum string, progress func(done
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("download %s: %w", url, err)
+		return fmt.Errorf("%w: %s: %w", ErrDownload, url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("download %s: server answered %s", url, resp.Status)
+		return fmt.Errorf("%w: %s: server answered %s", ErrDownload, url, resp.Status)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".part-*")
 	if err != nil {
@@ -84,10 +84,10 @@ func Download(ctx context.Context, url, dst, checksum string, progress func(done
 	}
 	n, err := io.Copy(io.MultiWriter(tmp, h), body)
 	if err != nil {
-		return fmt.Errorf("download %s: after %d bytes: %w", url, n, err)
+		return fmt.Errorf("%w: %s: after %d bytes: %w", ErrDownload, url, n, err)
 	}
 	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return fmt.Errorf("download %s: got %d of %d bytes", url, n, resp.ContentLength)
+		return fmt.Errorf("%w: %s: got %d of %d bytes", ErrDownload, url, n, resp.ContentLength)
 	}
 	if got := h.Sum(nil); string(got) != string(want) {
 		return fmt.Errorf("download %s: %w: got %x, want %s", url, ErrChecksum, got, checksum)

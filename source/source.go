@@ -61,6 +61,9 @@ var (
 	// ErrChecksum means downloaded or stored bytes do not match their
 	// checksum.
 	ErrChecksum = errors.New("checksum mismatch")
+	// ErrDownload means a download failed: no connection, an error status,
+	// or a transfer cut short.
+	ErrDownload = errors.New("download failed")
 )
 
 // RecordError reports a bad record: where it is and what is wrong with it.

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/pipefeed/pipe"
@@ -60,8 +61,19 @@ func newRoot() *cobra.Command {
 }
 
 // load parses and builds a .pipe file, marking its errors as usage errors.
+// Downloads show a progress bar on stderr when it is a terminal.
 func load(name string) (*pipe.Pipeline, error) {
-	p, err := pipe.Load(name)
+	var opts []pipe.LoadOption
+	if isTerminal(os.Stderr) {
+		var bar *progressbar.ProgressBar
+		opts = append(opts, pipe.WithDownloadProgress(func(done, total int64) {
+			if bar == nil {
+				bar = progressbar.DefaultBytes(total, "downloading")
+			}
+			bar.Set64(done)
+		}))
+	}
+	p, err := pipe.Load(name, opts...)
 	if err != nil {
 		var se *pipe.SyntaxError
 		if errors.As(err, &se) || errors.Is(err, pipe.ErrConfig) || errors.Is(err, os.ErrNotExist) {

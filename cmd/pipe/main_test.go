@@ -1,10 +1,16 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/md5"
 	"encoding/json"
+	"fmt"
 	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,10 +139,15 @@ func TestErrorsAndExitCodes(t *testing.T) {
 
 func TestCorruptDataExitsOne(t *testing.T) {
 	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "trunc.bin"), make([]byte, 3073+10), 0o644)
+	_, errs, code := pipeCmd(t, "check", writePipe(t, "source cifar10 path="+filepath.Join(dir, "trunc.bin")+"\nbatch 2\n"))
+	if code != 1 || !strings.Contains(errs, "t.pipe:1:8: cifar10: ") || !strings.Contains(errs, "truncated") {
+		t.Errorf("truncated file: exit %d, stderr %q", code, errs)
+	}
 	rec := make([]byte, 3073*3)
 	rec[3073] = 42 // label of sample 1
 	os.WriteFile(filepath.Join(dir, "b.bin"), rec, 0o644)
-	_, errs, code := pipeCmd(t, "run", writePipe(t, "source cifar10 path="+filepath.Join(dir, "b.bin")+"\nbatch 2\n"))
+	_, errs, code = pipeCmd(t, "run", writePipe(t, "source cifar10 path="+filepath.Join(dir, "b.bin")+"\nbatch 2\n"))
 	if code != 1 || !strings.Contains(errs, "b.bin: offset 3073: sample 1: label out of range") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
@@ -201,5 +212,65 @@ func TestRealCIFARChecksums(t *testing.T) {
 		if a[i]["checksum"] != b[i]["checksum"] || b[i]["checksum"] != c[i]["checksum"] {
 			t.Errorf("epoch %d: checksums %v / %v / %v", i, a[i]["checksum"], b[i]["checksum"], c[i]["checksum"])
 		}
+	}
+}
+
+// TestDownloadFromMirror is a user's first run with download=true: the
+// archive is fetched, verified, cached, and the run goes on; a wrong
+// checksum stops it with a clear error and leaves nothing behind.
+func TestDownloadFromMirror(t *testing.T) {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	tw := tar.NewWriter(zw)
+	for _, name := range []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"} {
+		rec := make([]byte, 3073*4)
+		tw.WriteHeader(&tar.Header{Name: "cifar-10-batches-bin/" + name, Size: int64(len(rec)), Mode: 0o644, Typeflag: tar.TypeReg})
+		tw.Write(rec)
+	}
+	tw.Close()
+	zw.Close()
+	archive := b.Bytes()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(archive) }))
+	defer srv.Close()
+	sum := md5.Sum(archive)
+	cache := t.TempDir()
+	good := fmt.Sprintf("source cifar10 download=true cache_dir=%s mirror=%s/c.tgz checksum=md5:%x\nbatch 5\n", cache, srv.URL, sum)
+	out, errs, code := pipeCmd(t, "run", writePipe(t, good))
+	if code != 0 || !strings.Contains(out, "total    20 images") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "cifar-10-binary.tar.gz")); err != nil {
+		t.Fatal("archive not cached:", err)
+	}
+	empty := t.TempDir()
+	bad := fmt.Sprintf("source cifar10 download=true cache_dir=%s mirror=%s/c.tgz checksum=md5:%032x\nbatch 5\n", empty, srv.URL, 0)
+	_, errs, code = pipeCmd(t, "run", writePipe(t, bad))
+	if code != 1 || !strings.Contains(errs, "checksum mismatch") {
+		t.Errorf("wrong checksum: exit %d, %s", code, errs)
+	}
+	if left, _ := os.ReadDir(empty); len(left) != 0 {
+		t.Errorf("a failed download left %v", left)
+	}
+	_, errs, code = pipeCmd(t, "check", writePipe(t, "source cifar10 download=true mirror=http://x/y\nbatch 5\n"))
+	if code != 2 || !strings.Contains(errs, "mirror and checksum go together") {
+		t.Errorf("mirror without checksum: exit %d, %s", code, errs)
+	}
+}
+
+// TestReadmeStageReference keeps the README's stage reference equal to
+// `pipe stages`. To update it: go run ./cmd/pipe stages, and paste.
+func TestReadmeStageReference(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "### Stage reference")
+	if !ok {
+		t.Fatal("README has no stage reference")
+	}
+	_, block, _ := strings.Cut(after, "```\n")
+	block, _, _ = strings.Cut(block, "```")
+	if strings.TrimSpace(block) != strings.TrimSpace(stagesText()) {
+		t.Error("README's stage reference differs from `pipe stages`; paste the new output into it")
 	}
 }
