@@ -157,6 +157,29 @@ func Options(workers int, onError Policy, seed int64) Stage {
 	}}
 }
 
+// Distributed makes the pipeline read rank's share of every epoch, of world
+// ranks: disjoint and equal shares, the same on every process that runs the
+// same stages (see package sharding). Default: rank 0 of 1.
+func Distributed(rank, world int) Stage {
+	return Stage{name: "pipeline", desc: fmt.Sprintf("pipeline rank=%d world=%d", rank, world), apply: func(b *builder) error {
+		if world < 1 || rank < 0 || rank >= world {
+			return fmt.Errorf("rank=%d world=%d: want 0 ≤ rank < world", rank, world)
+		}
+		b.p.rank, b.p.world = rank, world
+		return nil
+	}}
+}
+
+// both is a stage made of two, applied in order, shown as a's line.
+func both(a, b Stage) Stage {
+	return Stage{name: a.name, desc: a.desc, apply: func(bl *builder) error {
+		if err := a.apply(bl); err != nil {
+			return err
+		}
+		return b.apply(bl)
+	}}
+}
+
 // Pipeline is a built, validated pipeline. It is safe to run epochs of it one
 // after another; one epoch runs at a time.
 type Pipeline struct {
@@ -297,6 +320,10 @@ func (p *Pipeline) SetWorkers(n int) {
 
 // Seed is the pipeline's seed.
 func (p *Pipeline) Seed() uint64 { return p.seed }
+
+// Rank and World are the pipeline's place in a data-parallel job.
+func (p *Pipeline) Rank() int  { return p.rank }
+func (p *Pipeline) World() int { return p.world }
 
 // OnError is the corrupt-record policy.
 func (p *Pipeline) OnError() Policy { return p.onError }

@@ -356,3 +356,30 @@ func TestNoAllocationPerBatch(t *testing.T) {
 		t.Errorf("an epoch of 100 batches allocates %v times, one of 10 batches %v: allocation grows with batches", large, small)
 	}
 }
+
+// TestRanksSplitEveryEpoch: the ranks of a job together read every sample
+// of an epoch once (up to the remainder), each an equal share.
+func TestRanksSplitEveryEpoch(t *testing.T) {
+	const n, world = 1000, 3
+	seen := map[int]int{}
+	for r := range world {
+		p := mustNew(t, recipe(synth(t, n), Distributed(r, world))...)
+		stats, err := p.Run(context.Background(), RunOptions{FirstEpoch: 2, OnBatch: func(b *Batch) error {
+			for _, i := range b.Samples {
+				seen[i]++
+			}
+			return nil
+		}})
+		if err != nil || stats[0].Images != n/world {
+			t.Fatalf("rank %d: %v, %+v", r, err, stats)
+		}
+	}
+	if len(seen) != n/world*world {
+		t.Errorf("ranks read %d distinct samples, want %d", len(seen), n/world*world)
+	}
+	for i, c := range seen {
+		if c != 1 {
+			t.Fatalf("sample %d read %d times", i, c)
+		}
+	}
+}

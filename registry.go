@@ -358,6 +358,8 @@ func init() {
 			{Name: "workers", Type: Int, Default: "0", Min: bound(0), Doc: "transform goroutines (0: one per core)"},
 			{Name: "on_error", Type: Enum, Enum: []string{"fail", "skip"}, Default: "fail", Doc: "a corrupt record stops the run (fail) or is skipped, counted and listed (skip)"},
 			{Name: "seed", Type: Int, Min: bound(0), Doc: "the pipeline's seed when there is no shuffle stage"},
+			{Name: "rank", Type: Int, Default: "0", Min: bound(0), Doc: "this process's rank in a data-parallel job, e.g. ${RANK:-0}"},
+			{Name: "world", Type: Int, Default: "1", Min: bound(1), Doc: "the number of ranks, e.g. ${WORLD_SIZE:-1}; each reads an equal, disjoint share"},
 		},
 		Build: func(a Args) (Stage, error) {
 			pol := Fail
@@ -368,6 +370,12 @@ func init() {
 			if a.Has("seed") {
 				seed = int64(a.Int("seed"))
 			}
-			return Options(a.Int("workers"), pol, seed), nil
+			opts := Options(a.Int("workers"), pol, seed)
+			opts.desc = fmt.Sprintf("pipeline workers=%d on_error=%s", a.Int("workers"), pol)
+			if seed >= 0 {
+				opts.desc += fmt.Sprintf(" seed=%d", seed)
+			}
+			opts.desc += fmt.Sprintf(" rank=%d world=%d", a.Int("rank"), a.Int("world"))
+			return both(opts, Distributed(a.Int("rank"), a.Int("world"))), nil
 		}})
 }

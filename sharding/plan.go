@@ -3,6 +3,8 @@ package sharding
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/pipefeed/pipe/internal/splitmix"
 )
 
 // Plan is the sample order of a dataset across epochs for one rank.
@@ -107,12 +109,6 @@ func (p *Plan) Batches(b int, dropLast bool) int {
 	return (p.Len() + b - 1) / b
 }
 
-func mix(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
 // perm is a keyed bijection on [0, n): a six-round Feistel network on the
 // smallest even number of bits that covers n, walked until its output falls
 // in [0, n) (cycle-walking keeps it a bijection on [0, n)). The domain is
@@ -130,9 +126,9 @@ func newPerm(n int, seed uint64, epoch int) perm {
 	bitsN := bits.Len(uint(max(n-1, 1)))
 	half := uint(bitsN+1) / 2
 	p := perm{n: n, half: half, mask: 1<<half - 1}
-	k := mix(mix(seed^0x5851f42d4c957f2d) ^ uint64(epoch))
+	k := splitmix.Mix(splitmix.Mix(seed^0x5851f42d4c957f2d) ^ uint64(epoch))
 	for i := range p.keys {
-		k = mix(k + 0x9e3779b97f4a7c15)
+		k = splitmix.Mix(k + splitmix.Golden)
 		p.keys[i] = k
 	}
 	return p
@@ -146,7 +142,7 @@ func (p *perm) at(i int) int {
 	for {
 		l, r := x>>p.half, x&p.mask
 		for _, k := range p.keys {
-			l, r = r, l^(mix(r^k)&p.mask)
+			l, r = r, l^(splitmix.Mix(r^k)&p.mask)
 		}
 		x = l<<p.half | r
 		if x < uint64(p.n) {

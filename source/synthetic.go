@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/pipefeed/pipe/internal/splitmix"
 )
 
 // SyntheticClasses names the classes of [Synthetic]: each is a shape drawn in
@@ -60,11 +62,8 @@ func (s *Synthetic) Close() error { return nil }
 type rng uint64
 
 func (r *rng) next() uint64 {
-	*r += 0x9e3779b97f4a7c15
-	z := uint64(*r)
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
+	*r += splitmix.Golden
+	return splitmix.Mix(uint64(*r))
 }
 
 func (r *rng) float() float64 { return float64(r.next()>>11) / (1 << 53) }

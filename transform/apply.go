@@ -19,20 +19,7 @@ func NewChain(ops []Op) *Chain {
 // Apply runs the chain on src, drawing every random parameter from r in stage
 // order, and returns the result: src itself when no op changed it, otherwise
 // one of the chain's scratch images, valid until the next Apply.
-func (c *Chain) Apply(src *Image, r Rand) *Image {
-	c.r = r
-	cur := src
-	for _, op := range c.ops {
-		next := &c.a
-		if cur == &c.a {
-			next = &c.b
-		}
-		if op.Apply(next, cur, &c.r) {
-			cur = next
-		}
-	}
-	return cur
-}
+func (c *Chain) Apply(src *Image, r Rand) *Image { return c.run(src, r, nil) }
 
 // ApplyTo is Apply with the last operation writing straight into dst, whose
 // Pix is memory the caller wants the result in (such as a batch slab for
@@ -40,6 +27,14 @@ func (c *Chain) Apply(src *Image, r Rand) *Image {
 // capacity of the output; where the last operation leaves its input as it
 // is, the result is copied into dst.
 func (c *Chain) ApplyTo(dst, src *Image, r Rand) {
+	if out := c.run(src, r, dst); out != dst {
+		dst.Resize(out.C, out.H, out.W)
+		copy(dst.Pix, out.Pix)
+	}
+}
+
+// run applies the ops, the last one into last when it is not nil.
+func (c *Chain) run(src *Image, r Rand, last *Image) *Image {
 	c.r = r
 	cur := src
 	for i, op := range c.ops {
@@ -47,15 +42,12 @@ func (c *Chain) ApplyTo(dst, src *Image, r Rand) {
 		if cur == &c.a {
 			next = &c.b
 		}
-		if i == len(c.ops)-1 {
-			next = dst
+		if last != nil && i == len(c.ops)-1 {
+			next = last
 		}
 		if op.Apply(next, cur, &c.r) {
 			cur = next
 		}
 	}
-	if cur != dst {
-		dst.Resize(cur.C, cur.H, cur.W)
-		copy(dst.Pix, cur.Pix)
-	}
+	return cur
 }

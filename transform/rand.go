@@ -1,6 +1,10 @@
 package transform
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/pipefeed/pipe/internal/splitmix"
+)
 
 // Rand is a counter-based random generator: its whole stream is a pure
 // function of the key it was made from, so a sample's augmentation never
@@ -12,31 +16,21 @@ type Rand struct {
 	state uint64
 }
 
-const golden = 0x9e3779b97f4a7c15
-
-// mix is the SplitMix64 finaliser (Stafford's variant 13): a bijection with
-// full avalanche, used both to hash keys and to produce outputs.
-func mix(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
 // NewRand returns the generator for one (seed, epoch, sample, stream) key.
 // Stream separates independent consumers of the same sample, such as two
 // random stages: adding a stage does not change the draws of the others.
 func NewRand(seed uint64, epoch int, sample int64, stream int) Rand {
-	h := mix(seed + golden)
-	h = mix(h ^ (uint64(epoch) + 0x632be59bd9b4e019))
-	h = mix(h ^ (uint64(sample) + 0x8cb92ba72f3d8dd7))
-	h = mix(h ^ (uint64(stream) + 0xd6e8feb86659fd93))
+	h := splitmix.Mix(seed + splitmix.Golden)
+	h = splitmix.Mix(h ^ (uint64(epoch) + 0x632be59bd9b4e019))
+	h = splitmix.Mix(h ^ (uint64(sample) + 0x8cb92ba72f3d8dd7))
+	h = splitmix.Mix(h ^ (uint64(stream) + 0xd6e8feb86659fd93))
 	return Rand{state: h}
 }
 
 // Uint64 returns the next 64 random bits.
 func (r *Rand) Uint64() uint64 {
-	r.state += golden
-	return mix(r.state)
+	r.state += splitmix.Golden
+	return splitmix.Mix(r.state)
 }
 
 // Float64 returns a uniform value in [0, 1).
