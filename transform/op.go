@@ -146,6 +146,9 @@ func window(dst, src *Image, oy, ox, h, w int, f Fill, mirror bool) {
 		}
 		dcol[i] = x
 	}
+	if windowKernel(dst, src, oy, ox, h, w, f, mirror, scol[:border], dcol[:border]) {
+		return
+	}
 	// Under FillZero every border pixel is zero; under the other fills every
 	// border pixel maps inside src, so the row loop needs no branch on it.
 	zero := f == FillZero

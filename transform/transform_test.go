@@ -333,3 +333,36 @@ func TestApplyToMatchesApply(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowKernelMatchesReference checks the row kernel (where the CPU has
+// one) and the pure-Go loop against the per-pixel definition, for windows
+// wide enough to take the kernel, crossing every edge, with sources that
+// are exactly their own allocation so that first and last rows must not
+// borrow bytes from outside it.
+func TestWindowKernelMatchesReference(t *testing.T) {
+	saved := rowKernel
+	defer func() { rowKernel = saved }()
+	for _, kernel := range []bool{false, saved} {
+		rowKernel = kernel
+		for _, shape := range [][3]int{{3, 32, 32}, {1, 20, 16}, {2, 40, 48}} {
+			src := testImage(shape[0], shape[1], shape[2])
+			exact := &Image{Pix: append([]byte(nil), src.Pix...), C: src.C, H: src.H, W: src.W}
+			for _, f := range []Fill{FillZero, FillReflect, FillEdge, FillWrap} {
+				for _, mirror := range []bool{false, true} {
+					for _, w := range []int{16, 32, 48} {
+						for _, oy := range []int{-6, -1, 0, 3, shape[1] - 10} {
+							for ox := -9; ox <= 9; ox += 3 {
+								var got Image
+								window(&got, exact, oy, ox, 10, w, f, mirror)
+								want := refWindow(exact, oy, ox, 10, w, f, mirror)
+								if string(got.Pix) != string(want.Pix) {
+									t.Fatalf("kernel=%v %v fill=%s mirror=%v w=%d oy=%d ox=%d: differs from the reference", kernel, shape, f, mirror, w, oy, ox)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
