@@ -27,10 +27,13 @@ func windowKernel(dst, src *Image, oy, ox, h, w int, f Fill, mirror bool, scol, 
 		panic("transform: image buffer shorter than its shape")
 	}
 	var offs [maxKernelRows]int32
+	lo, hi := math.MaxInt32, math.MinInt32 // range of the rows' read offsets
 	for y := range h {
 		offs[y] = rowZero
 		if sy := f.source(oy+y, sh); sy >= 0 {
-			offs[y] = int32(sy*sw + ox)
+			o := sy*sw + ox
+			offs[y] = int32(o)
+			lo, hi = min(lo, o), max(hi, o)
 		}
 	}
 	var sc, dc [2 * maxBorder]int32
@@ -48,6 +51,11 @@ func windowKernel(dst, src *Image, oy, ox, h, w int, f Fill, mirror bool, scol, 
 	n := len(src.Pix)
 	for c := 0; c < src.C; c++ {
 		base := c * plane
+		if base+lo >= 0 && base+hi+w <= n {
+			// Every read of this channel stays inside src.Pix.
+			windowRowsSSSE3(&dst.Pix[c*h*w], &src.Pix[base], &offs[0], h, w, &sc[0], &dc[0], len(scol), flags)
+			continue
+		}
 		r0 := 0
 		for y := 0; y <= h; y++ {
 			// A row is done in Go when its read would leave src.Pix.
