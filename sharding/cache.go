@@ -1,0 +1,504 @@
+package sharding
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/klauspost/compress/zstd"
+)
+
+// FormatVersion is the on-disk format this package writes and reads. A
+// directory written by a newer format is refused, never guessed at.
+const FormatVersion = 1
+
+// formatFile records the format of a cache directory beside Badger's files.
+const formatFile = "pipe-cache.json"
+
+var (
+	// ErrMiss means the cache holds no entry for a key.
+	ErrMiss = errors.New("cache miss")
+	// ErrCorrupt means a stored entry failed its checksum or does not
+	// parse; the caller recomputes it and Puts it again.
+	ErrCorrupt = errors.New("corrupt cache entry")
+	// ErrLocked means another process has the cache directory open.
+	ErrLocked = errors.New("cache directory is in use by another process")
+	// ErrNewerFormat means the directory was written by a newer pipe.
+	ErrNewerFormat = errors.New("cache directory written by a newer format")
+)
+
+// Fingerprint names the content of a cache: a hash of everything that
+// decides the cached bytes (source identity, stages, seed, shard size).
+// Change any of it and the fingerprint changes, so stale entries are never
+// found, only left for GC.
+type Fingerprint string
+
+// NewFingerprint hashes parts (each length-prefixed, so part boundaries
+// count) into a fingerprint of 32 hex digits.
+func NewFingerprint(parts ...string) Fingerprint {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range parts {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	return Fingerprint(hex.EncodeToString(h.Sum(nil)[:16]))
+}
+
+// Meta describes what a fingerprint's entries hold; it is written once per
+// fingerprint, for `pipe cache ls`.
+type Meta struct {
+	// Stages is the canonical text of the stages whose output is cached.
+	Stages string `json:"stages"`
+	// Samples and ShardSize give the number of shards per epoch.
+	Samples   int `json:"samples"`
+	ShardSize int `json:"shard_size"`
+	// Epochs is how many distinct epochs the pipeline caches (1 when
+	// nothing random runs before the cache).
+	Epochs  int       `json:"epochs"`
+	Created time.Time `json:"created"`
+}
+
+// Shards is the number of shards of an epoch.
+func (m Meta) Shards() int { return (m.Samples + m.ShardSize - 1) / m.ShardSize }
+
+// Cache is a directory of cached shards in Badger. Values are compressed
+// with zstd (or kept raw when that does not pay) and carry a checksum of
+// their raw bytes and the layout they hold. Each Put is one Badger
+// transaction, so a crash leaves only whole entries visible. A Cache is safe
+// for concurrent use.
+type Cache struct {
+	db  *badger.DB
+	dir string
+	enc *zstd.Encoder
+	dec *zstd.Decoder
+}
+
+// CacheOption configures OpenCache.
+type CacheOption func(*badger.Options)
+
+// WithMemTableSize sets Badger's memtable size in bytes (default 16 MiB; two
+// memtables are kept). Larger speeds up warming of huge caches and costs
+// resident memory.
+func WithMemTableSize(n int64) CacheOption {
+	return func(o *badger.Options) { *o = o.WithMemTableSize(n) }
+}
+
+// WithIndexCacheSize sets Badger's index cache in bytes (default 8 MiB).
+func WithIndexCacheSize(n int64) CacheOption {
+	return func(o *badger.Options) { *o = o.WithIndexCacheSize(n) }
+}
+
+// cacheOptions are Badger's options sized for a cache beside a training job
+// rather than a database server: about 50 MB of Badger's own memory (two
+// 16 MiB memtables, an 8 MiB index cache, no block cache since blocks are
+// not compressed by Badger) instead of Badger's default of several hundred.
+// Shard values (hundreds of KB) live in the value log, which is memory
+// mapped: the kernel, not the heap, holds what is read.
+func cacheOptions(dir string) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithLogger(nil).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(0).
+		WithIndexCacheSize(8 << 20).
+		WithValueThreshold(1 << 10).
+		WithValueLogFileSize(256 << 20).
+		WithNumLevelZeroTables(4).
+		WithNumLevelZeroTablesStall(12).
+		WithNumCompactors(2).
+		WithCompression(options.None).
+		WithDetectConflicts(false).
+		WithNumVersionsToKeep(1).
+		WithSyncWrites(false).
+		WithMetricsEnabled(false)
+}
+
+type formatRecord struct {
+	Format int    `json:"format"`
+	Writer string `json:"writer"`
+}
+
+// OpenCache opens (creating if needed) the cache in dir.
+func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cache %s: %w", dir, err)
+	}
+	if err := checkFormat(dir); err != nil {
+		return nil, err
+	}
+	o := cacheOptions(dir)
+	for _, f := range opts {
+		f(&o)
+	}
+	db, err := badger.Open(o)
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("cache %s: %w (another pipe run or warm has it open; wait for it, or use another dir=)", dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("cache %s: %w", dir, err)
+	}
+	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+	return &Cache{db: db, dir: dir, enc: enc, dec: dec}, nil
+}
+
+// checkFormat refuses a directory of a newer format and stamps a new one.
+func checkFormat(dir string) error {
+	name := filepath.Join(dir, formatFile)
+	b, err := os.ReadFile(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		entries, _ := os.ReadDir(dir)
+		if len(entries) > 0 {
+			return fmt.Errorf("cache %s: the directory is not empty and has no %s: not a pipe cache (choose an empty or new dir=)", dir, formatFile)
+		}
+		b, _ := json.Marshal(formatRecord{Format: FormatVersion, Writer: "pipe"})
+		if err := os.WriteFile(name, b, 0o644); err != nil {
+			return fmt.Errorf("cache %s: %w", dir, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("cache %s: %w", dir, err)
+	}
+	var f formatRecord
+	if err := json.Unmarshal(b, &f); err != nil || f.Format < 1 {
+		return fmt.Errorf("cache %s: %s is unreadable: %q", dir, formatFile, b)
+	}
+	if f.Format > FormatVersion {
+		return fmt.Errorf("cache %s: %w: format %d, this pipe reads format %d (upgrade pipe, or use another dir=)", dir, ErrNewerFormat, f.Format, FormatVersion)
+	}
+	return nil
+}
+
+// Close flushes and closes the cache.
+func (c *Cache) Close() error {
+	c.enc.Close()
+	c.dec.Close()
+	return c.db.Close()
+}
+
+// Dir is the cache's directory.
+func (c *Cache) Dir() string { return c.dir }
+
+func shardKey(fp Fingerprint, epoch, shard int) []byte {
+	return fmt.Appendf(nil, "s/%s/%08x/%08x", fp, epoch, shard)
+}
+
+func metaKey(fp Fingerprint) []byte { return []byte("m/" + string(fp)) }
+
+// Value layout: magic, format, codec, reserved, raw length, xxhash64 of the
+// raw bytes, layout length, layout, payload (raw or zstd).
+const (
+	magic      = "PIPS"
+	headerSize = 4 + 1 + 1 + 2 + 4 + 8 + 2
+	codecRaw   = 0
+	codecZstd  = 1
+)
+
+// Put stores raw as the entry (fp, epoch, shard), with layout describing
+// what the bytes are (the reader checks it). It overwrites any entry there.
+func (c *Cache) Put(fp Fingerprint, epoch, shard int, layout string, raw []byte) error {
+	val := make([]byte, headerSize, headerSize+len(layout)+len(raw)/2)
+	copy(val, magic)
+	val[4] = FormatVersion
+	binary.LittleEndian.PutUint32(val[8:], uint32(len(raw)))
+	binary.LittleEndian.PutUint64(val[12:], xxhash.Sum64(raw))
+	binary.LittleEndian.PutUint16(val[20:], uint16(len(layout)))
+	val = append(val, layout...)
+	n := len(val)
+	val = c.enc.EncodeAll(raw, val)
+	val[5] = codecZstd
+	// Keep bytes raw when zstd saves under 10 %: reading them back is then
+	// a copy, not a decompression.
+	if len(val)-n > len(raw)-len(raw)/10 {
+		val = append(val[:n], raw...)
+		val[5] = codecRaw
+	}
+	err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(shardKey(fp, epoch, shard), val) })
+	if err != nil {
+		return fmt.Errorf("cache %s: writing %s epoch %d shard %d: %w", c.dir, fp, epoch, shard, err)
+	}
+	return nil
+}
+
+// Get returns the raw bytes of entry (fp, epoch, shard), appended to dst[:0],
+// after checking its checksum and that it holds layout. It returns an error
+// wrapping ErrMiss when there is no such entry and ErrCorrupt when the entry
+// is damaged.
+func (c *Cache) Get(fp Fingerprint, epoch, shard int, layout string, dst []byte) ([]byte, error) {
+	var out []byte
+	err := c.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(shardKey(fp, epoch, shard))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrMiss
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			var err error
+			out, err = c.decode(v, layout, dst[:0])
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cache %s: %s epoch %d shard %d: %w", c.dir, fp, epoch, shard, err)
+	}
+	return out, nil
+}
+
+func (c *Cache) decode(v []byte, layout string, dst []byte) ([]byte, error) {
+	if len(v) < headerSize || string(v[:4]) != magic {
+		return nil, fmt.Errorf("%w: bad header", ErrCorrupt)
+	}
+	if v[4] != FormatVersion {
+		return nil, fmt.Errorf("%w: entry format %d", ErrCorrupt, v[4])
+	}
+	rawLen := int(binary.LittleEndian.Uint32(v[8:]))
+	sum := binary.LittleEndian.Uint64(v[12:])
+	ll := int(binary.LittleEndian.Uint16(v[20:]))
+	if headerSize+ll > len(v) {
+		return nil, fmt.Errorf("%w: layout runs past the entry", ErrCorrupt)
+	}
+	if got := string(v[headerSize : headerSize+ll]); layout != "" && got != layout {
+		return nil, fmt.Errorf("%w: holds layout %q, want %q", ErrCorrupt, got, layout)
+	}
+	payload := v[headerSize+ll:]
+	var out []byte
+	switch v[5] {
+	case codecRaw:
+		out = append(dst, payload...)
+	case codecZstd:
+		if cap(dst) < rawLen {
+			dst = make([]byte, 0, rawLen)
+		}
+		var err error
+		if out, err = c.dec.DecodeAll(payload, dst); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown codec %d", ErrCorrupt, v[5])
+	}
+	if len(out) != rawLen || xxhash.Sum64(out) != sum {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	return out, nil
+}
+
+// Has reports whether an entry exists, without reading it.
+func (c *Cache) Has(fp Fingerprint, epoch, shard int) bool {
+	err := c.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(shardKey(fp, epoch, shard))
+		return err
+	})
+	return err == nil
+}
+
+// PutMeta records what a fingerprint holds; GetMeta reads it back.
+func (c *Cache) PutMeta(fp Fingerprint, m Meta) error {
+	b, _ := json.Marshal(m)
+	return c.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey(fp), b) })
+}
+
+// GetMeta returns a fingerprint's Meta, or ErrMiss.
+func (c *Cache) GetMeta(fp Fingerprint) (Meta, error) {
+	var m Meta
+	err := c.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(metaKey(fp))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrMiss
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { return json.Unmarshal(v, &m) })
+	})
+	return m, err
+}
+
+// Usage summarises one fingerprint's entries.
+type Usage struct {
+	Fingerprint Fingerprint
+	Meta        Meta
+	Epochs      []int // epochs with at least one entry
+	Entries     int
+	DiskBytes   int64 // bytes the values take in Badger
+	RawBytes    int64 // bytes they hold uncompressed
+}
+
+// Ratio is RawBytes / DiskBytes.
+func (u Usage) Ratio() float64 {
+	if u.DiskBytes == 0 {
+		return 0
+	}
+	return float64(u.RawBytes) / float64(u.DiskBytes)
+}
+
+// Usages lists every fingerprint in the cache with its entries, sorted.
+func (c *Cache) Usages() ([]Usage, error) {
+	by := map[Fingerprint]*Usage{}
+	epochs := map[Fingerprint]map[int]bool{}
+	err := c.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("s/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			fp, epoch, _, ok := parseShardKey(item.Key())
+			if !ok {
+				continue
+			}
+			u := by[fp]
+			if u == nil {
+				u = &Usage{Fingerprint: fp}
+				by[fp], epochs[fp] = u, map[int]bool{}
+			}
+			epochs[fp][epoch] = true
+			u.Entries++
+			u.DiskBytes += item.ValueSize()
+			err := item.Value(func(v []byte) error {
+				if len(v) >= headerSize {
+					u.RawBytes += int64(binary.LittleEndian.Uint32(v[8:]))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cache %s: %w", c.dir, err)
+	}
+	var out []Usage
+	for fp, u := range by {
+		u.Meta, _ = c.GetMeta(fp)
+		for e := range epochs[fp] {
+			u.Epochs = append(u.Epochs, e)
+		}
+		sort.Ints(u.Epochs)
+		out = append(out, *u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Fingerprint < out[j].Fingerprint })
+	return out, nil
+}
+
+func parseShardKey(k []byte) (fp Fingerprint, epoch, shard int, ok bool) {
+	parts := bytes.Split(k, []byte("/"))
+	if len(parts) != 4 || string(parts[0]) != "s" {
+		return "", 0, 0, false
+	}
+	var e, s uint32
+	if _, err := fmt.Sscanf(string(parts[2])+" "+string(parts[3]), "%x %x", &e, &s); err != nil {
+		return "", 0, 0, false
+	}
+	return Fingerprint(parts[1]), int(e), int(s), true
+}
+
+// BadEntry is an entry Verify found damaged.
+type BadEntry struct {
+	Fingerprint  Fingerprint
+	Epoch, Shard int
+	Err          error
+}
+
+// Verify reads and checks every entry, calling progress (if not nil) after
+// each, and returns the damaged ones.
+func (c *Cache) Verify(progress func(done int, bytes int64)) ([]BadEntry, int, error) {
+	var bad []BadEntry
+	n := 0
+	var total int64
+	var buf []byte
+	err := c.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("s/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			fp, epoch, shard, ok := parseShardKey(item.Key())
+			if !ok {
+				continue
+			}
+			err := item.Value(func(v []byte) error {
+				var err error
+				buf, err = c.decode(v, "", buf[:0])
+				total += int64(len(v))
+				return err
+			})
+			if err != nil {
+				bad = append(bad, BadEntry{Fingerprint: fp, Epoch: epoch, Shard: shard, Err: err})
+			}
+			n++
+			if progress != nil {
+				progress(n, total)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return bad, n, fmt.Errorf("cache %s: %w", c.dir, err)
+	}
+	return bad, n, nil
+}
+
+// GC deletes every fingerprint not in keep, then has Badger rewrite value
+// log files that are mostly garbage. It returns the fingerprints dropped and
+// the bytes on disk before and after.
+func (c *Cache) GC(keep map[Fingerprint]bool) (dropped []Fingerprint, before, after int64, err error) {
+	before = dirSize(c.dir)
+	usages, err := c.Usages()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	for _, u := range usages {
+		if keep[u.Fingerprint] {
+			continue
+		}
+		if err := c.db.DropPrefix([]byte("s/"+string(u.Fingerprint)+"/"), metaKey(u.Fingerprint)); err != nil {
+			return dropped, before, 0, fmt.Errorf("cache %s: dropping %s: %w", c.dir, u.Fingerprint, err)
+		}
+		dropped = append(dropped, u.Fingerprint)
+	}
+	if len(dropped) > 0 {
+		if err := c.db.Flatten(1); err != nil {
+			return dropped, before, 0, fmt.Errorf("cache %s: compacting: %w", c.dir, err)
+		}
+		for c.db.RunValueLogGC(0.5) == nil {
+		}
+	}
+	return dropped, before, dirSize(c.dir), nil
+}
+
+// dirSize is the disk space the directory's files take: allocated blocks
+// where the system reports them (Badger preallocates value log files, so
+// their apparent size overstates what is used).
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			n += allocated(info)
+		}
+		return nil
+	})
+	return n
+}
+
+// DiskBytes is the disk space the cache directory takes.
+func (c *Cache) DiskBytes() int64 { return dirSize(c.dir) }
