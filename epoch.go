@@ -89,8 +89,10 @@ type chunk struct {
 // worker is the per-goroutine state: scratch images and the records of one
 // chunk (each with its own buffer, for sources that generate pixels).
 type worker struct {
-	chain *transform.Chain
+	chain *transform.Chain // the stages after the cache (all, without one)
+	pre   *transform.Chain // the stages before the cache
 	recs  [chunkSamples]chunkRecord
+	rec   source.Record
 	img   transform.Image
 	out   transform.Image
 }
@@ -112,12 +114,13 @@ type Epoch struct {
 	jobs   []job
 	ready  chan *job
 	chunks chan chunk
-	next   int
 	closed bool
 	failed atomic.Pointer[error]
 	start  time.Time
 	stats  EpochStats
 	held   atomic.Int32
+	// cacheBase holds the cache counters at the epoch's start.
+	cacheBase [3]int64
 }
 
 // EpochStats measures one epoch.
@@ -135,6 +138,12 @@ type EpochStats struct {
 	SlabWaitSeconds float64 `json:"slab_wait_seconds"`
 	Skipped         int     `json:"skipped"`
 	Workers         int     `json:"workers"`
+	// CacheHits and CacheMisses count cache entries (shards) read and
+	// computed in the epoch; CacheCorrupt counts damaged entries found and
+	// rewritten. Absent without a cache stage.
+	CacheHits    int64 `json:"cache_hits,omitempty"`
+	CacheMisses  int64 `json:"cache_misses,omitempty"`
+	CacheCorrupt int64 `json:"cache_corrupt,omitempty"`
 	// Checksum is set by consumers that hash the output (see Checksum).
 	Checksum string `json:"checksum,omitempty"`
 }
@@ -179,6 +188,9 @@ func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) {
 		x.jobs[i].indices = p.indexBuf(i)
 	}
 	x.stats = EpochStats{Epoch: e, Workers: p.workers}
+	if c := p.cache; c != nil {
+		x.cacheBase = [3]int64{c.hits.Load(), c.misses.Load(), c.corrupt.Load()}
+	}
 	waitBefore := p.slabs.Wait()
 	x.stats.SlabWaitSeconds = -waitBefore.Seconds()
 	p.running = true
@@ -187,7 +199,7 @@ func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) {
 	x.pool = pond.NewPool(p.workers + 1)
 	x.pool.Submit(func() { x.guard(x.produce) })
 	for range p.workers {
-		w := &worker{chain: transform.NewChain(p.ops)}
+		w := &worker{chain: transform.NewChain(p.ops[p.cacheAt:]), pre: transform.NewChain(p.ops[:p.cacheAt])}
 		x.pool.Submit(func() { x.guard(func() { x.work(w) }) })
 	}
 	return x, nil
@@ -262,6 +274,10 @@ func (x *Epoch) work(w *worker) {
 func (x *Epoch) transform(w *worker, c chunk, sb int) {
 	p := x.p
 	j := c.j
+	if p.cache != nil {
+		x.transformCached(w, c, sb)
+		return
+	}
 	// Read the chunk's records first, then transform them: the reads touch
 	// records scattered over the dataset, and done back to back their cache
 	// misses overlap instead of stalling one sample at a time.
@@ -295,6 +311,42 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 			p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], w.chain.Apply(&w.img, r))
 		}
 		j.slab.Labels[k] = int32(rec.Label)
+	}
+}
+
+// transformCached is transform for a pipeline with a cache stage: the
+// stages before the cache come from a cached (or just computed) shard, and
+// the stages after it run here.
+func (x *Epoch) transformCached(w *worker, c chunk, sb int) {
+	p := x.p
+	j := c.j
+	pc := p.cache
+	ce := pc.cacheEpoch(x.epoch)
+	for k := c.lo; k < c.hi; k++ {
+		idx := j.indices[k]
+		s, err := x.shardFor(w, idx)
+		if err != nil {
+			x.fail(err)
+			return
+		}
+		img, label, state, skipped := s.sample(idx - s.first)
+		if skipped != nil {
+			pc.shards.release(s, 0)
+			if !x.skip(j, k, skipped) {
+				return
+			}
+			continue
+		}
+		w.img = img
+		r := pc.postRand(p.seed, x.epoch, ce, idx, state)
+		if p.direct {
+			w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
+			w.chain.ApplyTo(&w.out, &w.img, r)
+		} else {
+			p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], w.chain.Apply(&w.img, r))
+		}
+		j.slab.Labels[k] = int32(label)
+		pc.shards.release(s, 0)
 	}
 }
 
@@ -413,6 +465,11 @@ func (x *Epoch) finish() {
 func (x *Epoch) Stats() EpochStats {
 	s := x.stats
 	s.SlabWaitSeconds += x.p.slabs.Wait().Seconds()
+	if c := x.p.cache; c != nil {
+		s.CacheHits = c.hits.Load() - x.cacheBase[0]
+		s.CacheMisses = c.misses.Load() - x.cacheBase[1]
+		s.CacheCorrupt = c.corrupt.Load() - x.cacheBase[2]
+	}
 	return s
 }
 

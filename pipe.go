@@ -200,6 +200,9 @@ type Pipeline struct {
 	onError  Policy
 	plan     *sharding.Plan
 	indices  [][]int // per slab: the sample indices of its batch
+	cacheCfg *CacheConfig
+	cacheAt  int // ops[:cacheAt] run before the cache stage (0 without one)
+	cache    *pipeCache
 	slabs    *prefetch.SlabPool
 	running  bool
 	skipped  []*source.RecordError
@@ -291,6 +294,11 @@ func New(stages ...Stage) (*Pipeline, error) {
 	if p.dropLast && p.plan.Len() < p.batch {
 		return nil, fmt.Errorf("%w: batch %d with drop_last leaves nothing of %d samples", ErrConfig, p.batch, p.plan.Len())
 	}
+	if p.cacheCfg != nil {
+		if err := p.openCache(); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -363,5 +371,13 @@ func (p *Pipeline) indexBuf(i int) []int {
 	return p.indices[i][:p.batch]
 }
 
-// Close closes the source.
-func (p *Pipeline) Close() error { return p.src.Close() }
+// Close closes the cache and the source.
+func (p *Pipeline) Close() error {
+	if p.cache != nil && p.cache.store != nil {
+		if err := p.cache.store.Close(); err != nil {
+			p.src.Close()
+			return err
+		}
+	}
+	return p.src.Close()
+}

@@ -325,6 +325,18 @@ func init() {
 			}
 			return Map(op), nil
 		}})
+	Register(&Spec{Name: "cache", Kind: "stage", Summary: "store the output of every stage before it in a Badger directory and read it back instead of recomputing it",
+		Params: []Param{
+			{Name: "dir", Type: String, Required: true, Doc: "cache directory (created if missing; one pipe process at a time)"},
+			{Name: "epochs", Type: Int, Default: "1", Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"},
+			{Name: "shard", Type: Int, Default: "256", Min: bound(1), Doc: "samples per cache entry"},
+			{Name: "ahead", Type: Int, Default: "0", Min: bound(0), Doc: "epochs pipe run warms in the background ahead of the one being read"},
+			{Name: "memory", Type: Int, Default: "256", Min: bound(1), Doc: "MiB of decoded entries kept in memory"},
+		},
+		Build: func(a Args) (Stage, error) {
+			return Cache(CacheConfig{Dir: a.String("dir"), Epochs: a.Int("epochs"), ShardSize: a.Int("shard"),
+				Ahead: a.Int("ahead"), Memory: int64(a.Int("memory")) << 20}), nil
+		}})
 	Register(&Spec{Name: "normalize", Kind: "stage", Summary: "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
 		Params: []Param{
 			{Name: "mean", Type: Floats, Required: true, Doc: "per-channel means on the [0,1] scale, comma-separated (one value: all channels)"},

@@ -34,6 +34,8 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) 
 	if o.Epochs == 0 {
 		o.Epochs = 1
 	}
+	stopAhead := p.warmAhead(ctx, o.FirstEpoch, o.Epochs)
+	defer stopAhead()
 	var all []EpochStats
 	for e := o.FirstEpoch; e < o.FirstEpoch+o.Epochs; e++ {
 		s, err := p.runEpoch(ctx, e, o)
@@ -84,6 +86,32 @@ func (p *Pipeline) runEpoch(ctx context.Context, e int, o RunOptions) (EpochStat
 	return s, nil
 }
 
+// warmAhead starts warming, on one background goroutine, the cache epochs
+// that the epochs after the current one will read, up to the cache's ahead=
+// setting and the run's last epoch. The returned function stops it and
+// waits for it, so it never outlives Run. Warming is best effort: an error
+// only stops it (the epochs then compute what they miss themselves).
+func (p *Pipeline) warmAhead(ctx context.Context, first, epochs int) func() {
+	c := p.cache
+	if c == nil || c.cfg.Ahead == 0 || c.store == nil || !c.random {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := first + 1; e < first+epochs && e <= first+c.cfg.Ahead; e++ {
+			if e >= c.cfg.Epochs && c.cacheEpoch(e) < first {
+				break // echoed epochs are already there
+			}
+			if _, err := p.warm(ctx, c.cacheEpoch(e), 1, 1, nil); err != nil {
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // Checksum hashes batches (data bytes, then labels as little-endian int32)
 // in the order they are added, with 64-bit xxHash: fast enough to run beside
 // the pipeline, and any changed byte or reordering changes it.
@@ -126,7 +154,18 @@ func (p *Pipeline) Augmented(e, i int) (img *transform.Image, label, index int, 
 		return nil, 0, 0, err
 	}
 	src := &transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
-	out := transform.NewChain(p.ops).Apply(src, transform.NewRand(p.seed, e, int64(index), 0))
+	var out *transform.Image
+	if c := p.cache; c != nil {
+		// As a cached pipeline computes it: the stages before the cache
+		// for the cache epoch, then the rest.
+		ce := c.cacheEpoch(e)
+		pre := transform.NewChain(p.ops[:p.cacheAt])
+		mid := pre.Apply(src, transform.NewRand(p.seed, ce, int64(index), 0))
+		mid = &transform.Image{Pix: append([]byte(nil), mid.Pix...), C: mid.C, H: mid.H, W: mid.W}
+		out = transform.NewChain(p.ops[p.cacheAt:]).Apply(mid, c.postRand(p.seed, e, ce, index, pre.Rand().State()))
+	} else {
+		out = transform.NewChain(p.ops).Apply(src, transform.NewRand(p.seed, e, int64(index), 0))
+	}
 	cp := &transform.Image{Pix: append([]byte(nil), out.Pix...), C: out.C, H: out.H, W: out.W}
 	return cp, rec.Label, index, nil
 }

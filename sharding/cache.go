@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -38,6 +39,14 @@ var (
 	ErrLocked = errors.New("cache directory is in use by another process")
 	// ErrNewerFormat means the directory was written by a newer pipe.
 	ErrNewerFormat = errors.New("cache directory written by a newer format")
+	// ErrDiskFull means a write was refused because the disk is nearly
+	// full. Badger writes through memory-mapped files, and a process that
+	// fills its disk that way dies of SIGBUS instead of seeing an error, so
+	// the cache stops writing while there is room left.
+	ErrDiskFull = errors.New("disk nearly full")
+	// ErrReadOnly means the cache was opened read-only (its directory
+	// cannot be written) and a write was asked of it.
+	ErrReadOnly = errors.New("cache is read-only")
 )
 
 // Fingerprint names the content of a cache: a hash of everything that
@@ -82,25 +91,39 @@ func (m Meta) Shards() int { return (m.Samples + m.ShardSize - 1) / m.ShardSize 
 // transaction, so a crash leaves only whole entries visible. A Cache is safe
 // for concurrent use.
 type Cache struct {
-	db  *badger.DB
-	dir string
-	enc *zstd.Encoder
-	dec *zstd.Decoder
+	db       *badger.DB
+	dir      string
+	enc      *zstd.Encoder
+	dec      *zstd.Decoder
+	readOnly bool
+	reserve  int64
 }
 
 // CacheOption configures OpenCache.
-type CacheOption func(*badger.Options)
+type CacheOption func(*cacheConfig)
+
+type cacheConfig struct {
+	badger  badger.Options
+	reserve int64
+}
 
 // WithMemTableSize sets Badger's memtable size in bytes (default 16 MiB; two
 // memtables are kept). Larger speeds up warming of huge caches and costs
 // resident memory.
 func WithMemTableSize(n int64) CacheOption {
-	return func(o *badger.Options) { *o = o.WithMemTableSize(n) }
+	return func(c *cacheConfig) { c.badger = c.badger.WithMemTableSize(n) }
 }
 
 // WithIndexCacheSize sets Badger's index cache in bytes (default 8 MiB).
 func WithIndexCacheSize(n int64) CacheOption {
-	return func(o *badger.Options) { *o = o.WithIndexCacheSize(n) }
+	return func(c *cacheConfig) { c.badger = c.badger.WithIndexCacheSize(n) }
+}
+
+// WithReserve sets the free disk space below which the cache stops writing
+// (default 64 MiB: room for Badger to flush its memtables and finish the
+// value log write in progress). Writes then fail with ErrDiskFull.
+func WithReserve(n int64) CacheOption {
+	return func(c *cacheConfig) { c.reserve = n }
 }
 
 // cacheOptions are Badger's options sized for a cache beside a training job
@@ -133,19 +156,29 @@ type formatRecord struct {
 	Writer string `json:"writer"`
 }
 
-// OpenCache opens (creating if needed) the cache in dir.
+// OpenCache opens (creating if needed) the cache in dir. A directory that
+// exists but cannot be written opens read-only: what it holds can be read,
+// and Put returns ErrReadOnly.
 func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
+	cfg := cacheConfig{badger: cacheOptions(dir), reserve: 64 << 20}
+	for _, f := range opts {
+		f(&cfg)
+	}
+	readOnly := false
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache %s: %w", dir, err)
 	}
 	if err := checkFormat(dir); err != nil {
-		return nil, err
+		if !isReadOnly(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cache %s: cannot be written and holds no pipe cache: %w", dir, err)
 	}
-	o := cacheOptions(dir)
-	for _, f := range opts {
-		f(&o)
+	if !writable(dir) {
+		readOnly = true
+		cfg.badger = cfg.badger.WithReadOnly(true)
 	}
-	db, err := badger.Open(o)
+	db, err := badger.Open(cfg.badger)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return nil, fmt.Errorf("cache %s: %w (another pipe run or warm has it open; wait for it, or use another dir=)", dir, ErrLocked)
@@ -154,7 +187,25 @@ func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
 	}
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
-	return &Cache{db: db, dir: dir, enc: enc, dec: dec}, nil
+	return &Cache{db: db, dir: dir, enc: enc, dec: dec, readOnly: readOnly, reserve: cfg.reserve}, nil
+}
+
+// ReadOnly reports whether the cache was opened read-only.
+func (c *Cache) ReadOnly() bool { return c.readOnly }
+
+// writable reports whether files can be created in dir.
+func writable(dir string) bool {
+	f, err := os.CreateTemp(dir, ".pipe-write-test-*")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return true
+}
+
+func isReadOnly(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
 
 // checkFormat refuses a directory of a newer format and stamps a new one.
@@ -213,6 +264,12 @@ const (
 // Put stores raw as the entry (fp, epoch, shard), with layout describing
 // what the bytes are (the reader checks it). It overwrites any entry there.
 func (c *Cache) Put(fp Fingerprint, epoch, shard int, layout string, raw []byte) error {
+	if c.readOnly {
+		return fmt.Errorf("cache %s: %w", c.dir, ErrReadOnly)
+	}
+	if free, ok := freeBytes(c.dir); ok && free < c.reserve+int64(len(raw)) {
+		return fmt.Errorf("cache %s: %w: %d MiB free, keeping %d MiB in reserve", c.dir, ErrDiskFull, free>>20, c.reserve>>20)
+	}
 	val := make([]byte, headerSize, headerSize+len(layout)+len(raw)/2)
 	copy(val, magic)
 	val[4] = FormatVersion
@@ -311,6 +368,9 @@ func (c *Cache) Has(fp Fingerprint, epoch, shard int) bool {
 
 // PutMeta records what a fingerprint holds; GetMeta reads it back.
 func (c *Cache) PutMeta(fp Fingerprint, m Meta) error {
+	if c.readOnly {
+		return fmt.Errorf("cache %s: %w", c.dir, ErrReadOnly)
+	}
 	b, _ := json.Marshal(m)
 	return c.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey(fp), b) })
 }

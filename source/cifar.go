@@ -72,6 +72,7 @@ type CIFAR struct {
 	files   []cifarFile
 	corrupt []*RecordError
 	bad     map[int]*RecordError
+	osFiles []string // the files read, for Fingerprint
 }
 
 type cifarFile struct {
@@ -298,6 +299,7 @@ func (c *CIFAR) loadFile(name string, size int64) error {
 		return fmt.Errorf("%s: reading %s: %w", c.format.name, name, err)
 	}
 	c.files = append(c.files, cifarFile{name: name, data: data})
+	c.osFiles = append(c.osFiles, name)
 	return nil
 }
 
@@ -322,6 +324,7 @@ func (c *CIFAR) loadArchive(name string, members []string) error {
 		return fmt.Errorf("%s: %w", c.format.name, err)
 	}
 	defer fh.Close()
+	c.osFiles = []string{name}
 	zr, err := gzip.NewReader(bufio.NewReaderSize(fh, 1<<20))
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w: not a gzip archive: %v", c.format.name, name, ErrFormat, err)

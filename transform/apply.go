@@ -21,6 +21,9 @@ func NewChain(ops []Op) *Chain {
 // one of the chain's scratch images, valid until the next Apply.
 func (c *Chain) Apply(src *Image, r Rand) *Image { return c.run(src, r, nil) }
 
+// Rand is the generator as the last Apply or ApplyTo left it.
+func (c *Chain) Rand() Rand { return c.r }
+
 // ApplyTo is Apply with the last operation writing straight into dst, whose
 // Pix is memory the caller wants the result in (such as a batch slab for
 // uint8 CHW output): it saves a copy of every image. dst.Pix must have the

@@ -27,6 +27,14 @@ func NewRand(seed uint64, epoch int, sample int64, stream int) Rand {
 	return Rand{state: h}
 }
 
+// State returns the generator's position, to resume it later with
+// RandAt: stages after a cache continue the stream where the stages before
+// it left off.
+func (r Rand) State() uint64 { return r.state }
+
+// RandAt returns the generator at a position State returned.
+func RandAt(state uint64) Rand { return Rand{state: state} }
+
 // Uint64 returns the next 64 random bits.
 func (r *Rand) Uint64() uint64 {
 	r.state += splitmix.Golden
