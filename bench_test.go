@@ -10,14 +10,14 @@ import (
 )
 
 // cifarRecipe is the benchmark recipe over real CIFAR-10 train.
-func cifarRecipe(b *testing.B, dtype transform.DType) *Pipeline {
+func cifarRecipe(b *testing.B, dtype transform.DType, extra ...Stage) *Pipeline {
 	src, err := source.CIFAR10(shareddata.Path(b, "cifar10/cifar-10-binary.tar.gz"), source.Train)
 	if err != nil {
 		b.Fatal(err)
 	}
 	crop, _ := transform.RandomCrop(32, 4, transform.FillReflect)
 	flip, _ := transform.Flip(transform.Horizontal, 0.5)
-	stages := []Stage{Source(src), Shuffle(42), Map(crop), Map(flip)}
+	stages := append([]Stage{Source(src), Shuffle(42), Map(crop), Map(flip)}, extra...)
 	if dtype != transform.Uint8 {
 		norm, _ := transform.Normalize([]float64{0.4914, 0.4822, 0.4465}, []float64{0.2470, 0.2435, 0.2616})
 		stages = append(stages, Normalize(norm))
@@ -42,6 +42,41 @@ func BenchmarkCIFAREpoch(b *testing.B) {
 			e := 0
 			for b.Loop() {
 				if _, err := p.Run(context.Background(), RunOptions{FirstEpoch: e}); err != nil {
+					b.Fatal(err)
+				}
+				e++
+			}
+			b.ReportMetric(float64(b.N*p.Samples())/b.Elapsed().Seconds(), "images/s")
+		})
+	}
+}
+
+// BenchmarkCIFARCache compares, in one run, computing epochs live with
+// reading them from a warm cache placed after the random stages (3 distinct
+// epochs, warmed before the timer starts), float32 output.
+func BenchmarkCIFARCache(b *testing.B) {
+	dir := b.TempDir()
+	for _, c := range []struct {
+		name  string
+		cache bool
+	}{{"live", false}, {"warm", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			var extra []Stage
+			if c.cache {
+				extra = []Stage{Cache(CacheConfig{Dir: dir, Epochs: 3})}
+			}
+			p := cifarRecipe(b, transform.Float32, extra...)
+			defer p.Close()
+			if c.cache {
+				if _, err := p.Warm(context.Background(), 0, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			e := 0
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := p.Run(context.Background(), RunOptions{FirstEpoch: e % 3}); err != nil {
 					b.Fatal(err)
 				}
 				e++

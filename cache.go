@@ -33,7 +33,7 @@ type CacheConfig struct {
 	// one being consumed. Default 0.
 	Ahead int
 	// Memory bounds the decoded shards kept in memory, in bytes. Default
-	// 256 MiB: a whole CIFAR-10 epoch.
+	// 128 MiB: most of a CIFAR-10 epoch.
 	Memory int64
 }
 
@@ -48,7 +48,7 @@ func (c *CacheConfig) defaults() error {
 		c.ShardSize = 256
 	}
 	if c.Memory == 0 {
-		c.Memory = 256 << 20
+		c.Memory = 128 << 20
 	}
 	if c.Epochs < 1 || c.ShardSize < 1 || c.Ahead < 0 || c.Memory < 0 {
 		return fmt.Errorf("epochs=%d shard=%d ahead=%d: want epochs ≥ 1, shard ≥ 1, ahead ≥ 0", c.Epochs, c.ShardSize, c.Ahead)
@@ -80,6 +80,9 @@ func Cache(c CacheConfig) Stage {
 	}}
 }
 
+// orderedBudget bounds the decoded shards an ordered cache keeps in memory.
+const orderedBudget = 32 << 20
+
 // cacheOpenOptions are passed to every sharding.OpenCache; tests use it to
 // make a disk look full.
 var cacheOpenOptions []sharding.CacheOption
@@ -87,11 +90,16 @@ var cacheOpenOptions []sharding.CacheOption
 // pipeCache is a pipeline's cache: the store, the fingerprint of what it
 // holds and the decoded shards in memory.
 type pipeCache struct {
-	cfg       CacheConfig
-	store     *sharding.Cache // nil when the cache could not be opened
-	readOnly  atomic.Bool     // set when a write failed: go on without writing
-	fp        sharding.Fingerprint
-	random    bool // a random stage precedes the cache
+	cfg      CacheConfig
+	store    *sharding.Cache // nil when the cache could not be opened
+	readOnly atomic.Bool     // set when a write failed: go on without writing
+	fp       sharding.Fingerprint
+	// random reports that a random stage precedes the cache. Then entries
+	// are per cache epoch and in plan order: shard s holds the samples at
+	// positions [s*ShardSize, (s+1)*ShardSize) of the epoch's plan, so an
+	// epoch reads its shards in sequence. Otherwise one copy serves every
+	// epoch and shard s holds sample indices [s*ShardSize, ...).
+	random    bool
 	layout    string
 	samples   int
 	shards    *shardLRU
@@ -102,6 +110,15 @@ type pipeCache struct {
 	hits      atomic.Int64
 	misses    atomic.Int64
 	lastEpoch int
+}
+
+// planEpoch is the epoch whose plan orders epoch e: with an ordered cache,
+// an echoed epoch replays its cache epoch's order along with its entries.
+func (p *Pipeline) planEpoch(e int) int {
+	if p.cache != nil && p.cache.random {
+		return p.cache.cacheEpoch(e)
+	}
+	return e
 }
 
 // cacheEpoch is the epoch whose cached entries serve epoch e.
@@ -142,7 +159,9 @@ func (p *Pipeline) openCache() error {
 	}
 	parts := []string{"pipe cache v1", srcID, fmt.Sprintf("shard=%d", cfg.ShardSize)}
 	if c.random {
-		parts = append(parts, fmt.Sprintf("seed=%d", p.seed))
+		// Entries follow the plan, which the seed and the rank decide.
+		parts = append(parts, fmt.Sprintf("seed=%d order=plan rank=%d world=%d", p.seed, p.rank, p.world))
+		c.samples = p.plan.Len()
 	}
 	var stages []string
 	for _, op := range pre {
@@ -151,7 +170,17 @@ func (p *Pipeline) openCache() error {
 	parts = append(parts, stages...)
 	c.fp = sharding.NewFingerprint(parts...)
 	c.layout = "pipe-samples-v1"
-	c.shards = newShardLRU(cfg.Memory)
+	budget := cfg.Memory
+	if c.random {
+		// Ordered entries are read in sequence: a few shards per worker
+		// in memory are enough.
+		budget = min(budget, orderedBudget)
+	}
+	c.shards = newShardLRU(budget)
+	if p.cacheClosed {
+		p.cache = c
+		return nil
+	}
 	store, err := sharding.OpenCache(cfg.Dir, cacheOpenOptions...)
 	switch {
 	case errors.Is(err, sharding.ErrNewerFormat):
@@ -315,12 +344,13 @@ func (l *shardLRU) drop(s *shard) {
 	}
 }
 
-// shardFor returns the decoded shard holding sample idx for epoch e, pinned;
-// the caller releases it with p.cache.shards.release(s, 0). It reads the
-// store, or computes and stores the shard, once however many workers ask.
-func (x *Epoch) shardFor(w *worker, idx int) (*shard, error) {
+// shardFor returns the decoded shard holding entry key (a plan position for
+// an ordered cache, a sample index otherwise) for epoch e, pinned; the
+// caller releases it with p.cache.shards.release(s, 0). It reads the store,
+// or computes and stores the shard, once however many workers ask.
+func (x *Epoch) shardFor(w *worker, key int) (*shard, error) {
 	c := x.p.cache
-	id := shardID{epoch: c.cacheEpoch(x.epoch), index: idx / c.cfg.ShardSize}
+	id := shardID{epoch: c.cacheEpoch(x.epoch), index: key / c.cfg.ShardSize}
 	s, created := c.shards.acquire(id)
 	if created {
 		size := 0
@@ -410,7 +440,14 @@ func (p *Pipeline) computeShard(ctx context.Context, w *worker, id shardID, dst 
 	first := id.index * c.cfg.ShardSize
 	n := min(c.cfg.ShardSize, c.samples-first)
 	if n <= 0 {
-		return nil, fmt.Errorf("pipe: cache shard %d is past the dataset's %d samples", id.index, c.samples)
+		return nil, fmt.Errorf("pipe: cache shard %d is past the epoch's %d samples", id.index, c.samples)
+	}
+	if c.random {
+		if cap(w.order) < n {
+			w.order = make([]int, n)
+		}
+		w.order = w.order[:n]
+		p.plan.Fill(id.epoch, first, w.order)
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(n))
 	table := len(dst)
@@ -422,6 +459,9 @@ func (p *Pipeline) computeShard(ctx context.Context, w *worker, id shardID, dst 
 		}
 		binary.LittleEndian.PutUint32(dst[table+4*i:], uint32(len(dst)))
 		idx := first + i
+		if c.random {
+			idx = w.order[i]
+		}
 		if err := p.src.Read(idx, rec); err != nil {
 			var re *source.RecordError
 			if p.onError == Fail || !errors.As(err, &re) {
@@ -472,6 +512,9 @@ type CacheInfo struct {
 	Shards    int // per epoch
 	Enabled   bool
 	Warnings  []string
+	// Ordered reports entries in plan order, per rank: an echoed epoch then
+	// also replays its cache epoch's order.
+	Ordered bool
 }
 
 // CacheInfo returns the pipeline's cache, or nil without a cache stage.
@@ -483,7 +526,7 @@ func (p *Pipeline) CacheInfo() *CacheInfo {
 	info := &CacheInfo{Dir: c.cfg.Dir, Fingerprint: string(c.fp), Epochs: 1, ShardSize: c.cfg.ShardSize,
 		Shards: (c.samples + c.cfg.ShardSize - 1) / c.cfg.ShardSize, Enabled: c.store != nil}
 	if c.random {
-		info.Epochs, info.Echo = c.cfg.Epochs, true
+		info.Epochs, info.Echo, info.Ordered = c.cfg.Epochs, true, true
 	}
 	c.warnMu.Lock()
 	info.Warnings = append(info.Warnings, c.warnings...)

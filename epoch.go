@@ -73,6 +73,7 @@ func (b *Batch) Release() {
 type job struct {
 	batch   Batch
 	slab    *prefetch.Slab
+	first   int // plan position of the batch's first sample
 	indices []int
 	pending atomic.Int32
 	done    chan struct{} // one token when every chunk has finished
@@ -93,6 +94,7 @@ type worker struct {
 	pre   *transform.Chain // the stages before the cache
 	recs  [chunkSamples]chunkRecord
 	rec   source.Record
+	order []int // sample indices of a cache shard being computed
 	img   transform.Image
 	out   transform.Image
 }
@@ -242,8 +244,8 @@ func (x *Epoch) produce() {
 			return
 		}
 		j := &x.jobs[slab.ID]
-		j.slab, j.indices = slab, j.indices[:hi-lo]
-		p.plan.Fill(x.epoch, lo, j.indices)
+		j.slab, j.indices, j.first = slab, j.indices[:hi-lo], lo
+		p.plan.Fill(p.planEpoch(x.epoch), lo, j.indices)
 		j.skipped, j.skipErr = j.skipped[:0], j.skipErr[:0]
 		j.batch = Batch{Epoch: x.epoch, Index: b, N: hi - lo}
 		n := (hi - lo + chunkSamples - 1) / chunkSamples
@@ -324,12 +326,16 @@ func (x *Epoch) transformCached(w *worker, c chunk, sb int) {
 	ce := pc.cacheEpoch(x.epoch)
 	for k := c.lo; k < c.hi; k++ {
 		idx := j.indices[k]
-		s, err := x.shardFor(w, idx)
+		key := idx
+		if pc.random {
+			key = j.first + k // ordered entries: the plan position
+		}
+		s, err := x.shardFor(w, key)
 		if err != nil {
 			x.fail(err)
 			return
 		}
-		img, label, state, skipped := s.sample(idx - s.first)
+		img, label, state, skipped := s.sample(key - s.first)
 		if skipped != nil {
 			pc.shards.release(s, 0)
 			if !x.skip(j, k, skipped) {

@@ -261,7 +261,16 @@ func parseLine(pos Pos, toks []token, env func(string) (string, bool)) (Line, er
 type LoadOption func(*loadConfig)
 
 type loadConfig struct {
-	progress func(done, total int64)
+	progress    func(done, total int64)
+	cacheClosed bool
+}
+
+// WithCacheClosed builds the pipeline without opening its cache directory:
+// its fingerprint is known (CacheInfo) but nothing is read or written. It
+// is for tools that work on the cache directory themselves, like pipe
+// cache gc.
+func WithCacheClosed() LoadOption {
+	return func(c *loadConfig) { c.cacheClosed = true }
 }
 
 // WithDownloadProgress reports the progress of downloads that sources make
@@ -330,6 +339,16 @@ func (f *File) Pipeline(opts ...LoadOption) (*Pipeline, error) {
 	stages, err := f.Build(opts...)
 	if err != nil {
 		return nil, err
+	}
+	cfg := &loadConfig{}
+	for _, o := range opts {
+		o(cfg)
+	}
+	if cfg.cacheClosed {
+		stages = append(stages, Stage{name: "pipeline", desc: "", apply: func(b *builder) error {
+			b.p.cacheClosed = true
+			return nil
+		}})
 	}
 	p, err := New(stages...)
 	if err != nil {

@@ -203,10 +203,12 @@ type Pipeline struct {
 	cacheCfg *CacheConfig
 	cacheAt  int // ops[:cacheAt] run before the cache stage (0 without one)
 	cache    *pipeCache
-	slabs    *prefetch.SlabPool
-	running  bool
-	skipped  []*source.RecordError
-	nskipped int
+	// cacheClosed builds the cache's fingerprint without opening it.
+	cacheClosed bool
+	slabs       *prefetch.SlabPool
+	running     bool
+	skipped     []*source.RecordError
+	nskipped    int
 }
 
 // ErrConfig is wrapped by every error New returns for stages that do not fit
@@ -353,7 +355,9 @@ func (p *Pipeline) Ops() []transform.Op { return p.ops }
 func (p *Pipeline) String() string {
 	var s []string
 	for _, st := range p.stages {
-		s = append(s, st.String())
+		if st.desc != "" {
+			s = append(s, st.String())
+		}
 	}
 	return strings.Join(s, "\n")
 }

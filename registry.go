@@ -331,7 +331,7 @@ func init() {
 			{Name: "epochs", Type: Int, Default: "1", Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"},
 			{Name: "shard", Type: Int, Default: "256", Min: bound(1), Doc: "samples per cache entry"},
 			{Name: "ahead", Type: Int, Default: "0", Min: bound(0), Doc: "epochs pipe run warms in the background ahead of the one being read"},
-			{Name: "memory", Type: Int, Default: "256", Min: bound(1), Doc: "MiB of decoded entries kept in memory"},
+			{Name: "memory", Type: Int, Default: "128", Min: bound(1), Doc: "MiB of decoded entries kept in memory"},
 		},
 		Build: func(a Args) (Stage, error) {
 			return Cache(CacheConfig{Dir: a.String("dir"), Epochs: a.Int("epochs"), ShardSize: a.Int("shard"),

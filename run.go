@@ -148,7 +148,7 @@ func (p *Pipeline) Augmented(e, i int) (img *transform.Image, label, index int, 
 	if i < 0 || i >= p.plan.Len() {
 		return nil, 0, 0, fmt.Errorf("pipe: position %d outside the epoch's %d samples", i, p.plan.Len())
 	}
-	index = p.plan.At(e, i)
+	index = p.plan.At(p.planEpoch(e), i)
 	var rec source.Record
 	if err := p.src.Read(index, &rec); err != nil {
 		return nil, 0, 0, err

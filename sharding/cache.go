@@ -308,8 +308,10 @@ func (c *Cache) Get(fp Fingerprint, epoch, shard int, layout string, dst []byte)
 			return err
 		}
 		return item.Value(func(v []byte) error {
+			prefault(v)
 			var err error
 			out, err = c.decode(v, layout, dst[:0])
+			releaseMapped(v)
 			return err
 		})
 	})
@@ -497,6 +499,7 @@ func (c *Cache) Verify(progress func(done int, bytes int64)) ([]BadEntry, int, e
 				var err error
 				buf, err = c.decode(v, "", buf[:0])
 				total += int64(len(v))
+				releaseMapped(v)
 				return err
 			})
 			if err != nil {

@@ -56,7 +56,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRun(), newBench(), newCheck(), newStages(), newPreview())
+	root.AddCommand(newRun(), newBench(), newCheck(), newStages(), newPreview(), newWarm(), newCache())
 	return root
 }
 

@@ -134,6 +134,18 @@ func describe(p *pipe.Pipeline) string {
 	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d\n", p.Samples(), p.Batches(), p.BatchSize(), p.Seed())
 	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch\n", t.Layout, t.DType, d[0], d[1], d[2], d[3], p.BatchSize()*t.SampleBytes())
 	fmt.Fprintf(&b, "workers  %d, on_error=%s\n", p.Workers(), p.OnError())
+	if c := p.CacheInfo(); c != nil {
+		fmt.Fprintf(&b, "cache    %s, fingerprint %s, %d shards of %d per epoch", c.Dir, c.Fingerprint, c.Shards, c.ShardSize)
+		if c.Echo {
+			fmt.Fprintf(&b, "; %d distinct epochs: epoch e ≥ %d replays epoch e mod %d's order and pre-cache augmentation (data echoing; stages after the cache draw afresh)", c.Epochs, c.Epochs, c.Epochs)
+		} else {
+			b.WriteString("; one copy serves every epoch (nothing random before the cache)")
+		}
+		b.WriteString("\n")
+		for _, w := range c.Warnings {
+			fmt.Fprintf(&b, "warning  %s\n", w)
+		}
+	}
 	return b.String()
 }
 
@@ -142,6 +154,12 @@ func epochLine(s pipe.EpochStats) string {
 		s.Epoch, s.Images, s.Seconds, s.ImagesPerSec, s.StallSeconds, s.SlabWaitSeconds)
 	if s.Skipped > 0 {
 		line += fmt.Sprintf(", %d skipped", s.Skipped)
+	}
+	if s.CacheHits+s.CacheMisses > 0 || s.CacheCorrupt > 0 {
+		line += fmt.Sprintf(", cache: %d read, %d computed", s.CacheHits, s.CacheMisses)
+		if s.CacheCorrupt > 0 {
+			line += fmt.Sprintf(", %d damaged and rewritten", s.CacheCorrupt)
+		}
 	}
 	line += ")"
 	if s.Checksum != "" {
@@ -163,6 +181,12 @@ func summary(p *pipe.Pipeline, stats []pipe.EpochStats) string {
 		fmt.Fprintf(&b, "; consumer starved %.0f%% of the time", 100*stall/secs)
 	}
 	b.WriteString("\n")
+	if c := p.CacheInfo(); c != nil {
+		// Warnings that arose during the run (damaged entries, failed writes).
+		for _, w := range c.Warnings {
+			fmt.Fprintf(&b, "warning  %s\n", w)
+		}
+	}
 	skipped, n := p.Skipped()
 	if n > 0 {
 		fmt.Fprintf(&b, "skipped  %d corrupt records (on_error=skip):\n", n)

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/sharding"
+)
+
+func newWarm() *cobra.Command {
+	var epochs, workers int
+	var quiet, asJSON bool
+	c := &cobra.Command{
+		Use:   "warm FILE [--epochs K]",
+		Short: "fill a pipeline's cache ahead of training; resumes where an earlier warm stopped",
+		Long: `warm computes every missing entry of the pipeline's cache stage for its first
+K distinct epochs (default: all the cache keeps) and writes them. Entries
+already there are skipped, so a warm that was interrupted, even by kill -9,
+resumes where it stopped.`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if epochs < 0 || workers < 0 {
+				return usageError{fmt.Errorf("--epochs and --workers must be 0 or more")}
+			}
+			p, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			info := p.CacheInfo()
+			if info == nil {
+				return usageError{fmt.Errorf("%s has no cache stage to warm (add e.g. \"cache dir=.pipe-cache epochs=10\" after the random stages)", args[0])}
+			}
+			if workers > 0 {
+				p.SetWorkers(workers)
+			}
+			distinct := info.Epochs
+			if epochs > distinct {
+				fmt.Fprintf(c.ErrOrStderr(), "pipe: the cache keeps %d distinct epochs (epoch e ≥ %d reuses e mod %d); warming those\n", distinct, distinct, distinct)
+			}
+			if epochs == 0 || epochs > distinct {
+				epochs = distinct
+			}
+			out := c.OutOrStdout()
+			if !asJSON {
+				fmt.Fprintf(out, "cache    %s, fingerprint %s\nwarming  %d epoch(s) × %d shards of %d samples, %d workers\n",
+					info.Dir, info.Fingerprint, epochs, info.Shards, info.ShardSize, p.Workers())
+			}
+			var bar *progressbar.ProgressBar
+			if !quiet && isTerminal(c.ErrOrStderr()) {
+				bar = progressbar.NewOptions(epochs*info.Shards,
+					progressbar.OptionSetWriter(c.ErrOrStderr()),
+					progressbar.OptionSetDescription("shards"),
+					progressbar.OptionShowCount(),
+					progressbar.OptionShowIts(),
+					progressbar.OptionSetItsString("shards"),
+					progressbar.OptionSetPredictTime(true),
+					progressbar.OptionThrottle(100*time.Millisecond),
+					progressbar.OptionClearOnFinish())
+			}
+			st, err := p.Warm(c.Context(), epochs, func(w pipe.WarmProgress) {
+				if bar != nil {
+					bar.Describe(fmt.Sprintf("shards (%.0f MB/s)", float64(w.RawBytes)/1e6/max(w.Elapsed.Seconds(), 1e-9)))
+					bar.Set(w.Shards)
+				}
+			})
+			if bar != nil {
+				bar.Finish()
+			}
+			if err != nil {
+				return err
+			}
+			mbps := float64(st.RawBytes) / 1e6 / max(st.Elapsed.Seconds(), 1e-9)
+			if asJSON {
+				return json.NewEncoder(out).Encode(map[string]any{
+					"shards": st.Shards, "written": st.Written, "raw_bytes": st.RawBytes,
+					"seconds": st.Elapsed.Seconds(), "raw_mb_per_sec": mbps,
+				})
+			}
+			fmt.Fprintf(out, "done     %d shards present, %d written: %.1f MB of images in %.2f s = %.0f MB/s\n",
+				st.Shards, st.Written, float64(st.RawBytes)/1e6, st.Elapsed.Seconds(), mbps)
+			return nil
+		},
+	}
+	c.Flags().IntVar(&epochs, "epochs", 0, "distinct epochs to warm (0: all the cache keeps)")
+	c.Flags().IntVar(&workers, "workers", 0, "goroutines computing entries (0: as the file says, else one per core)")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	return c
+}
+
+func newCache() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cache",
+		Short: "inspect and maintain cache directories: ls, verify, gc",
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "ls DIR",
+		Short: "list the fingerprints in a cache with their epochs, entries, bytes on disk and compression ratio",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cache, err := openCacheDir(args[0])
+			if err != nil {
+				return err
+			}
+			defer cache.Close()
+			us, err := cache.Usages()
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "FINGERPRINT\tEPOCHS\tENTRIES\tDISK MB\tRAW MB\tRATIO\tSTAGES")
+			for _, u := range us {
+				stages := strings.ReplaceAll(u.Meta.Stages, "\n", " | ")
+				if len(stages) > 60 {
+					stages = stages[:57] + "..."
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d/%d\t%.1f\t%.1f\t%.2f\t%s\n", u.Fingerprint, epochList(u.Epochs),
+					u.Entries, len(u.Epochs)*u.Meta.Shards(), float64(u.DiskBytes)/1e6, float64(u.RawBytes)/1e6, u.Ratio(), stages)
+			}
+			w.Flush()
+			fmt.Fprintf(c.OutOrStdout(), "%d fingerprint(s), %.1f MB on disk in %s\n", len(us), float64(cache.DiskBytes())/1e6, args[0])
+			return nil
+		},
+	})
+	c.AddCommand(&cobra.Command{
+		Use:   "verify DIR",
+		Short: "read every entry and check its checksum; exits 1 if any is damaged",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cache, err := openCacheDir(args[0])
+			if err != nil {
+				return err
+			}
+			defer cache.Close()
+			bad, n, err := cache.Verify(nil)
+			if err != nil {
+				return err
+			}
+			for _, b := range bad {
+				fmt.Fprintf(c.OutOrStdout(), "damaged: %s epoch %d shard %d: %v\n", b.Fingerprint, b.Epoch, b.Shard, b.Err)
+			}
+			if len(bad) > 0 {
+				return fmt.Errorf("%d of %d entries damaged in %s (a run recomputes and rewrites them)", len(bad), n, args[0])
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%d entries verified in %s: ok\n", n, args[0])
+			return nil
+		},
+	})
+	var keep []string
+	gc := &cobra.Command{
+		Use:   "gc DIR --keep FILE...",
+		Short: "delete every fingerprint that none of the given pipelines uses, then reclaim disk space",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(keep) == 0 {
+				return usageError{fmt.Errorf("gc needs --keep FILE for each pipeline whose cache to keep (with none it would delete everything; pass --keep /dev/null to mean that)")}
+			}
+			fps := map[sharding.Fingerprint]bool{}
+			for _, f := range keep {
+				if f == os.DevNull {
+					continue
+				}
+				p, err := pipe.Load(f, pipe.WithCacheClosed())
+				if err != nil {
+					return usageError{err}
+				}
+				if info := p.CacheInfo(); info != nil {
+					fps[sharding.Fingerprint(info.Fingerprint)] = true
+				}
+				p.Close()
+			}
+			cache, err := openCacheDir(args[0])
+			if err != nil {
+				return err
+			}
+			defer cache.Close()
+			dropped, before, after, err := cache.GC(fps)
+			if err != nil {
+				return err
+			}
+			sort.Slice(dropped, func(i, j int) bool { return dropped[i] < dropped[j] })
+			for _, fp := range dropped {
+				fmt.Fprintf(c.OutOrStdout(), "dropped %s\n", fp)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "kept %d fingerprint(s), dropped %d; disk %.1f MB -> %.1f MB\n", len(fps), len(dropped), float64(before)/1e6, float64(after)/1e6)
+			return nil
+		},
+	}
+	gc.Flags().StringArrayVar(&keep, "keep", nil, "a .pipe file whose cache to keep (repeatable)")
+	c.AddCommand(gc)
+	return c
+}
+
+// openCacheDir opens an existing cache directory (never creating one).
+func openCacheDir(dir string) (*sharding.Cache, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, usageError{fmt.Errorf("cache directory %s: %w", dir, err)}
+	}
+	return sharding.OpenCache(dir)
+}
+
+func epochList(es []int) string {
+	if len(es) == 0 {
+		return "-"
+	}
+	contiguous := es[len(es)-1]-es[0] == len(es)-1
+	if contiguous && len(es) > 2 {
+		return fmt.Sprintf("%d-%d", es[0], es[len(es)-1])
+	}
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = fmt.Sprint(e)
+	}
+	return strings.Join(s, ",")
+}
