@@ -252,21 +252,26 @@ func (s *shard) parse() error {
 }
 
 // sample returns sample i of the shard: its image (aliasing the shard's
-// memory), label, and for a skipped sample the record error.
+// memory), label, generator state and, for a skipped sample, its error.
 func (s *shard) sample(i int) (img transform.Image, label int, state uint64, skipped *source.RecordError) {
-	b := s.raw[s.offs[i]:]
-	label = int(int32(binary.LittleEndian.Uint32(b)))
-	c, h, w := int(binary.LittleEndian.Uint16(b[4:])), int(binary.LittleEndian.Uint16(b[6:])), int(binary.LittleEndian.Uint16(b[8:]))
-	flags := binary.LittleEndian.Uint16(b[10:])
-	state = binary.LittleEndian.Uint64(b[12:])
 	end := len(s.raw)
 	if i+1 < len(s.offs) {
 		end = int(s.offs[i+1])
 	}
-	body := s.raw[int(s.offs[i])+sampleHeader : end]
+	return parseSample(s.raw[s.offs[i]:end], s.first+i)
+}
+
+// parseSample decodes one encoded sample (header and body) whose sample
+// index is index.
+func parseSample(b []byte, index int) (img transform.Image, label int, state uint64, skipped *source.RecordError) {
+	label = int(int32(binary.LittleEndian.Uint32(b)))
+	c, h, w := int(binary.LittleEndian.Uint16(b[4:])), int(binary.LittleEndian.Uint16(b[6:])), int(binary.LittleEndian.Uint16(b[8:]))
+	flags := binary.LittleEndian.Uint16(b[10:])
+	state = binary.LittleEndian.Uint64(b[12:])
+	body := b[sampleHeader:]
 	if flags&flagSkipped != 0 {
 		parts := strings.SplitN(string(body), "\x00", 3)
-		re := &source.RecordError{Index: s.first + i, Err: errors.New(parts[len(parts)-1])}
+		re := &source.RecordError{Index: index, Err: errors.New(parts[len(parts)-1])}
 		if len(parts) == 3 {
 			re.File = parts[0]
 			fmt.Sscan(parts[1], &re.Offset)
@@ -274,6 +279,53 @@ func (s *shard) sample(i int) (img transform.Image, label int, state uint64, ski
 		return transform.Image{}, label, 0, re
 	}
 	return transform.Image{Pix: body[:c*h*w], C: c, H: h, W: w}, label, state, nil
+}
+
+// chunkBytes returns, verified, the encoded samples [i0, i1) of an entry
+// and their offsets relative to the returned bytes; nothing is returned
+// unless every byte they need has passed its checksum.
+func chunkBytes(e *sharding.Entry, i0, i1 int, offs []int) ([]byte, []int, error) {
+	head, err := e.Bytes(0, 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	count := int(binary.LittleEndian.Uint32(head))
+	if i0 < 0 || i1 > count || i0 >= i1 {
+		return nil, nil, fmt.Errorf("%w: samples [%d, %d) of an entry of %d", sharding.ErrCorrupt, i0, i1, count)
+	}
+	tbl, err := e.Bytes(4+4*i0, 4*(min(i1+1, count)-i0))
+	if err != nil {
+		return nil, nil, err
+	}
+	start := int(binary.LittleEndian.Uint32(tbl))
+	stop := e.Len()
+	if i1 < count {
+		stop = int(binary.LittleEndian.Uint32(tbl[4*(i1-i0):]))
+	}
+	offs = offs[:0]
+	for i := range i1 - i0 {
+		o := int(binary.LittleEndian.Uint32(tbl[4*i:])) - start
+		offs = append(offs, o)
+	}
+	if start < 4+4*count || stop < start {
+		return nil, nil, fmt.Errorf("%w: bad offsets", sharding.ErrCorrupt)
+	}
+	data, err := e.Bytes(start, stop-start)
+	if err != nil {
+		return nil, nil, err
+	}
+	prev := 0
+	for i, o := range offs {
+		next := len(data)
+		if i+1 < len(offs) {
+			next = offs[i+1]
+		}
+		if o < prev || next < o+sampleHeader {
+			return nil, nil, fmt.Errorf("%w: bad offsets", sharding.ErrCorrupt)
+		}
+		prev = o
+	}
+	return data, offs, nil
 }
 
 // shardLRU keeps decoded shards within a byte budget. Shards in use are
@@ -393,7 +445,9 @@ func (p *Pipeline) fillShard(ctx context.Context, w *worker, s *shard) error {
 		case err == nil:
 			s.raw = raw
 			if err := s.parse(); err == nil {
-				c.hits.Add(1)
+				if !c.random {
+					c.hits.Add(1) // ordered caches count in transformCached
+				}
 				return nil
 			} else {
 				c.corrupt.Add(1)
@@ -407,7 +461,9 @@ func (p *Pipeline) fillShard(ctx context.Context, w *worker, s *shard) error {
 			c.warn("read", fmt.Sprintf("cache read failed, computing live: %v", err))
 		}
 	}
-	c.misses.Add(1)
+	if !c.random {
+		c.misses.Add(1)
+	}
 	raw, err := p.computeShard(ctx, w, s.id, s.raw[:0])
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/alitto/pond/v2"
 
 	"github.com/pipefeed/pipe/prefetch"
+	"github.com/pipefeed/pipe/sharding"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -95,6 +96,7 @@ type worker struct {
 	recs  [chunkSamples]chunkRecord
 	rec   source.Record
 	order []int // sample indices of a cache shard being computed
+	offs  []int // sample offsets of a chunk read in place from the cache
 	img   transform.Image
 	out   transform.Image
 }
@@ -318,13 +320,92 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 
 // transformCached is transform for a pipeline with a cache stage: the
 // stages before the cache come from a cached (or just computed) shard, and
-// the stages after it run here.
+// the stages after it run here. An ordered cache is read in place from the
+// store; everything else, and every miss, goes through the shard memory.
 func (x *Epoch) transformCached(w *worker, c chunk, sb int) {
-	p := x.p
-	j := c.j
-	pc := p.cache
+	pc := x.p.cache
+	if !pc.random || pc.store == nil {
+		x.transformShards(w, c.j, c.lo, c.hi, sb)
+		return
+	}
+	S := pc.cfg.ShardSize
 	ce := pc.cacheEpoch(x.epoch)
-	for k := c.lo; k < c.hi; k++ {
+	j := c.j
+	for k := c.lo; k < c.hi; {
+		shardIdx := (j.first + k) / S
+		end := min(c.hi, (shardIdx+1)*S-j.first)
+		base := shardIdx * S
+		var done bool
+		err := pc.store.View(pc.fp, ce, shardIdx, pc.layout, func(e *sharding.Entry) error {
+			data, offs, err := chunkBytes(e, j.first+k-base, j.first+end-base, w.offs)
+			if err != nil {
+				return err
+			}
+			w.offs = offs
+			for i, o := range offs {
+				next := len(data)
+				if i+1 < len(offs) {
+					next = offs[i+1]
+				}
+				img, label, state, skipped := parseSample(data[o:next], j.indices[k+i])
+				if !x.emit(w, j, k+i, sb, img, label, state, skipped, ce) {
+					done = true
+					return nil
+				}
+			}
+			return nil
+		})
+		// A shard counts once, from the chunk holding its first position.
+		if j.first+k == base {
+			if err == nil {
+				pc.hits.Add(1)
+			} else {
+				pc.misses.Add(1)
+			}
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, sharding.ErrMiss), errors.Is(err, sharding.ErrCorrupt):
+			// Compute (or re-read, check in full, report and rewrite) the
+			// shard once for every worker that needs it.
+			x.transformShards(w, j, k, end, sb)
+		default:
+			pc.warn("read", fmt.Sprintf("cache read failed, computing live: %v", err))
+			x.transformShards(w, j, k, end, sb)
+		}
+		if done || x.ctx.Err() != nil {
+			return
+		}
+		k = end
+	}
+}
+
+// emit runs the stages after the cache on one cached sample and writes it at
+// position k of the batch; it reports whether the chunk may go on.
+func (x *Epoch) emit(w *worker, j *job, k, sb int, img transform.Image, label int, state uint64, skipped *source.RecordError, ce int) bool {
+	p := x.p
+	idx := j.indices[k]
+	if skipped != nil {
+		return x.skip(j, k, skipped)
+	}
+	w.img = img
+	r := p.cache.postRand(p.seed, x.epoch, ce, idx, state)
+	if p.direct {
+		w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
+		w.chain.ApplyTo(&w.out, &w.img, r)
+	} else {
+		p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], w.chain.Apply(&w.img, r))
+	}
+	j.slab.Labels[k] = int32(label)
+	return true
+}
+
+// transformShards handles batch positions [lo, hi) of job j through the
+// decoded shards in memory, computing and storing what the cache lacks.
+func (x *Epoch) transformShards(w *worker, j *job, lo, hi, sb int) {
+	pc := x.p.cache
+	ce := pc.cacheEpoch(x.epoch)
+	for k := lo; k < hi; k++ {
 		idx := j.indices[k]
 		key := idx
 		if pc.random {
@@ -336,23 +417,11 @@ func (x *Epoch) transformCached(w *worker, c chunk, sb int) {
 			return
 		}
 		img, label, state, skipped := s.sample(key - s.first)
-		if skipped != nil {
-			pc.shards.release(s, 0)
-			if !x.skip(j, k, skipped) {
-				return
-			}
-			continue
-		}
-		w.img = img
-		r := pc.postRand(p.seed, x.epoch, ce, idx, state)
-		if p.direct {
-			w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
-			w.chain.ApplyTo(&w.out, &w.img, r)
-		} else {
-			p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], w.chain.Apply(&w.img, r))
-		}
-		j.slab.Labels[k] = int32(label)
+		ok := x.emit(w, j, k, sb, img, label, state, skipped, ce)
 		pc.shards.release(s, 0)
+		if !ok {
+			return
+		}
 	}
 }
 

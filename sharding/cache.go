@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,7 +98,13 @@ type Cache struct {
 	dec      *zstd.Decoder
 	readOnly bool
 	reserve  int64
+	rel      releaser
+	written  atomic.Int64 // bytes Put since the last releaseAll
 }
+
+// releaseEvery is how many bytes Put writes between releases of what the
+// writes left mapped.
+const releaseEvery = 64 << 20
 
 // CacheOption configures OpenCache.
 type CacheOption func(*cacheConfig)
@@ -131,7 +138,10 @@ func WithReserve(n int64) CacheOption {
 // 16 MiB memtables, an 8 MiB index cache, no block cache since blocks are
 // not compressed by Badger) instead of Badger's default of several hundred.
 // Shard values (hundreds of KB) live in the value log, which is memory
-// mapped: the kernel, not the heap, holds what is read.
+// mapped: the kernel, not the heap, holds what is read. Value log files are
+// 64 MiB rather than Badger's 1 GiB because Badger reads the whole last file
+// through its mapping when it opens, and that read counts as resident memory
+// (and GC reclaims space a file at a time).
 func cacheOptions(dir string) badger.Options {
 	return badger.DefaultOptions(dir).
 		WithLogger(nil).
@@ -140,7 +150,7 @@ func cacheOptions(dir string) badger.Options {
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(8 << 20).
 		WithValueThreshold(1 << 10).
-		WithValueLogFileSize(256 << 20).
+		WithValueLogFileSize(64 << 20).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(12).
 		WithNumCompactors(2).
@@ -185,6 +195,7 @@ func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
 		}
 		return nil, fmt.Errorf("cache %s: %w", dir, err)
 	}
+	releaseAll() // what Badger's open-time checks read
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
 	return &Cache{db: db, dir: dir, enc: enc, dec: dec, readOnly: readOnly, reserve: cfg.reserve}, nil
@@ -238,6 +249,7 @@ func checkFormat(dir string) error {
 
 // Close flushes and closes the cache.
 func (c *Cache) Close() error {
+	c.rel.flush()
 	c.enc.Close()
 	c.dec.Close()
 	return c.db.Close()
@@ -252,13 +264,17 @@ func shardKey(fp Fingerprint, epoch, shard int) []byte {
 
 func metaKey(fp Fingerprint) []byte { return []byte("m/" + string(fp)) }
 
-// Value layout: magic, format, codec, reserved, raw length, xxhash64 of the
-// raw bytes, layout length, layout, payload (raw or zstd).
+// Value layout: magic, entry format, codec, reserved, raw length, segment
+// size, segment count, layout length; then the layout, one xxhash64 per
+// segment of the raw bytes, and the payload (raw or zstd). Checksums per
+// segment let a reader verify just the bytes it uses (see View).
 const (
-	magic      = "PIPS"
-	headerSize = 4 + 1 + 1 + 2 + 4 + 8 + 2
-	codecRaw   = 0
-	codecZstd  = 1
+	magic       = "PIPS"
+	entryFormat = 2
+	headerSize  = 4 + 1 + 1 + 2 + 4 + 4 + 4 + 2
+	segmentSize = 64 << 10
+	codecRaw    = 0
+	codecZstd   = 1
 )
 
 // Put stores raw as the entry (fp, epoch, shard), with layout describing
@@ -270,35 +286,138 @@ func (c *Cache) Put(fp Fingerprint, epoch, shard int, layout string, raw []byte)
 	if free, ok := freeBytes(c.dir); ok && free < c.reserve+int64(len(raw)) {
 		return fmt.Errorf("cache %s: %w: %d MiB free, keeping %d MiB in reserve", c.dir, ErrDiskFull, free>>20, c.reserve>>20)
 	}
-	val := make([]byte, headerSize, headerSize+len(layout)+len(raw)/2)
-	copy(val, magic)
-	val[4] = FormatVersion
-	binary.LittleEndian.PutUint32(val[8:], uint32(len(raw)))
-	binary.LittleEndian.PutUint64(val[12:], xxhash.Sum64(raw))
-	binary.LittleEndian.PutUint16(val[20:], uint16(len(layout)))
-	val = append(val, layout...)
-	n := len(val)
-	val = c.enc.EncodeAll(raw, val)
-	val[5] = codecZstd
-	// Keep bytes raw when zstd saves under 10 %: reading them back is then
-	// a copy, not a decompression.
-	if len(val)-n > len(raw)-len(raw)/10 {
-		val = append(val[:n], raw...)
-		val[5] = codecRaw
-	}
+	val := c.encode(layout, raw)
 	err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(shardKey(fp, epoch, shard), val) })
 	if err != nil {
 		return fmt.Errorf("cache %s: writing %s epoch %d shard %d: %w", c.dir, fp, epoch, shard, err)
 	}
+	if c.written.Add(int64(len(val))) >= releaseEvery {
+		c.written.Store(0)
+		releaseAll()
+	}
 	return nil
 }
 
-// Get returns the raw bytes of entry (fp, epoch, shard), appended to dst[:0],
-// after checking its checksum and that it holds layout. It returns an error
-// wrapping ErrMiss when there is no such entry and ErrCorrupt when the entry
-// is damaged.
-func (c *Cache) Get(fp Fingerprint, epoch, shard int, layout string, dst []byte) ([]byte, error) {
-	var out []byte
+// encode builds the stored value for raw.
+func (c *Cache) encode(layout string, raw []byte) []byte {
+	nseg := (len(raw) + segmentSize - 1) / segmentSize
+	val := make([]byte, headerSize, headerSize+len(layout)+8*nseg+len(raw)/2)
+	copy(val, magic)
+	val[4] = entryFormat
+	binary.LittleEndian.PutUint32(val[8:], uint32(len(raw)))
+	binary.LittleEndian.PutUint32(val[12:], segmentSize)
+	binary.LittleEndian.PutUint32(val[16:], uint32(nseg))
+	binary.LittleEndian.PutUint16(val[20:], uint16(len(layout)))
+	val = append(val, layout...)
+	for i := range nseg {
+		val = binary.LittleEndian.AppendUint64(val, xxhash.Sum64(raw[i*segmentSize:min(len(raw), (i+1)*segmentSize)]))
+	}
+	n := len(val)
+	val = c.enc.EncodeAll(raw, val)
+	val[5] = codecZstd
+	// Keep bytes raw when zstd saves under 10 %: reading them back is then
+	// a view of the mapped file, not a decompression.
+	if len(val)-n > len(raw)-len(raw)/10 {
+		val = append(val[:n], raw...)
+		val[5] = codecRaw
+	}
+	return val
+}
+
+// Entry is a stored value being read inside View. Its bytes are valid only
+// until View's callback returns.
+type Entry struct {
+	raw      []byte // the raw bytes: a view of the stored value, or decoded
+	hashes   []byte // one little-endian xxhash64 per segment
+	verified []bool
+	mapped   bool // raw is a view of the mapped value: prefault, then release
+	lo, hi   int  // the span of raw handed out, to release afterwards
+}
+
+// Len is the number of raw bytes.
+func (e *Entry) Len() int { return len(e.raw) }
+
+// Bytes returns raw bytes [off, off+n) after checking the checksums of the
+// segments they lie in (each segment is checked once). It returns an error
+// wrapping ErrCorrupt if one does not match.
+func (e *Entry) Bytes(off, n int) ([]byte, error) {
+	if off < 0 || n < 0 || off+n > len(e.raw) {
+		return nil, fmt.Errorf("%w: bytes [%d, %d) of a %d-byte entry", ErrCorrupt, off, off+n, len(e.raw))
+	}
+	if e.mapped && n > 0 {
+		prefault(e.raw[off : off+n])
+		if e.hi == 0 {
+			e.lo, e.hi = off, off+n
+		}
+		e.lo, e.hi = min(e.lo, off), max(e.hi, off+n)
+	}
+	for s := off / segmentSize; n > 0 && s <= (off+n-1)/segmentSize; s++ {
+		if e.verified[s] {
+			continue
+		}
+		seg := e.raw[s*segmentSize : min(len(e.raw), (s+1)*segmentSize)]
+		if xxhash.Sum64(seg) != binary.LittleEndian.Uint64(e.hashes[8*s:]) {
+			return nil, fmt.Errorf("%w: checksum mismatch in bytes [%d, %d)", ErrCorrupt, s*segmentSize, s*segmentSize+len(seg))
+		}
+		e.verified[s] = true
+	}
+	return e.raw[off : off+n], nil
+}
+
+// parseEntry reads a stored value's header into e. For a raw entry e.raw is
+// a view of v; a zstd entry is decoded into dst.
+func (c *Cache) parseEntry(v []byte, layout string, dst []byte, e *Entry) error {
+	if len(v) < headerSize || string(v[:4]) != magic {
+		return fmt.Errorf("%w: bad header", ErrCorrupt)
+	}
+	if v[4] != entryFormat {
+		return fmt.Errorf("%w: entry format %d, want %d", ErrCorrupt, v[4], entryFormat)
+	}
+	rawLen := int(binary.LittleEndian.Uint32(v[8:]))
+	seg := int(binary.LittleEndian.Uint32(v[12:]))
+	nseg := int(binary.LittleEndian.Uint32(v[16:]))
+	ll := int(binary.LittleEndian.Uint16(v[20:]))
+	if seg != segmentSize || nseg != (rawLen+segmentSize-1)/segmentSize || headerSize+ll+8*nseg > len(v) {
+		return fmt.Errorf("%w: bad header", ErrCorrupt)
+	}
+	if got := string(v[headerSize : headerSize+ll]); layout != "" && got != layout {
+		return fmt.Errorf("%w: holds layout %q, want %q", ErrCorrupt, got, layout)
+	}
+	e.hashes = v[headerSize+ll : headerSize+ll+8*nseg]
+	payload := v[headerSize+ll+8*nseg:]
+	switch v[5] {
+	case codecRaw:
+		e.raw, e.mapped = payload, true
+	case codecZstd:
+		if cap(dst) < rawLen {
+			dst = make([]byte, 0, rawLen)
+		}
+		out, err := c.dec.DecodeAll(payload, dst[:0])
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		e.raw = out
+	default:
+		return fmt.Errorf("%w: unknown codec %d", ErrCorrupt, v[5])
+	}
+	if len(e.raw) != rawLen {
+		return fmt.Errorf("%w: %d bytes, header says %d", ErrCorrupt, len(e.raw), rawLen)
+	}
+	if cap(e.verified) < nseg {
+		e.verified = make([]bool, nseg)
+	}
+	e.verified = e.verified[:nseg]
+	clear(e.verified)
+	return nil
+}
+
+// View calls fn with entry (fp, epoch, shard), which must hold layout, while
+// the entry is readable: a raw entry is read in place from the mapped file,
+// with no copy, and Entry.Bytes checks only the segments a reader touches.
+// It returns an error wrapping ErrMiss when there is no such entry, and
+// ErrCorrupt when its header is damaged; fn's own error is returned as is.
+func (c *Cache) View(fp Fingerprint, epoch, shard int, layout string, fn func(*Entry) error) error {
+	var inner error
 	err := c.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(shardKey(fp, epoch, shard))
 		if errors.Is(err, badger.ErrKeyNotFound) {
@@ -308,55 +427,54 @@ func (c *Cache) Get(fp Fingerprint, epoch, shard int, layout string, dst []byte)
 			return err
 		}
 		return item.Value(func(v []byte) error {
-			prefault(v)
-			var err error
-			out, err = c.decode(v, layout, dst[:0])
-			releaseMapped(v)
-			return err
+			var e Entry
+			if err := c.parseEntry(v, layout, nil, &e); err != nil {
+				return err
+			}
+			inner = fn(&e)
+			if e.mapped && e.hi > e.lo {
+				c.releaseMapped(e.raw[e.lo:e.hi])
+			}
+			return nil
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cache %s: %s epoch %d shard %d: %w", c.dir, fp, epoch, shard, err)
+		return fmt.Errorf("cache %s: %s epoch %d shard %d: %w", c.dir, fp, epoch, shard, err)
 	}
-	return out, nil
+	return inner
 }
 
-func (c *Cache) decode(v []byte, layout string, dst []byte) ([]byte, error) {
-	if len(v) < headerSize || string(v[:4]) != magic {
-		return nil, fmt.Errorf("%w: bad header", ErrCorrupt)
-	}
-	if v[4] != FormatVersion {
-		return nil, fmt.Errorf("%w: entry format %d", ErrCorrupt, v[4])
-	}
-	rawLen := int(binary.LittleEndian.Uint32(v[8:]))
-	sum := binary.LittleEndian.Uint64(v[12:])
-	ll := int(binary.LittleEndian.Uint16(v[20:]))
-	if headerSize+ll > len(v) {
-		return nil, fmt.Errorf("%w: layout runs past the entry", ErrCorrupt)
-	}
-	if got := string(v[headerSize : headerSize+ll]); layout != "" && got != layout {
-		return nil, fmt.Errorf("%w: holds layout %q, want %q", ErrCorrupt, got, layout)
-	}
-	payload := v[headerSize+ll:]
+// Get returns the raw bytes of entry (fp, epoch, shard), appended to dst[:0],
+// after checking every segment and that it holds layout. It returns an error
+// wrapping ErrMiss when there is no such entry and ErrCorrupt when the entry
+// is damaged.
+func (c *Cache) Get(fp Fingerprint, epoch, shard int, layout string, dst []byte) ([]byte, error) {
 	var out []byte
-	switch v[5] {
-	case codecRaw:
-		out = append(dst, payload...)
-	case codecZstd:
-		if cap(dst) < rawLen {
-			dst = make([]byte, 0, rawLen)
+	err := c.View(fp, epoch, shard, layout, func(e *Entry) error {
+		b, err := e.Bytes(0, e.Len())
+		if err != nil {
+			return err
 		}
-		var err error
-		if out, err = c.dec.DecodeAll(payload, dst); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-	default:
-		return nil, fmt.Errorf("%w: unknown codec %d", ErrCorrupt, v[5])
+		out = append(dst[:0], b...)
+		return nil
+	})
+	if err != nil && !strings.HasPrefix(err.Error(), "cache ") {
+		err = fmt.Errorf("cache %s: %s epoch %d shard %d: %w", c.dir, fp, epoch, shard, err)
 	}
-	if len(out) != rawLen || xxhash.Sum64(out) != sum {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	return out, err
+}
+
+// decode checks a whole stored value and returns its raw bytes in dst.
+func (c *Cache) decode(v []byte, layout string, dst []byte) ([]byte, error) {
+	var e Entry
+	if err := c.parseEntry(v, layout, dst, &e); err != nil {
+		return nil, err
 	}
-	return out, nil
+	b, err := e.Bytes(0, e.Len())
+	if err != nil {
+		return nil, err
+	}
+	return append(dst[:0], b...), nil
 }
 
 // Has reports whether an entry exists, without reading it.
@@ -499,7 +617,7 @@ func (c *Cache) Verify(progress func(done int, bytes int64)) ([]BadEntry, int, e
 				var err error
 				buf, err = c.decode(v, "", buf[:0])
 				total += int64(len(v))
-				releaseMapped(v)
+				c.releaseMapped(v)
 				return err
 			})
 			if err != nil {

@@ -170,3 +170,43 @@ func TestFingerprintSeparatesParts(t *testing.T) {
 		t.Error("fingerprint not stable or wrong length")
 	}
 }
+
+// TestEntryChecksOnlyWhatIsRead: a damaged segment is caught by a reader
+// that touches it and by no other, for raw and compressed entries. (On
+// disk, Badger may catch such damage first and drop the entry: see
+// TestCacheDetectsFlippedBytesOnDisk.)
+func TestEntryChecksOnlyWhatIsRead(t *testing.T) {
+	c := openTest(t, t.TempDir())
+	defer c.Close()
+	random := noise(5*segmentSize+100, 3)
+	repetitive := bytes.Repeat([]byte("0123456789abcdef"), (5*segmentSize+100)/16)
+	for _, val := range [][]byte{random, repetitive} {
+		v := c.encode("u8", val)
+		compressed := v[5] == codecZstd
+		var e Entry
+		if err := c.parseEntry(v, "u8", nil, &e); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := e.Bytes(100, 2*segmentSize); err != nil || !bytes.Equal(b, val[100:100+2*segmentSize]) {
+			t.Fatalf("compressed=%v: clean read: %v", compressed, err)
+		}
+		// Damage segment 3 of the raw bytes (in the stored value for a raw
+		// entry; in the decoded buffer for a compressed one).
+		e.raw[3*segmentSize+10] ^= 1
+		if b, err := e.Bytes(4*segmentSize, len(val)-4*segmentSize); err != nil || !bytes.Equal(b, val[4*segmentSize:]) {
+			t.Errorf("compressed=%v: segments 4-5: %v", compressed, err)
+		}
+		if _, err := e.Bytes(3*segmentSize-5, 10); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("compressed=%v: read across the damaged segment: %v", compressed, err)
+		}
+		if _, err := e.Bytes(len(val)-1, 2); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("compressed=%v: read past the end: %v", compressed, err)
+		}
+		if compressed != (&val[0] == &repetitive[0]) {
+			t.Errorf("repetitive data should be compressed and noise kept raw")
+		}
+	}
+	if _, err := c.decode([]byte("PIPSjunk"), "", nil); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("short value: %v", err)
+	}
+}

@@ -24,6 +24,9 @@ import (
 
 type region struct{ start, end uintptr }
 
+// releaseMapped queues b, which must no longer be used, for release.
+func (c *Cache) releaseMapped(b []byte) { c.rel.add(b) }
+
 var vlogMaps struct {
 	sync.Mutex
 	regions []region // sorted by start
@@ -42,22 +45,73 @@ func prefault(b []byte) {
 	}
 }
 
-func releaseMapped(b []byte) {
+// releaser batches releases: each madvise(MADV_DONTNEED) flushes the TLB of
+// every CPU running the process, which is costly (most of all in a VM), so
+// spans read are collected and, once releaseBatch bytes are pending, merged
+// with their neighbours (values written one after another lie side by side
+// in the value log) and released in a few large calls.
+type releaser struct {
+	mu      sync.Mutex
+	spans   []span
+	pending int
+}
+
+// span is a range of mapped memory: p points at start.
+type span struct {
+	region
+	p unsafe.Pointer
+}
+
+// releaseBatch is how much read memory may stay mapped before a release.
+const releaseBatch = 32 << 20
+
+func (r *releaser) add(b []byte) {
 	if len(b) < releaseThreshold {
 		return
 	}
-	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	end := addr + uintptr(len(b))
-	if !inVlog(addr, end) {
-		return
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spans = append(r.spans, span{region{uintptr(p), uintptr(p) + uintptr(len(b))}, p})
+	r.pending += len(b)
+	if r.pending >= releaseBatch {
+		r.flushLocked()
 	}
+}
+
+func (r *releaser) flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushLocked()
+}
+
+func (r *releaser) flushLocked() {
+	sort.Slice(r.spans, func(i, j int) bool { return r.spans[i].start < r.spans[j].start })
 	page := uintptr(os.Getpagesize())
-	start := (addr + page - 1) &^ (page - 1) // whole pages inside the value
-	stop := end &^ (page - 1)
-	if stop <= start {
-		return
+	var cur span
+	release := func(s span) {
+		start := (s.start + page - 1) &^ (page - 1) // whole pages inside
+		stop := s.end &^ (page - 1)
+		if stop > start && inVlog(s.start, s.end) {
+			q := unsafe.Add(s.p, start-s.start)
+			unix.Madvise(unsafe.Slice((*byte)(q), stop-start), unix.MADV_DONTNEED)
+		}
 	}
-	unix.Madvise(b[start-addr:stop-addr], unix.MADV_DONTNEED)
+	for i, s := range r.spans {
+		switch {
+		case i == 0:
+			cur = s
+		case s.start <= cur.end+page:
+			cur.end = max(cur.end, s.end) // adjacent: one call
+		default:
+			release(cur)
+			cur = s
+		}
+	}
+	if len(r.spans) > 0 {
+		release(cur)
+	}
+	r.spans, r.pending = r.spans[:0], 0
 }
 
 // inVlog reports whether [addr, end) lies in one .vlog mapping, reading
@@ -104,4 +158,19 @@ func readVlogMaps() []region {
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].start < rs[j].start })
 	return rs
+}
+
+// releaseAll drops our mapping of every .vlog page: after Badger's open-time
+// checks, which read the last value log file through its mapping, and now
+// and then while writing, which leaves what was written mapped. The value
+// logs are MAP_SHARED, so dirty pages stay in the page cache to be written
+// back; nothing is lost.
+func releaseAll() {
+	vlogMaps.Lock()
+	vlogMaps.regions = readVlogMaps()
+	rs := append([]region(nil), vlogMaps.regions...)
+	vlogMaps.Unlock()
+	for _, r := range rs {
+		unix.Syscall(unix.SYS_MADVISE, r.start, r.end-r.start, unix.MADV_DONTNEED)
+	}
 }
