@@ -107,8 +107,7 @@ type pipeCache struct {
 	warnings  []string
 	warned    map[string]bool
 	corrupt   atomic.Int64
-	hits      atomic.Int64
-	misses    atomic.Int64
+	misses    atomic.Int64 // shards computed
 	lastEpoch int
 }
 
@@ -445,9 +444,6 @@ func (p *Pipeline) fillShard(ctx context.Context, w *worker, s *shard) error {
 		case err == nil:
 			s.raw = raw
 			if err := s.parse(); err == nil {
-				if !c.random {
-					c.hits.Add(1) // ordered caches count in transformCached
-				}
 				return nil
 			} else {
 				c.corrupt.Add(1)
@@ -461,9 +457,7 @@ func (p *Pipeline) fillShard(ctx context.Context, w *worker, s *shard) error {
 			c.warn("read", fmt.Sprintf("cache read failed, computing live: %v", err))
 		}
 	}
-	if !c.random {
-		c.misses.Add(1)
-	}
+	c.misses.Add(1) // once per shard: fills are single-flight
 	raw, err := p.computeShard(ctx, w, s.id, s.raw[:0])
 	if err != nil {
 		return err

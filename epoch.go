@@ -124,7 +124,7 @@ type Epoch struct {
 	stats  EpochStats
 	held   atomic.Int32
 	// cacheBase holds the cache counters at the epoch's start.
-	cacheBase [3]int64
+	cacheBase [2]int64
 }
 
 // EpochStats measures one epoch.
@@ -142,9 +142,10 @@ type EpochStats struct {
 	SlabWaitSeconds float64 `json:"slab_wait_seconds"`
 	Skipped         int     `json:"skipped"`
 	Workers         int     `json:"workers"`
-	// CacheHits and CacheMisses count cache entries (shards) read and
-	// computed in the epoch; CacheCorrupt counts damaged entries found and
-	// rewritten. Absent without a cache stage.
+	// CacheMisses counts the cache entries (shards) computed in the epoch
+	// and CacheHits those read (set when the epoch is complete);
+	// CacheCorrupt counts damaged entries found and rewritten. Absent
+	// without a cache stage.
 	CacheHits    int64 `json:"cache_hits,omitempty"`
 	CacheMisses  int64 `json:"cache_misses,omitempty"`
 	CacheCorrupt int64 `json:"cache_corrupt,omitempty"`
@@ -193,7 +194,7 @@ func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) {
 	}
 	x.stats = EpochStats{Epoch: e, Workers: p.workers}
 	if c := p.cache; c != nil {
-		x.cacheBase = [3]int64{c.hits.Load(), c.misses.Load(), c.corrupt.Load()}
+		x.cacheBase = [2]int64{c.misses.Load(), c.corrupt.Load()}
 	}
 	waitBefore := p.slabs.Wait()
 	x.stats.SlabWaitSeconds = -waitBefore.Seconds()
@@ -355,14 +356,6 @@ func (x *Epoch) transformCached(w *worker, c chunk, sb int) {
 			}
 			return nil
 		})
-		// A shard counts once, from the chunk holding its first position.
-		if j.first+k == base {
-			if err == nil {
-				pc.hits.Add(1)
-			} else {
-				pc.misses.Add(1)
-			}
-		}
 		switch {
 		case err == nil:
 		case errors.Is(err, sharding.ErrMiss), errors.Is(err, sharding.ErrCorrupt):
@@ -541,9 +534,13 @@ func (x *Epoch) Stats() EpochStats {
 	s := x.stats
 	s.SlabWaitSeconds += x.p.slabs.Wait().Seconds()
 	if c := x.p.cache; c != nil {
-		s.CacheHits = c.hits.Load() - x.cacheBase[0]
-		s.CacheMisses = c.misses.Load() - x.cacheBase[1]
-		s.CacheCorrupt = c.corrupt.Load() - x.cacheBase[2]
+		// An epoch needs each of its shards once; those not computed
+		// were read.
+		s.CacheMisses = c.misses.Load() - x.cacheBase[0]
+		s.CacheCorrupt = c.corrupt.Load() - x.cacheBase[1]
+		if x.closed && x.err() == nil {
+			s.CacheHits = int64(x.p.CacheInfo().Shards) - s.CacheMisses
+		}
 	}
 	return s
 }
