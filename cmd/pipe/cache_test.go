@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildPipe builds the pipe command into a temporary directory.
+func buildPipe(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "pipe")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func cachePipe(t *testing.T, dir string, withCache bool) string {
+	cache := ""
+	if withCache {
+		cache = "cache dir=" + dir + " epochs=3 shard=64\n"
+	}
+	return writePipe(t, "source synthetic n=12000\nshuffle seed=3\nrandom_crop size=32 pad=4 fill=reflect\n"+cache+
+		"flip horizontal\nnormalize mean=0.5 std=0.25\nbatch 100\nto_tensor layout=nchw dtype=float32\n")
+}
+
+func sums(t *testing.T, bin, file string) ([]string, []map[string]any) {
+	t.Helper()
+	out, err := exec.Command(bin, "bench", file, "--epochs", "3", "--json", "--checksum").Output()
+	if err != nil {
+		t.Fatalf("bench %s: %v", file, err)
+	}
+	var s []string
+	var objs []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]any
+		json.Unmarshal([]byte(l), &m)
+		s = append(s, fmt.Sprint(m["checksum"]))
+		objs = append(objs, m)
+	}
+	return s, objs
+}
+
+// TestWarmSurvivesSIGKILL: a warm killed part-way leaves only whole entries;
+// a second warm resumes, the cache verifies, and a fresh process reading it
+// gets exactly the stream of the same pipeline without a cache.
+func TestWarmSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command and runs it several times")
+	}
+	bin := buildPipe(t)
+	dir := filepath.Join(t.TempDir(), "cache")
+	cached, plain := cachePipe(t, dir, true), cachePipe(t, dir, false)
+
+	warm := exec.Command(bin, "warm", cached, "--workers", "1", "-q")
+	if err := warm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	warm.Process.Signal(syscall.SIGKILL)
+	err := warm.Wait()
+	if ws, ok := err.(*exec.ExitError); !ok || ws.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Skipf("the warm finished before it could be killed (%v): machine too fast for this test's timing", err)
+	}
+
+	out, err := exec.Command(bin, "warm", cached, "--json", "-q").Output()
+	if err != nil {
+		t.Fatalf("second warm: %v", err)
+	}
+	var st map[string]float64
+	json.Unmarshal(out, &st)
+	if st["shards"] != 3*188 { // 3 epochs of ⌈12000/64⌉ shards
+		t.Errorf("second warm saw %v shards, want 564", st["shards"])
+	}
+	if st["written"] <= 0 || st["written"] >= st["shards"] {
+		t.Errorf("second warm wrote %v of %v shards: it should resume, not start over or find nothing to do", st["written"], st["shards"])
+	}
+	if out, err := exec.Command(bin, "cache", "verify", dir).CombinedOutput(); err != nil || !strings.Contains(string(out), ": ok") {
+		t.Fatalf("verify after the kill: %v\n%s", err, out)
+	}
+	want, _ := sums(t, bin, plain)
+	got, objs := sums(t, bin, cached)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("checksums with the cache %v, without %v", got, want)
+	}
+	for _, o := range objs {
+		if o["cache_misses"] != nil {
+			t.Errorf("a fresh process missed the warm cache: %v", o)
+		}
+	}
+}
+
+func TestCacheCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	cached := cachePipe(t, dir, true)
+	out, errs, code := pipeCmd(t, "warm", cached, "--epochs", "1")
+	if code != 0 || !strings.Contains(out, "188 shards present, 188 written") {
+		t.Fatalf("warm: %d %s %s", code, out, errs)
+	}
+	out, _, code = pipeCmd(t, "warm", cached, "--epochs", "9")
+	if code != 0 || !strings.Contains(out, "564 shards present, 376 written") {
+		t.Fatalf("warm of all 3 distinct epochs: %d %s", code, out)
+	}
+	out, _, code = pipeCmd(t, "cache", "ls", dir)
+	if code != 0 || !strings.Contains(out, "0-2") || !strings.Contains(out, "564/564") || !strings.Contains(out, "1 fingerprint(s)") {
+		t.Errorf("ls: %s", out)
+	}
+	out, _, code = pipeCmd(t, "run", cached)
+	if code != 0 || !strings.Contains(out, "cache: 188 read, 0 computed") || !strings.Contains(out, "replays epoch e mod 3's order") {
+		t.Errorf("run on the warm cache: %s", out)
+	}
+	// A changed pipeline writes under another fingerprint; gc keeps only
+	// what the given files use.
+	other := writePipe(t, strings.Replace(readFile(t, cached), "pad=4", "pad=2", 1))
+	pipeCmd(t, "warm", other, "--epochs", "1")
+	out, _, _ = pipeCmd(t, "cache", "ls", dir)
+	if !strings.Contains(out, "2 fingerprint(s)") {
+		t.Fatalf("ls after a second pipeline: %s", out)
+	}
+	out, errs, code = pipeCmd(t, "cache", "gc", dir, "--keep", cached)
+	if code != 0 || !strings.Contains(out, "kept 1 fingerprint(s), dropped 1") {
+		t.Errorf("gc: %d %s %s", code, out, errs)
+	}
+	out, _, _ = pipeCmd(t, "cache", "ls", dir)
+	if !strings.Contains(out, "1 fingerprint(s)") || !strings.Contains(out, "564/564") {
+		t.Errorf("ls after gc: %s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cache", "gc", dir}, "needs --keep"},
+		{[]string{"cache", "ls", filepath.Join(dir, "absent")}, "no such file"},
+		{[]string{"warm", writePipe(t, "source synthetic n=10\nbatch 5\n")}, "has no cache stage"},
+	} {
+		_, errs, code := pipeCmd(t, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, %s", c.args, code, errs)
+		}
+	}
+}
+
+func readFile(t *testing.T, name string) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
