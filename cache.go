@@ -33,8 +33,13 @@ type CacheConfig struct {
 	// one being consumed. Default 0.
 	Ahead int
 	// Memory bounds the decoded shards kept in memory, in bytes. Default
-	// 128 MiB: most of a CIFAR-10 epoch.
+	// 128 MiB: most of a CIFAR-10 epoch. Caches after random stages are
+	// read in order and keep at most 32 MiB whatever this says.
 	Memory int64
+	// Options tune the Badger store (sharding.WithMemTableSize,
+	// WithIndexCacheSize, WithReserve); the defaults keep Badger's own
+	// memory near 50 MB.
+	Options []sharding.CacheOption
 }
 
 func (c *CacheConfig) defaults() error {
@@ -180,7 +185,7 @@ func (p *Pipeline) openCache() error {
 		p.cache = c
 		return nil
 	}
-	store, err := sharding.OpenCache(cfg.Dir, cacheOpenOptions...)
+	store, err := sharding.OpenCache(cfg.Dir, append(append([]sharding.CacheOption(nil), cfg.Options...), cacheOpenOptions...)...)
 	switch {
 	case errors.Is(err, sharding.ErrNewerFormat):
 		return err
