@@ -20,4 +20,7 @@
 //
 // Steady state allocates nothing per sample or per batch: batches are
 // written straight into a fixed set of slabs that the consumer releases.
+//
+// A cache stage stores the output of the stages before it (see Cache and
+// Pipeline.Warm); a read from it is byte-identical to a recompute.
 package pipe

@@ -10,4 +10,10 @@
 // the length does not divide by w, the last N mod w entries of the
 // permutation are left out of that epoch (a different few each epoch when
 // shuffling).
+//
+// The package also holds the shard store of the cache stage (OpenCache): a
+// Badger directory of entries keyed by fingerprint/epoch/shard. It stores
+// bytes and knows nothing of what they mean: each entry carries its layout
+// name, its format, and a checksum per 64 KiB segment, and is compressed
+// with zstd where that saves at least 10 %.
 package sharding
