@@ -255,14 +255,15 @@ func (s *shard) parse() error {
 	return nil
 }
 
-// sample returns sample i of the shard: its image (aliasing the shard's
-// memory), label, generator state and, for a skipped sample, its error.
-func (s *shard) sample(i int) (img transform.Image, label int, state uint64, skipped *source.RecordError) {
+// sample returns entry i of the shard, which is sample index: its image
+// (aliasing the shard's memory), label, generator state and, for a skipped
+// sample, its error.
+func (s *shard) sample(i, index int) (img transform.Image, label int, state uint64, skipped *source.RecordError) {
 	end := len(s.raw)
 	if i+1 < len(s.offs) {
 		end = int(s.offs[i+1])
 	}
-	return parseSample(s.raw[s.offs[i]:end], s.first+i)
+	return parseSample(s.raw[s.offs[i]:end], index)
 }
 
 // parseSample decodes one encoded sample (header and body) whose sample

@@ -331,3 +331,62 @@ func TestRunWarmsAhead(t *testing.T) {
 		t.Errorf("%d misses and %d hits over 3 epochs of 8 shards; the warmer should have supplied some", misses, hits)
 	}
 }
+
+// TestOneCopyCache: with nothing random before it, the cache holds one copy
+// by sample index that every epoch reuses, and the stream is unchanged.
+func TestOneCopyCache(t *testing.T) {
+	crop, _ := transform.RandomCrop(32, 4, transform.FillReflect)
+	stages := func(cfg *CacheConfig) []Stage {
+		s := []Stage{Source(synth(t, 300)), Shuffle(5)}
+		if cfg != nil {
+			s = append(s, Cache(*cfg))
+		}
+		return append(s, Map(crop), Batching(64, false), ToTensor(transform.NCHW, transform.Uint8))
+	}
+	want, _ := runSums(t, mustNew(t, stages(nil)...), 3)
+	p := mustNew(t, stages(&CacheConfig{Dir: t.TempDir(), ShardSize: 100, Epochs: 5})...)
+	defer p.Close()
+	if info := p.CacheInfo(); info.Echo || info.Ordered || info.Epochs != 1 {
+		t.Fatalf("CacheInfo %+v", info)
+	}
+	got, stats := runSums(t, p, 3)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("one-copy cache %v, no cache %v", got, want)
+	}
+	if stats[0].CacheMisses != 3 || stats[1].CacheMisses != 0 || stats[2].CacheMisses != 0 {
+		t.Errorf("misses per epoch: %d %d %d, want 3 0 0", stats[0].CacheMisses, stats[1].CacheMisses, stats[2].CacheMisses)
+	}
+}
+
+// TestCacheKeepsSkippedRecords: under on_error=skip, records skipped while
+// filling the cache are skipped, and reported the same, when read from it.
+func TestCacheKeepsSkippedRecords(t *testing.T) {
+	path := writeCIFAR(t, 200, map[int]byte{7: 12, 150: 99})
+	dir := t.TempDir()
+	run := func() ([]string, []EpochStats, []*source.RecordError) {
+		src, err := source.CIFAR10(path, source.Train)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crop, _ := transform.RandomCrop(32, 2, transform.FillZero)
+		p := mustNew(t, Source(src), Shuffle(1), Options(2, Skip, -1), Map(crop),
+			Cache(CacheConfig{Dir: dir, ShardSize: 50, Epochs: 2}), Batching(32, false))
+		defer p.Close()
+		sums, stats := runSums(t, p, 2)
+		list, _ := p.Skipped()
+		return sums, stats, list
+	}
+	coldSums, cold, coldList := run()
+	warmSums, warm, warmList := run()
+	if strings.Join(coldSums, " ") != strings.Join(warmSums, " ") {
+		t.Fatal("skipping changed the stream between a cold and a warm cache")
+	}
+	for e := range 2 {
+		if cold[e].Skipped != 2 || warm[e].Skipped != 2 || warm[e].CacheMisses != 0 {
+			t.Errorf("epoch %d: cold %+v, warm %+v", e, cold[e], warm[e])
+		}
+	}
+	if fmt.Sprint(coldList) != fmt.Sprint(warmList) || !strings.Contains(fmt.Sprint(warmList), "offset 21511: sample 7: label out of range") {
+		t.Errorf("skipped records:\ncold %v\nwarm %v", coldList, warmList)
+	}
+}

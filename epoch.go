@@ -79,8 +79,12 @@ type job struct {
 	pending atomic.Int32
 	done    chan struct{} // one token when every chunk has finished
 	mu      sync.Mutex
-	skipped []int // positions in the batch skipped under on_error=skip
-	skipErr []*source.RecordError
+	skipped []skipped // samples of the batch skipped under on_error=skip
+}
+
+type skipped struct {
+	k   int // position in the batch
+	err *source.RecordError
 }
 
 type chunk struct {
@@ -249,7 +253,7 @@ func (x *Epoch) produce() {
 		j := &x.jobs[slab.ID]
 		j.slab, j.indices, j.first = slab, j.indices[:hi-lo], lo
 		p.plan.Fill(p.planEpoch(x.epoch), lo, j.indices)
-		j.skipped, j.skipErr = j.skipped[:0], j.skipErr[:0]
+		j.skipped = j.skipped[:0]
 		j.batch = Batch{Epoch: x.epoch, Index: b, N: hi - lo}
 		n := (hi - lo + chunkSamples - 1) / chunkSamples
 		j.pending.Store(int32(n))
@@ -409,7 +413,7 @@ func (x *Epoch) transformShards(w *worker, j *job, lo, hi, sb int) {
 			x.fail(err)
 			return
 		}
-		img, label, state, skipped := s.sample(key - s.first)
+		img, label, state, skipped := s.sample(key-s.first, idx)
 		ok := x.emit(w, j, k, sb, img, label, state, skipped, ce)
 		pc.shards.release(s, 0)
 		if !ok {
@@ -427,8 +431,7 @@ func (x *Epoch) skip(j *job, k int, err error) bool {
 		return false
 	}
 	j.mu.Lock()
-	j.skipped = append(j.skipped, k)
-	j.skipErr = append(j.skipErr, re)
+	j.skipped = append(j.skipped, skipped{k, re})
 	j.mu.Unlock()
 	return true
 }
@@ -495,11 +498,13 @@ func (x *Epoch) Next() (*Batch, error) {
 // compact closes the holes skipped samples left in a batch, keeping order.
 func (x *Epoch) compact(j *job, sb int) {
 	b := &j.batch
-	slices.Sort(j.skipped)
+	// Workers record skips as they meet them; report them in plan order.
+	slices.SortFunc(j.skipped, func(a, b skipped) int { return a.k - b.k })
 	keep := make([]int, 0, b.N-len(j.skipped))
-	out := 0
+	out, next := 0, 0
 	for k := 0; k < b.N; k++ {
-		if _, hole := slices.BinarySearch(j.skipped, k); hole {
+		if next < len(j.skipped) && j.skipped[next].k == k {
+			next++
 			continue
 		}
 		if out != k {
@@ -514,9 +519,9 @@ func (x *Epoch) compact(j *job, sb int) {
 	x.stats.Skipped += len(j.skipped)
 	p := x.p
 	p.nskipped += len(j.skipped)
-	for _, e := range j.skipErr {
+	for _, s := range j.skipped {
 		if len(p.skipped) < 1000 {
-			p.skipped = append(p.skipped, e)
+			p.skipped = append(p.skipped, s.err)
 		}
 	}
 }
