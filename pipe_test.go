@@ -62,14 +62,7 @@ func mustNew(t testing.TB, stages ...Stage) *Pipeline {
 
 func checksums(t *testing.T, p *Pipeline, epochs int) []string {
 	t.Helper()
-	stats, err := p.Run(context.Background(), RunOptions{Epochs: epochs, Checksum: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sums []string
-	for _, s := range stats {
-		sums = append(sums, s.Checksum)
-	}
+	sums, _ := runSums(t, p, epochs)
 	return sums
 }
 

@@ -107,12 +107,7 @@ func newCache() *cobra.Command {
 		Use:   "ls DIR",
 		Short: "list the fingerprints in a cache with their epochs, entries, bytes on disk and compression ratio",
 		Args:  exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cache, err := openCacheDir(args[0])
-			if err != nil {
-				return err
-			}
-			defer cache.Close()
+		RunE: withCacheDir(func(c *cobra.Command, dir string, cache *sharding.Cache) error {
 			us, err := cache.Usages()
 			if err != nil {
 				return err
@@ -128,20 +123,15 @@ func newCache() *cobra.Command {
 					u.Entries, len(u.Epochs)*u.Meta.Shards(), float64(u.DiskBytes)/1e6, float64(u.RawBytes)/1e6, u.Ratio(), stages)
 			}
 			w.Flush()
-			fmt.Fprintf(c.OutOrStdout(), "%d fingerprint(s), %.1f MB on disk in %s\n", len(us), float64(cache.DiskBytes())/1e6, args[0])
+			fmt.Fprintf(c.OutOrStdout(), "%d fingerprint(s), %.1f MB on disk in %s\n", len(us), float64(cache.DiskBytes())/1e6, dir)
 			return nil
-		},
+		}),
 	})
 	c.AddCommand(&cobra.Command{
 		Use:   "verify DIR",
 		Short: "read every entry and check its checksum; exits 1 if any is damaged",
 		Args:  exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cache, err := openCacheDir(args[0])
-			if err != nil {
-				return err
-			}
-			defer cache.Close()
+		RunE: withCacheDir(func(c *cobra.Command, dir string, cache *sharding.Cache) error {
 			bad, n, err := cache.Verify(nil)
 			if err != nil {
 				return err
@@ -150,11 +140,11 @@ func newCache() *cobra.Command {
 				fmt.Fprintf(c.OutOrStdout(), "damaged: %s epoch %d shard %d: %v\n", b.Fingerprint, b.Epoch, b.Shard, b.Err)
 			}
 			if len(bad) > 0 {
-				return fmt.Errorf("%d of %d entries damaged in %s (a run recomputes and rewrites them)", len(bad), n, args[0])
+				return fmt.Errorf("%d of %d entries damaged in %s (a run recomputes and rewrites them)", len(bad), n, dir)
 			}
-			fmt.Fprintf(c.OutOrStdout(), "%d entries verified in %s: ok\n", n, args[0])
+			fmt.Fprintf(c.OutOrStdout(), "%d entries verified in %s: ok\n", n, dir)
 			return nil
-		},
+		}),
 	})
 	var keep []string
 	gc := &cobra.Command{
@@ -199,6 +189,19 @@ func newCache() *cobra.Command {
 	gc.Flags().StringArrayVar(&keep, "keep", nil, "a .pipe file whose cache to keep (repeatable)")
 	c.AddCommand(gc)
 	return c
+}
+
+// withCacheDir runs f on the existing cache directory named by the
+// command's argument, closing it afterwards.
+func withCacheDir(f func(c *cobra.Command, dir string, cache *sharding.Cache) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, args []string) error {
+		cache, err := openCacheDir(args[0])
+		if err != nil {
+			return err
+		}
+		defer cache.Close()
+		return f(c, args[0], cache)
+	}
 }
 
 // openCacheDir opens an existing cache directory (never creating one).
