@@ -2,7 +2,7 @@ package pipe
 
 import (
 	"context"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -112,32 +112,35 @@ func (p *Pipeline) warmAhead(ctx context.Context, first, epochs int) func() {
 	return func() { cancel(); <-done }
 }
 
-// Checksum hashes batches (data bytes, then labels as little-endian int32)
-// in the order they are added, with 64-bit xxHash: fast enough to run beside
-// the pipeline, and any changed byte or reordering changes it.
+// Checksum hashes the output of an epoch with 64-bit xxHash: every data byte
+// in order, and every label (little-endian int32) in order, as two streams
+// combined at the end. It is fast enough to run beside the pipeline, any
+// changed byte or reordering changes it, and it does not depend on how the
+// stream is cut into batches or into per-device slices.
 type Checksum struct {
-	d *xxhash.Digest
+	data, labels *xxhash.Digest
 }
 
 // NewChecksum returns an empty checksum.
-func NewChecksum() *Checksum { return &Checksum{d: xxhash.New()} }
+func NewChecksum() *Checksum { return &Checksum{data: xxhash.New(), labels: xxhash.New()} }
 
 // Add hashes a batch.
-func (c *Checksum) Add(b *Batch) {
-	c.d.Write(b.Data)
-	if len(b.Labels) > 0 {
-		c.d.Write(unsafe.Slice((*byte)(unsafe.Pointer(&b.Labels[0])), 4*len(b.Labels)))
+func (c *Checksum) Add(b *Batch) { c.AddSamples(b.Data, b.Labels) }
+
+// AddSamples hashes the data bytes and labels of consecutive samples.
+func (c *Checksum) AddSamples(data []byte, labels []int32) {
+	c.data.Write(data)
+	if len(labels) > 0 {
+		c.labels.Write(unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*len(labels)))
 	}
 }
 
 // String is the hash in hex.
 func (c *Checksum) String() string {
-	var b [8]byte
-	s := c.d.Sum64()
-	for i := range b {
-		b[i] = byte(s >> (56 - 8*i))
-	}
-	return hex.EncodeToString(b[:])
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], c.data.Sum64())
+	binary.BigEndian.PutUint64(b[8:], c.labels.Sum64())
+	return fmt.Sprintf("%016x", xxhash.Sum64(b[:]))
 }
 
 // Augmented returns the image the pipeline makes for the sample at position
