@@ -205,6 +205,8 @@ type Pipeline struct {
 	cache    *pipeCache
 	// cacheClosed builds the cache's fingerprint without opening it.
 	cacheClosed bool
+	prefetch    *PrefetchConfig
+	devices     int // 0 without a prefetch stage
 	slabs       *prefetch.SlabPool
 	running     bool
 	skipped     []*source.RecordError
@@ -235,7 +237,12 @@ func stageErr(i int, s Stage, err error) error {
 func New(stages ...Stage) (*Pipeline, error) {
 	p := &Pipeline{workers: runtime.GOMAXPROCS(0), world: 1, stages: stages}
 	b := &builder{p: p}
+	afterPrefetch := false
 	for i, s := range stages {
+		if afterPrefetch && s.desc != "" {
+			return nil, stageErr(i, s, errors.New("nothing may follow prefetch: it hands batches to the devices"))
+		}
+		afterPrefetch = afterPrefetch || s.name == "prefetch"
 		if i > 0 && s.name == "source" {
 			return nil, stageErr(i, s, errors.New("source must be the first stage"))
 		}
@@ -295,6 +302,12 @@ func New(stages ...Stage) (*Pipeline, error) {
 	}
 	if p.dropLast && p.plan.Len() < p.batch {
 		return nil, fmt.Errorf("%w: batch %d with drop_last leaves nothing of %d samples", ErrConfig, p.batch, p.plan.Len())
+	}
+	if p.prefetch != nil {
+		if err := p.checkPrefetch(); err != nil {
+			i := slices.IndexFunc(stages, func(s Stage) bool { return s.name == "prefetch" })
+			return nil, stageErr(i, stages[i], err)
+		}
 	}
 	if p.cacheCfg != nil {
 		if err := p.openCache(); err != nil {

@@ -365,6 +365,17 @@ func init() {
 			d, _ := transform.ParseDType(a.String("dtype"))
 			return ToTensor(l, d), nil
 		}})
+	Register(&Spec{Name: "prefetch", Kind: "stage", Summary: "cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers",
+		Params: []Param{
+			{Name: "depth", Type: Int, Default: "2", Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer"},
+			{Name: "devices", Type: String, Default: "cpu:1", Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
+		},
+		Build: func(a Args) (Stage, error) {
+			if _, err := parseDevices(a.String("devices")); err != nil {
+				return Stage{}, err
+			}
+			return Prefetch(PrefetchConfig{Depth: a.Int("depth"), Devices: a.String("devices")}), nil
+		}})
 	Register(&Spec{Name: "pipeline", Kind: "stage", Summary: "how the pipeline runs; none of these change its output",
 		Params: []Param{
 			{Name: "workers", Type: Int, Default: "0", Min: bound(0), Doc: "transform goroutines (0: one per core)"},

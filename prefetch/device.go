@@ -133,10 +133,12 @@ func (c *CPU) stream() {
 
 func (c *CPU) run(req *cpuCopy) {
 	t := time.Now()
-	copy(req.dst, req.src)
+	// A slow device waits before it reads the source, so a source reused
+	// too early shows up as wrong bytes on the device.
 	if c.delay > 0 {
 		time.Sleep(c.delay)
 	}
+	copy(req.dst, req.src)
 	c.copyNanos.Add(int64(time.Since(t)))
 	c.copied.Add(int64(len(req.src)))
 	close(req.done)

@@ -1,0 +1,216 @@
+package pipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/pipefeed/pipe/transform"
+)
+
+func withDevices(n, depth int, delay time.Duration) Stage {
+	return Prefetch(PrefetchConfig{Depth: depth, Devices: fmt.Sprintf("cpu:%d", n), CopyDelay: delay})
+}
+
+// hostStream returns the samples and checksum of each epoch without devices.
+func hostStream(t *testing.T, stages []Stage, epochs int) ([][]int, []string) {
+	t.Helper()
+	p := mustNew(t, stages...)
+	var samples [][]int
+	stats, err := p.Run(context.Background(), RunOptions{Epochs: epochs, Checksum: true, OnBatch: func(b *Batch) error {
+		samples = append(samples, append([]int(nil), b.Samples...))
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sums []string
+	for _, s := range stats {
+		sums = append(sums, s.Checksum)
+	}
+	return samples, sums
+}
+
+// TestDeviceSlicesAreTheStream: each device gets the contiguous slices of
+// every global batch in order, and together they are the single-device
+// stream byte for byte — also through a slow device, which would expose a
+// host slab reused while a copy still reads it.
+func TestDeviceSlicesAreTheStream(t *testing.T) {
+	stages := recipe(synth(t, 640))
+	batches, sums := hostStream(t, stages, 2)
+	for _, c := range []struct {
+		devices int
+		delay   time.Duration
+	}{{2, 0}, {4, 0}, {2, 3 * time.Millisecond}} {
+		p := mustNew(t, append(recipe(synth(t, 640)), withDevices(c.devices, 3, c.delay))...)
+		for e := range 2 {
+			x, err := p.DeviceEpoch(context.Background(), e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := NewChecksum()
+			for b := 0; ; b++ {
+				var got []int
+				var done bool
+				for d := range c.devices {
+					db, err := x.Next(d)
+					if errors.Is(err, io.EOF) {
+						done = true
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if db.Index != b || db.Device != d || db.N != 64/c.devices {
+						t.Fatalf("device %d got batch %d (%d samples), want batch %d", d, db.Index, db.N, b)
+					}
+					got = append(got, db.Samples...)
+					sum.AddSamples(db.Data(), db.Labels)
+					db.Release()
+				}
+				if done {
+					break
+				}
+				if want := batches[e*10+b]; fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%d devices, epoch %d batch %d: slices %v, want %v", c.devices, e, b, got, want)
+				}
+			}
+			if sum.String() != sums[e] {
+				t.Errorf("%d devices (delay %v), epoch %d: checksum %s, want %s", c.devices, c.delay, e, sum, sums[e])
+			}
+			x.Close()
+		}
+	}
+	goleak.VerifyNone(t)
+}
+
+// TestDeviceConsumersOnTheirOwnGoroutines: one consumer per device, as
+// replicas run; each sees its batches in order.
+func TestDeviceConsumersOnTheirOwnGoroutines(t *testing.T) {
+	p := mustNew(t, append(recipe(synth(t, 640)), withDevices(2, 2, 0))...)
+	x, err := p.DeviceEpoch(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	counts := make([]int, 2)
+	for d := range 2 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				db, err := x.Next(d)
+				if err != nil {
+					if !errors.Is(err, io.EOF) {
+						t.Error(err)
+					}
+					return
+				}
+				if db.Index != i {
+					t.Errorf("device %d: batch %d, want %d", d, db.Index, i)
+				}
+				counts[d]++
+				db.Release()
+			}
+		})
+	}
+	wg.Wait()
+	x.Close()
+	_, ds := x.Stats()
+	if counts[0] != 10 || counts[1] != 10 || ds[0].Batches != 10 || ds[1].Bytes != 10*32*3*32*32*4 {
+		t.Errorf("counts %v, stats %+v", counts, ds)
+	}
+	goleak.VerifyNone(t)
+}
+
+// TestDeviceBackpressure: a consumer that stops holds production back, with
+// memory bounded by the queues and slabs.
+func TestDeviceBackpressure(t *testing.T) {
+	p := mustNew(t, append(recipe(synth(t, 6400)), withDevices(2, 2, 0))...)
+	x, err := p.DeviceEpoch(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	time.Sleep(100 * time.Millisecond)
+	a := x.queues[0].Stats().Items
+	time.Sleep(100 * time.Millisecond)
+	b := x.queues[0].Stats().Items
+	if a != b || a > 2+1 {
+		t.Fatalf("with no consumer, device 0 received %d then %d batches: production did not stop at the queue depth", a, b)
+	}
+	if out := p.slabs.Out(); out > p.slabs.Len() {
+		t.Fatalf("%d slabs out of %d", out, p.slabs.Len())
+	}
+	// Consumers resume (round-robin, as replicas advance together): a
+	// device that stops holds every device back, which is the point.
+	for range 5 {
+		for d := range 2 {
+			db, err := x.Next(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Release()
+		}
+	}
+	_, ds := x.Stats()
+	if ds[0].ProducerWaitSeconds < 0.1 {
+		t.Errorf("producer wait %v: the stopped consumer should show", ds[0].ProducerWaitSeconds)
+	}
+}
+
+func TestDeviceCancelReleasesEverything(t *testing.T) {
+	p := mustNew(t, append(recipe(synth(t, 6400)), withDevices(2, 3, time.Millisecond))...)
+	ctx, cancel := context.WithCancel(context.Background())
+	x, err := p.DeviceEpoch(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _ := x.Next(0)
+	x.Next(1)
+	cancel()
+	if _, err := x.Next(0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Next after cancel: %v", err)
+	}
+	x.Close()
+	held.Release()
+	goleak.VerifyNone(t)
+	if p.slabs.Out() != 0 {
+		t.Errorf("%d host slabs not returned", p.slabs.Out())
+	}
+	for d, f := range x.free {
+		if len(f) != cap(f)-boolInt(d == 1) {
+			t.Errorf("device %d: %d of %d buffers returned", d, len(f), cap(f))
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestPrefetchConfigErrors(t *testing.T) {
+	for _, c := range []struct {
+		stages []Stage
+		want   string
+	}{
+		{append(recipe(synth(t, 640)), withDevices(3, 2, 0)), "batch 64 does not divide into 3 devices"},
+		{append(recipe(synth(t, 650)), withDevices(4, 2, 0)), "last batch of an epoch has 10 samples"},
+		{append(recipe(synth(t, 640)), Prefetch(PrefetchConfig{Devices: "all"})), "cuda build"},
+		{append(recipe(synth(t, 640)), Prefetch(PrefetchConfig{Devices: "gpu"})), "want cpu:N"},
+		{append(append(recipe(synth(t, 640))[:6], withDevices(2, 2, 0)), Batching(64, false)), "comes after batch"},
+		{append(recipe(synth(t, 640)), withDevices(2, 2, 0), ToTensor(transform.NCHW, transform.Float32)), "nothing may follow prefetch"},
+	} {
+		if _, err := New(c.stages...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error containing %q", err, c.want)
+		}
+	}
+}
