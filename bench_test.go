@@ -85,3 +85,43 @@ func BenchmarkCIFARCache(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCIFARPrefetch compares, in one run, the recipe without a prefetch
+// stage and with prefetch depth=3 on 2 simulated CPU devices (float32).
+func BenchmarkCIFARPrefetch(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		extra []Stage
+	}{
+		{"none", nil},
+		{"cpu2-depth3", []Stage{Prefetch(PrefetchConfig{Depth: 3, Devices: "cpu:2"})}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			p := cifarRecipeTail(b, transform.Float32, c.extra...)
+			defer p.Close()
+			b.ReportAllocs()
+			e := 0
+			for b.Loop() {
+				if _, err := p.Run(context.Background(), RunOptions{FirstEpoch: e}); err != nil {
+					b.Fatal(err)
+				}
+				e++
+			}
+			b.ReportMetric(float64(b.N*p.Samples())/b.Elapsed().Seconds(), "images/s")
+		})
+	}
+}
+
+// cifarRecipeTail is cifarRecipe with stages added after to_tensor.
+func cifarRecipeTail(b *testing.B, dtype transform.DType, tail ...Stage) *Pipeline {
+	p := cifarRecipe(b, dtype)
+	if len(tail) == 0 {
+		return p
+	}
+	stages := append(append([]Stage(nil), p.Stages()...), tail...)
+	q, err := New(stages...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return q
+}

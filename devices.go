@@ -92,6 +92,13 @@ func (p *Pipeline) checkPrefetch() error {
 // stage).
 func (p *Pipeline) Devices() int { return max(p.devices, 1) }
 
+// HasPrefetch reports whether the pipeline ends in a prefetch stage.
+func (p *Pipeline) HasPrefetch() bool { return p.prefetch != nil }
+
+// DeviceKind names the kind of the pipeline's devices ("cpu" for the
+// simulated ones).
+func (p *Pipeline) DeviceKind() string { return "cpu" }
+
 // DeviceBatch is one device's slice of a global batch, in device memory. It
 // is valid until Release.
 type DeviceBatch struct {

@@ -155,6 +155,8 @@ type EpochStats struct {
 	CacheCorrupt int64 `json:"cache_corrupt,omitempty"`
 	// Checksum is set by consumers that hash the output (see Checksum).
 	Checksum string `json:"checksum,omitempty"`
+	// Devices holds each device's figures with a prefetch stage.
+	Devices []DeviceStats `json:"devices,omitempty"`
 }
 
 // ErrBusy is returned by Pipeline.Epoch while another epoch is open.

@@ -21,8 +21,12 @@ type RunOptions struct {
 	// Checksum hashes every output byte and label of each epoch in order
 	// into EpochStats.Checksum. Off by default: it costs throughput.
 	Checksum bool
-	// OnBatch, if set, sees every batch before it is released.
+	// OnBatch, if set, sees every batch before it is released. With a
+	// prefetch stage batches live on the devices: use OnImages, or
+	// DeviceEpoch for the slices themselves.
 	OnBatch func(*Batch) error
+	// OnImages, if set, is told the size of every global batch delivered.
+	OnImages func(n int)
 	// OnEpoch, if set, is called with each epoch's stats as it ends.
 	OnEpoch func(EpochStats)
 }
@@ -51,6 +55,9 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) 
 }
 
 func (p *Pipeline) runEpoch(ctx context.Context, e int, o RunOptions) (EpochStats, error) {
+	if p.prefetch != nil {
+		return p.runDeviceEpoch(ctx, e, o)
+	}
 	x, err := p.Epoch(ctx, e)
 	if err != nil {
 		return EpochStats{}, err
@@ -74,6 +81,9 @@ func (p *Pipeline) runEpoch(ctx context.Context, e int, o RunOptions) (EpochStat
 		if o.OnBatch != nil {
 			err = o.OnBatch(b)
 		}
+		if o.OnImages != nil {
+			o.OnImages(b.N)
+		}
 		b.Release()
 		if err != nil {
 			return x.Stats(), err
@@ -84,6 +94,52 @@ func (p *Pipeline) runEpoch(ctx context.Context, e int, o RunOptions) (EpochStat
 		s.Checksum = sum.String()
 	}
 	return s, nil
+}
+
+// runDeviceEpoch streams an epoch through the devices, taking each global
+// batch's slices from every device in turn, as replicas stepping together
+// would; the checksum covers the bytes in device memory.
+func (p *Pipeline) runDeviceEpoch(ctx context.Context, e int, o RunOptions) (EpochStats, error) {
+	x, err := p.DeviceEpoch(ctx, e)
+	if err != nil {
+		return EpochStats{}, err
+	}
+	defer x.Close()
+	var sum *Checksum
+	if o.Checksum {
+		sum = NewChecksum()
+	}
+	for {
+		n := 0
+		for d := range p.devices {
+			db, err := x.Next(d)
+			if errors.Is(err, io.EOF) {
+				if d != 0 {
+					return EpochStats{}, fmt.Errorf("pipe: device %d ended before device 0", d)
+				}
+				if err := x.Close(); err != nil {
+					return EpochStats{}, err
+				}
+				s, ds := x.Stats()
+				s.Devices = ds
+				if sum != nil {
+					s.Checksum = sum.String()
+				}
+				return s, nil
+			}
+			if err != nil {
+				return EpochStats{}, err
+			}
+			if sum != nil {
+				sum.AddSamples(db.Data(), db.Labels)
+			}
+			n += db.N
+			db.Release()
+		}
+		if o.OnImages != nil {
+			o.OnImages(n)
+		}
+	}
 }
 
 // warmAhead starts warming, on one background goroutine, the cache epochs

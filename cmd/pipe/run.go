@@ -105,7 +105,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 		},
 	}
 	if bar != nil {
-		opts.OnBatch = func(b *pipe.Batch) error { return bar.Add(b.N) }
+		opts.OnImages = func(n int) { bar.Add(n) }
 	}
 	stats, err := p.Run(c.Context(), opts)
 	if bar != nil {
@@ -134,6 +134,9 @@ func describe(p *pipe.Pipeline) string {
 	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d\n", p.Samples(), p.Batches(), p.BatchSize(), p.Seed())
 	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch\n", t.Layout, t.DType, d[0], d[1], d[2], d[3], p.BatchSize()*t.SampleBytes())
 	fmt.Fprintf(&b, "workers  %d, on_error=%s\n", p.Workers(), p.OnError())
+	if n := p.Devices(); p.HasPrefetch() {
+		fmt.Fprintf(&b, "devices  %d × %s: per-device batch %d, global batch %d\n", n, p.DeviceKind(), p.BatchSize()/n, p.BatchSize())
+	}
 	if c := p.CacheInfo(); c != nil {
 		fmt.Fprintf(&b, "cache    %s, fingerprint %s, %d shards of %d per epoch", c.Dir, c.Fingerprint, c.Shards, c.ShardSize)
 		if c.Echo {
@@ -164,6 +167,10 @@ func epochLine(s pipe.EpochStats) string {
 	line += ")"
 	if s.Checksum != "" {
 		line += " checksum " + s.Checksum
+	}
+	for _, d := range s.Devices {
+		line += fmt.Sprintf("\n  %s: %d batches, stalled %.3f s, held production back %.3f s, copied %.1f MB at %.1f GB/s",
+			d.Device, d.Batches, d.StallSeconds, d.ProducerWaitSeconds, float64(d.Bytes)/1e6, d.CopyGBps)
 	}
 	return line
 }
