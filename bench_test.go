@@ -38,15 +38,7 @@ func BenchmarkCIFAREpoch(b *testing.B) {
 		b.Run(dt.String(), func(b *testing.B) {
 			p := cifarRecipe(b, dt)
 			defer p.Close()
-			b.ReportAllocs()
-			e := 0
-			for b.Loop() {
-				if _, err := p.Run(context.Background(), RunOptions{FirstEpoch: e}); err != nil {
-					b.Fatal(err)
-				}
-				e++
-			}
-			b.ReportMetric(float64(b.N*p.Samples())/b.Elapsed().Seconds(), "images/s")
+			benchEpochs(b, p, 0)
 		})
 	}
 }
@@ -72,16 +64,7 @@ func BenchmarkCIFARCache(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportAllocs()
-			e := 0
-			b.ResetTimer()
-			for b.Loop() {
-				if _, err := p.Run(context.Background(), RunOptions{FirstEpoch: e % 3}); err != nil {
-					b.Fatal(err)
-				}
-				e++
-			}
-			b.ReportMetric(float64(b.N*p.Samples())/b.Elapsed().Seconds(), "images/s")
+			benchEpochs(b, p, 3)
 		})
 	}
 }
@@ -99,15 +82,7 @@ func BenchmarkCIFARPrefetch(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			p := cifarRecipeTail(b, transform.Float32, c.extra...)
 			defer p.Close()
-			b.ReportAllocs()
-			e := 0
-			for b.Loop() {
-				if _, err := p.Run(context.Background(), RunOptions{FirstEpoch: e}); err != nil {
-					b.Fatal(err)
-				}
-				e++
-			}
-			b.ReportMetric(float64(b.N*p.Samples())/b.Elapsed().Seconds(), "images/s")
+			benchEpochs(b, p, 0)
 		})
 	}
 }
@@ -124,4 +99,22 @@ func cifarRecipeTail(b *testing.B, dtype transform.DType, tail ...Stage) *Pipeli
 		b.Fatal(err)
 	}
 	return q
+}
+
+// benchEpochs runs one epoch per iteration (epochs cycle through 0..cycle-1
+// when cycle > 0, as for a cache of that many epochs) and reports images/s.
+func benchEpochs(b *testing.B, p *Pipeline, cycle int) {
+	b.ReportAllocs()
+	e := 0
+	for b.Loop() {
+		first := e
+		if cycle > 0 {
+			first = e % cycle
+		}
+		if _, err := p.Run(context.Background(), RunOptions{FirstEpoch: first}); err != nil {
+			b.Fatal(err)
+		}
+		e++
+	}
+	b.ReportMetric(float64(b.N*p.Samples())/b.Elapsed().Seconds(), "images/s")
 }
