@@ -370,13 +370,10 @@ func (l *shardLRU) acquire(id shardID) (s *shard, created bool) {
 
 // release unpins a shard and evicts unpinned shards beyond the budget.
 // A shard whose fill failed is dropped at once, so a later epoch retries.
-func (l *shardLRU) release(s *shard, size int) {
+func (l *shardLRU) release(s *shard) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s.refs--
-	if size > 0 {
-		l.bytes += int64(size)
-	}
 	if s.err != nil && s.refs == 0 {
 		l.drop(s)
 	}
@@ -387,6 +384,13 @@ func (l *shardLRU) release(s *shard, size int) {
 		}
 		e = prev
 	}
+}
+
+// filled counts the memory of a shard just filled against the budget.
+func (l *shardLRU) filled(s *shard) {
+	l.mu.Lock()
+	l.bytes += int64(cap(s.raw))
+	l.mu.Unlock()
 }
 
 func (l *shardLRU) drop(s *shard) {
@@ -403,38 +407,31 @@ func (l *shardLRU) drop(s *shard) {
 
 // shardFor returns the decoded shard holding entry key (a plan position for
 // an ordered cache, a sample index otherwise) for epoch e, pinned; the
-// caller releases it with p.cache.shards.release(s, 0). It reads the store,
+// caller releases it with p.cache.shards.release(s). It reads the store,
 // or computes and stores the shard, once however many workers ask.
 func (x *Epoch) shardFor(w *worker, key int) (*shard, error) {
 	c := x.p.cache
 	id := shardID{epoch: c.cacheEpoch(x.epoch), index: key / c.cfg.ShardSize}
 	s, created := c.shards.acquire(id)
 	if created {
-		size := 0
 		s.err = x.p.fillShard(x.ctx, w, s)
-		if s.err == nil {
-			size = cap(s.raw)
-		}
 		close(s.ready)
 		if s.err != nil {
-			c.shards.release(s, 0)
+			c.shards.release(s)
 			return nil, s.err
 		}
-		// Account the bytes now; the pin is released by the caller.
-		c.shards.mu.Lock()
-		c.shards.bytes += int64(size)
-		c.shards.mu.Unlock()
+		c.shards.filled(s) // the pin is released by the caller
 		return s, nil
 	}
 	select {
 	case <-s.ready:
 	case <-x.ctx.Done():
-		c.shards.release(s, 0)
+		c.shards.release(s)
 		return nil, context.Cause(x.ctx)
 	}
 	if s.err != nil {
 		err := s.err
-		c.shards.release(s, 0)
+		c.shards.release(s)
 		return nil, err
 	}
 	return s, nil

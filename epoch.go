@@ -312,17 +312,23 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 			x.fail(fmt.Errorf("sample %d: image is %s, the source said %s", idx, w.img.Shape(), p.inShape))
 			return
 		}
-		r := transform.NewRand(p.seed, x.epoch, int64(idx), 0)
-		if p.direct {
-			// uint8 NCHW is the image's own layout: the last operation
-			// writes straight into the slab.
-			w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
-			w.chain.ApplyTo(&w.out, &w.img, r)
-		} else {
-			p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], w.chain.Apply(&w.img, r))
-		}
-		j.slab.Labels[k] = int32(rec.Label)
+		x.write(w, j, k, sb, transform.NewRand(p.seed, x.epoch, int64(idx), 0), rec.Label)
 	}
+}
+
+// write runs the worker's chain (the stages after any cache) on w.img with
+// generator r and writes the result, with its label, at position k of the
+// batch.
+func (x *Epoch) write(w *worker, j *job, k, sb int, r transform.Rand, label int) {
+	if x.p.direct {
+		// uint8 NCHW is the image's own layout: the last operation writes
+		// straight into the slab.
+		w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
+		w.chain.ApplyTo(&w.out, &w.img, r)
+	} else {
+		x.p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], w.chain.Apply(&w.img, r))
+	}
+	j.slab.Labels[k] = int32(label)
 }
 
 // transformCached is transform for a pipeline with a cache stage: the
@@ -388,14 +394,7 @@ func (x *Epoch) emit(w *worker, j *job, k, sb int, img transform.Image, label in
 		return x.skip(j, k, skipped)
 	}
 	w.img = img
-	r := p.cache.postRand(p.seed, x.epoch, ce, idx, state)
-	if p.direct {
-		w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
-		w.chain.ApplyTo(&w.out, &w.img, r)
-	} else {
-		p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], w.chain.Apply(&w.img, r))
-	}
-	j.slab.Labels[k] = int32(label)
+	x.write(w, j, k, sb, p.cache.postRand(p.seed, x.epoch, ce, idx, state), label)
 	return true
 }
 
@@ -417,7 +416,7 @@ func (x *Epoch) transformShards(w *worker, j *job, lo, hi, sb int) {
 		}
 		img, label, state, skipped := s.sample(key-s.first, idx)
 		ok := x.emit(w, j, k, sb, img, label, state, skipped, ce)
-		pc.shards.release(s, 0)
+		pc.shards.release(s)
 		if !ok {
 			return
 		}
