@@ -311,6 +311,14 @@ func (x *DeviceEpoch) Next(d int) (*DeviceBatch, error) {
 	if d < 0 || d >= len(x.devs) {
 		return nil, fmt.Errorf("pipe: device %d of %d", d, len(x.devs))
 	}
+	// Once the epoch is cancelled or has failed, say so, even if slices are
+	// still queued (Close takes them back).
+	if x.ctx.Err() != nil {
+		if e := x.failed.Load(); e != nil {
+			return nil, *e
+		}
+		return nil, context.Cause(x.ctx)
+	}
 	slot, ok, err := x.queues[d].Get(x.ctx)
 	if err == nil && !ok {
 		err = io.EOF
