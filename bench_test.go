@@ -9,8 +9,15 @@ import (
 	"github.com/pipefeed/pipe/transform"
 )
 
-// cifarRecipe is the benchmark recipe over real CIFAR-10 train.
+// cifarRecipe is the benchmark recipe over real CIFAR-10 train,
+// with extra stages before normalize.
 func cifarRecipe(b *testing.B, dtype transform.DType, extra ...Stage) *Pipeline {
+	return mustBench(b, cifarStages(b, dtype, false, extra)...)
+}
+
+// cifarStages is the recipe's stage list; normalize runs on the devices when
+// onDevice is set (the caller adds the prefetch stage).
+func cifarStages(b *testing.B, dtype transform.DType, onDevice bool, extra []Stage) []Stage {
 	src, err := source.CIFAR10(shareddata.Path(b, "cifar10/cifar-10-binary.tar.gz"), source.Train)
 	if err != nil {
 		b.Fatal(err)
@@ -20,9 +27,16 @@ func cifarRecipe(b *testing.B, dtype transform.DType, extra ...Stage) *Pipeline 
 	stages := append([]Stage{Source(src), Shuffle(42), Map(crop), Map(flip)}, extra...)
 	if dtype != transform.Uint8 {
 		norm, _ := transform.Normalize([]float64{0.4914, 0.4822, 0.4465}, []float64{0.2470, 0.2435, 0.2616})
-		stages = append(stages, Normalize(norm))
+		if onDevice {
+			stages = append(stages, DeviceNormalize(norm))
+		} else {
+			stages = append(stages, Normalize(norm))
+		}
 	}
-	stages = append(stages, Batching(256, false), ToTensor(transform.NCHW, dtype))
+	return append(stages, Batching(256, false), ToTensor(transform.NCHW, dtype))
+}
+
+func mustBench(b *testing.B, stages ...Stage) *Pipeline {
 	p, err := New(stages...)
 	if err != nil {
 		b.Fatal(err)
@@ -70,35 +84,26 @@ func BenchmarkCIFARCache(b *testing.B) {
 }
 
 // BenchmarkCIFARPrefetch compares, in one run, the recipe without a prefetch
-// stage and with prefetch depth=3 on 2 simulated CPU devices (float32).
+// stage and with prefetch depth=3 on 2 simulated CPU devices, float32 out:
+// normalised on the host (float32 crosses to the devices) or on the devices
+// (uint8 crosses, a quarter of the bytes).
 func BenchmarkCIFARPrefetch(b *testing.B) {
+	prefetch := Prefetch(PrefetchConfig{Depth: 3, Devices: "cpu:2"})
 	for _, c := range []struct {
-		name  string
-		extra []Stage
+		name     string
+		onDevice bool
+		tail     []Stage
 	}{
-		{"none", nil},
-		{"cpu2-depth3", []Stage{Prefetch(PrefetchConfig{Depth: 3, Devices: "cpu:2"})}},
+		{"none", false, nil},
+		{"cpu2-depth3", false, []Stage{prefetch}},
+		{"cpu2-depth3-normdevice", true, []Stage{prefetch}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			p := cifarRecipeTail(b, transform.Float32, c.extra...)
+			p := mustBench(b, append(cifarStages(b, transform.Float32, c.onDevice, nil), c.tail...)...)
 			defer p.Close()
 			benchEpochs(b, p, 0)
 		})
 	}
-}
-
-// cifarRecipeTail is cifarRecipe with stages added after to_tensor.
-func cifarRecipeTail(b *testing.B, dtype transform.DType, tail ...Stage) *Pipeline {
-	p := cifarRecipe(b, dtype)
-	if len(tail) == 0 {
-		return p
-	}
-	stages := append(append([]Stage(nil), p.Stages()...), tail...)
-	q, err := New(stages...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return q
 }
 
 // benchEpochs runs one epoch per iteration (epochs cycle through 0..cycle-1

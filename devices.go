@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pipefeed/pipe/prefetch"
+	"github.com/pipefeed/pipe/transform"
 )
 
 // PrefetchConfig configures a prefetch stage.
@@ -28,24 +30,142 @@ type PrefetchConfig struct {
 }
 
 // ErrNoCUDA is returned for GPU devices in a build without the cuda tag.
-var ErrNoCUDA = errors.New("GPU devices need the cuda build (go build -tags cuda, on a machine with the CUDA driver)")
+var ErrNoCUDA = prefetch.ErrNoCUDA
 
-// parseDevices returns how many simulated CPU devices a spec asks for.
-func parseDevices(spec string) (int, error) {
+// deviceSpec is a parsed devices= setting.
+type deviceSpec struct {
+	cuda  bool
+	cpu   int   // simulated devices
+	gpus  []int // CUDA ordinals
+	label string
+}
+
+func (s deviceSpec) n() int {
+	if s.cuda {
+		return len(s.gpus)
+	}
+	return s.cpu
+}
+
+// parseDevices parses devices=: cpu:N, all (every GPU the driver sees) or
+// cuda:I,J,... In a build without the cuda tag, GPU specs give ErrNoCUDA.
+func parseDevices(spec string) (deviceSpec, error) {
 	if spec == "" {
-		return 1, nil
+		spec = "cpu:1"
 	}
 	if rest, ok := strings.CutPrefix(spec, "cpu:"); ok {
 		n, err := strconv.Atoi(rest)
 		if err != nil || n < 1 || n > 64 {
-			return 0, fmt.Errorf("devices=%s: want cpu:N with 1 ≤ N ≤ 64", spec)
+			return deviceSpec{}, fmt.Errorf("devices=%s: want cpu:N with 1 ≤ N ≤ 64", spec)
 		}
-		return n, nil
+		return deviceSpec{cpu: n, label: "cpu"}, nil
 	}
-	if spec == "all" || strings.HasPrefix(spec, "cuda:") {
-		return 0, fmt.Errorf("devices=%s: %w", spec, ErrNoCUDA)
+	s := deviceSpec{cuda: true, label: "cuda"}
+	switch rest, ok := strings.CutPrefix(spec, "cuda:"); {
+	case spec == "all":
+		n, err := prefetch.CUDADevices()
+		if err != nil {
+			return deviceSpec{}, fmt.Errorf("devices=%s: %w", spec, err)
+		}
+		if n == 0 {
+			return deviceSpec{}, fmt.Errorf("devices=%s: the CUDA driver sees no GPU", spec)
+		}
+		for i := range n {
+			s.gpus = append(s.gpus, i)
+		}
+	case ok:
+		for _, f := range strings.Split(rest, ",") {
+			i, err := strconv.Atoi(f)
+			if err != nil || i < 0 {
+				return deviceSpec{}, fmt.Errorf("devices=%s: %q is not a GPU number (want cuda:0 or cuda:0,1,...)", spec, f)
+			}
+			if slices.Contains(s.gpus, i) {
+				return deviceSpec{}, fmt.Errorf("devices=%s: cuda:%d given twice", spec, i)
+			}
+			s.gpus = append(s.gpus, i)
+		}
+		if _, err := prefetch.CUDADevices(); err != nil {
+			return deviceSpec{}, fmt.Errorf("devices=%s: %w", spec, err)
+		}
+	default:
+		return deviceSpec{}, fmt.Errorf("devices=%s: want cpu:N, all, or cuda:I,J,...", spec)
 	}
-	return 0, fmt.Errorf("devices=%s: want cpu:N, all, or cuda:I,J,...", spec)
+	return s, nil
+}
+
+// openDevices opens the pipeline's devices, once; Close closes them.
+func (p *Pipeline) openDevices() error {
+	if p.devs != nil {
+		return nil
+	}
+	s := p.devSpec
+	var devs []prefetch.Device
+	fail := func(err error) error {
+		for _, d := range devs {
+			d.Close()
+		}
+		return err
+	}
+	for i := range s.n() {
+		if s.cuda {
+			g, err := prefetch.NewCUDA(s.gpus[i])
+			if err != nil {
+				return fail(err)
+			}
+			devs = append(devs, g)
+			continue
+		}
+		var opts []prefetch.CPUOption
+		if p.prefetch.CopyDelay > 0 {
+			opts = append(opts, prefetch.WithCopyDelay(p.prefetch.CopyDelay))
+		}
+		devs = append(devs, prefetch.NewCPU(i, opts...))
+	}
+	p.devs = devs
+	// Each device's buffers live as long as the devices: depth queued, one
+	// being consumed, one being filled.
+	per := p.batch / len(devs)
+	for _, dev := range devs {
+		free := make(chan *devSlot, p.prefetch.Depth+2)
+		for range p.prefetch.Depth + 2 {
+			s, err := p.newSlot(dev, per)
+			if err != nil {
+				p.closeDevices()
+				return err
+			}
+			free <- s
+		}
+		p.devFree = append(p.devFree, free)
+	}
+	// Page-locked slabs where the devices offer them: copies from pageable
+	// memory are staged by the driver and run at a fraction of the rate.
+	if a, ok := devs[0].(prefetch.HostAllocator); ok {
+		p.hostAlloc = a
+	}
+	return nil
+}
+
+// closeDevices closes the devices and frees pinned slabs.
+func (p *Pipeline) closeDevices() error {
+	var errs []error
+	if p.slabs != nil && p.slabs.Pinned() {
+		errs = append(errs, p.slabs.Close())
+		p.slabs = nil
+	}
+	for d, free := range p.devFree {
+		for range len(free) {
+			s := <-free
+			errs = append(errs, p.devs[d].Free(s.buf))
+			if s.staging != nil {
+				errs = append(errs, p.devs[d].Free(s.staging))
+			}
+		}
+	}
+	for _, d := range p.devs {
+		errs = append(errs, d.Close())
+	}
+	p.devs, p.devFree, p.hostAlloc = nil, nil, nil
+	return errors.Join(errs...)
 }
 
 // Prefetch sends every global batch to the devices, cut into contiguous,
@@ -62,7 +182,7 @@ func Prefetch(c PrefetchConfig) Stage {
 		if c.Depth < 1 {
 			return fmt.Errorf("depth=%d: must be at least 1", c.Depth)
 		}
-		n, err := parseDevices(c.Devices)
+		spec, err := parseDevices(c.Devices)
 		if err != nil {
 			return err
 		}
@@ -70,9 +190,42 @@ func Prefetch(c PrefetchConfig) Stage {
 			return errors.New("prefetch moves batches: it comes after batch (and to_tensor)")
 		}
 		cfg := c
-		b.p.prefetch, b.p.devices = &cfg, n
+		b.p.prefetch, b.p.devSpec, b.p.devices = &cfg, spec, spec.n()
 		return nil
 	}}
+}
+
+// DeviceNormalize is Normalize run on the devices (the .pipe stage
+// "normalize ... where=device"): batches travel as uint8, a quarter of the
+// bytes of float32, and each device converts its slice with the same
+// arithmetic (prefetch.Norm). It needs a prefetch stage and a float dtype.
+func DeviceNormalize(n *transform.Normalization) Stage {
+	return Stage{name: "normalize", desc: n.String() + " where=device", apply: func(b *builder) error {
+		if b.p.norm != nil {
+			return errors.New("normalize given twice")
+		}
+		b.p.norm, b.p.normOnDevice = n, true
+		return nil
+	}}
+}
+
+// deviceTensor splits the output tensor t for normalize where=device: the
+// host writes uint8 in t's layout, and the devices convert it with the
+// returned kernel.
+func deviceTensor(t *transform.Tensor) (*transform.Tensor, *prefetch.Norm, error) {
+	host, err := transform.ToTensor(t.Layout, transform.Uint8, nil, t.Shape)
+	if err != nil {
+		return nil, nil, err
+	}
+	plane := 0
+	if t.Layout == transform.NCHW || t.Shape.C == 1 {
+		plane = t.Shape.H * t.Shape.W
+	}
+	k, err := prefetch.NewNorm(t.Norm.Mean, t.Norm.Std, t.Shape.C, plane, t.DType == transform.Float16)
+	if err != nil {
+		return nil, nil, err
+	}
+	return host, k, nil
 }
 
 // checkPrefetch checks that every batch of an epoch divides among the
@@ -95,12 +248,20 @@ func (p *Pipeline) Devices() int { return max(p.devices, 1) }
 // HasPrefetch reports whether the pipeline ends in a prefetch stage.
 func (p *Pipeline) HasPrefetch() bool { return p.prefetch != nil }
 
-// DeviceKind names the kind of the pipeline's devices ("cpu" for the
-// simulated ones).
-func (p *Pipeline) DeviceKind() string { return "cpu" }
+// DeviceKind names the kind of the pipeline's devices: "cpu" for the
+// simulated ones, "cuda" for GPUs.
+func (p *Pipeline) DeviceKind() string { return p.devSpec.label }
+
+// NormalizesOnDevice reports whether normalize runs on the devices, so that
+// batches cross to them as uint8 (HostTensor) and become Tensor there.
+func (p *Pipeline) NormalizesOnDevice() bool { return p.devNorm != nil }
+
+// HostTensor describes the batches as the host writes them: Tensor, or its
+// uint8 form when normalize runs on the devices.
+func (p *Pipeline) HostTensor() *transform.Tensor { return p.tensor }
 
 // DeviceBatch is one device's slice of a global batch, in device memory. It
-// is valid until Release.
+// is valid until Release (and never after the Pipeline is closed).
 type DeviceBatch struct {
 	// Epoch and Index place the global batch this slice belongs to.
 	Epoch, Index int
@@ -109,8 +270,8 @@ type DeviceBatch struct {
 	Name   string
 	// N is the number of samples: the global batch's N / devices.
 	N int
-	// Buffer is the device memory holding the N samples, in the pipeline's
-	// layout and dtype; Labels and Samples are host copies.
+	// Buffer is the device memory holding the N samples, laid out as the
+	// pipeline's Tensor(); Labels and Samples are host copies.
 	Buffer  prefetch.Buffer
 	Labels  []int32
 	Samples []int
@@ -119,14 +280,27 @@ type DeviceBatch struct {
 	slot  *devSlot
 }
 
+// Bytes is the size of the slice's samples in Buffer.
+func (b *DeviceBatch) Bytes() int { return b.N * b.owner.p.out.SampleBytes() }
+
 // Data returns the samples' bytes where the device memory is host
-// addressable (the CPU device), or nil.
+// addressable (the CPU device), or nil: use CopyTo for a GPU.
 func (b *DeviceBatch) Data() []byte {
 	h := b.Buffer.Host()
 	if h == nil {
 		return nil
 	}
-	return h[:b.N*b.owner.p.tensor.SampleBytes()]
+	return h[:b.Bytes()]
+}
+
+// CopyTo copies the samples' bytes from device memory into dst, which must
+// hold Bytes(). It waits for the device and is meant for checks, not for
+// the hot path.
+func (b *DeviceBatch) CopyTo(dst []byte) error {
+	if len(dst) < b.Bytes() {
+		return fmt.Errorf("pipe: CopyTo of %d bytes into %d", b.Bytes(), len(dst))
+	}
+	return b.owner.devs[b.Device].Read(dst[:b.Bytes()], b.Buffer)
 }
 
 // Release hands the device buffer back for a later batch. Calling it twice
@@ -142,7 +316,10 @@ func (b *DeviceBatch) Release() {
 
 // devSlot is a device buffer with the host-side parts of its batch.
 type devSlot struct {
-	buf     prefetch.Buffer
+	buf prefetch.Buffer
+	// staging receives the uint8 slice when normalize runs on the device,
+	// which then writes buf.
+	staging prefetch.Buffer
 	labels  []int32
 	samples []int
 	ev      prefetch.Event
@@ -164,7 +341,7 @@ type DeviceEpoch struct {
 	host    *Epoch
 	devs    []prefetch.Device
 	queues  []*prefetch.Queue[*devSlot]
-	free    []chan *devSlot
+	free    []chan *devSlot // the pipeline's
 	pending chan pendingHost
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -172,14 +349,19 @@ type DeviceEpoch struct {
 	failed  atomic.Pointer[error]
 	// freeWait is the time the producer waited for a free buffer, per device.
 	freeWait []atomic.Int64
+	copies0  []prefetch.CopyStats
 	closed   bool
 	start    time.Time
 }
 
-// DeviceEpoch starts epoch e on the pipeline's devices.
+// DeviceEpoch starts epoch e on the pipeline's devices, opening them on
+// first use (Pipeline.Close closes them).
 func (p *Pipeline) DeviceEpoch(ctx context.Context, e int) (*DeviceEpoch, error) {
 	if p.prefetch == nil {
 		return nil, errors.New("pipe: the pipeline has no prefetch stage")
+	}
+	if err := p.openDevices(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	// The host epoch runs under this epoch's context: cancelling it ends the
@@ -190,37 +372,34 @@ func (p *Pipeline) DeviceEpoch(ctx context.Context, e int) (*DeviceEpoch, error)
 		return nil, err
 	}
 	n := p.devices
-	sb := p.tensor.SampleBytes()
-	per := p.batch / n
-	x := &DeviceEpoch{p: p, host: host, ctx: ctx, cancel: cancel, start: time.Now(),
+	x := &DeviceEpoch{p: p, host: host, devs: p.devs, free: p.devFree, ctx: ctx, cancel: cancel, start: time.Now(),
 		// At most slabs-2 host batches wait in pending and one more with
 		// the releaser, so the producer's Next always finds a slab free.
 		pending:  make(chan pendingHost, max(p.slabs.Len()-2, 1)),
 		freeWait: make([]atomic.Int64, n)}
-	for d := range n {
-		var opts []prefetch.CPUOption
-		if p.prefetch.CopyDelay > 0 {
-			opts = append(opts, prefetch.WithCopyDelay(p.prefetch.CopyDelay))
-		}
-		dev := prefetch.NewCPU(d, opts...)
-		x.devs = append(x.devs, dev)
+	for _, dev := range x.devs {
+		x.copies0 = append(x.copies0, dev.Stats())
 		x.queues = append(x.queues, prefetch.NewQueue[*devSlot](p.prefetch.Depth))
-		// Depth queued, one being consumed, one being filled.
-		free := make(chan *devSlot, p.prefetch.Depth+2)
-		for range p.prefetch.Depth + 2 {
-			buf, err := dev.Alloc(per * sb)
-			if err != nil {
-				x.Close()
-				return nil, err
-			}
-			free <- &devSlot{buf: buf, labels: make([]int32, per), samples: make([]int, per)}
-		}
-		x.free = append(x.free, free)
 	}
 	x.wg.Add(2)
 	go x.produce()
 	go x.releaseHost()
 	return x, nil
+}
+
+func (p *Pipeline) newSlot(dev prefetch.Device, per int) (*devSlot, error) {
+	s := &devSlot{labels: make([]int32, per), samples: make([]int, per)}
+	var err error
+	if s.buf, err = dev.Alloc(per * p.out.SampleBytes()); err != nil {
+		return nil, err
+	}
+	if p.devNorm != nil {
+		if s.staging, err = dev.Alloc(per * p.tensor.SampleBytes()); err != nil {
+			dev.Free(s.buf)
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 func (x *DeviceEpoch) fail(err error) {
@@ -239,6 +418,7 @@ func (x *DeviceEpoch) produce() {
 	}()
 	n := len(x.devs)
 	sb := x.p.tensor.SampleBytes()
+	vals := x.p.tensor.Shape.Len()
 	for {
 		hb, err := x.host.Next()
 		if errors.Is(err, io.EOF) {
@@ -250,7 +430,7 @@ func (x *DeviceEpoch) produce() {
 		}
 		per := hb.N / n
 		evs := make([]prefetch.Event, 0, n)
-		for d := range n {
+		for d, dev := range x.devs {
 			var slot *devSlot
 			select {
 			case slot = <-x.free[d]:
@@ -267,18 +447,19 @@ func (x *DeviceEpoch) produce() {
 				return
 			}
 			lo, hi := d*per, (d+1)*per
-			ev, err := x.devs[d].CopyAsync(slot.buf, hb.Data[lo*sb:hi*sb])
+			ev, err := x.send(dev, slot, hb.Data[lo*sb:hi*sb], per*vals)
+			if ev != nil {
+				evs = append(evs, ev)
+			}
 			if err != nil {
 				x.free[d] <- slot
 				x.pending <- pendingHost{hb, evs}
 				x.fail(err)
 				return
 			}
-			evs = append(evs, ev)
 			copy(slot.labels, hb.Labels[lo:hi])
 			copy(slot.samples, hb.Samples[lo:hi])
-			slot.ev = ev
-			slot.batch = DeviceBatch{Epoch: hb.Epoch, Index: hb.Index, Device: d, Name: x.devs[d].Name(), N: per,
+			slot.batch = DeviceBatch{Epoch: hb.Epoch, Index: hb.Index, Device: d, Name: dev.Name(), N: per,
 				Buffer: slot.buf, Labels: slot.labels[:per], Samples: slot.samples[:per]}
 			if err := x.queues[d].Put(x.ctx, slot); err != nil {
 				x.free[d] <- slot
@@ -290,6 +471,23 @@ func (x *DeviceEpoch) produce() {
 		// the other slabs wait for copies, so Next never finds all held.
 		x.pending <- pendingHost{hb, evs}
 	}
+}
+
+// send starts a slice's copy, and its conversion where normalize runs on the
+// device. It returns the copy's event, which the host slab waits for, and
+// sets slot.ev to the event the consumer waits for.
+func (x *DeviceEpoch) send(dev prefetch.Device, slot *devSlot, src []byte, vals int) (prefetch.Event, error) {
+	if x.p.devNorm == nil {
+		ev, err := dev.CopyAsync(slot.buf, src)
+		slot.ev = ev
+		return ev, err
+	}
+	ev, err := dev.CopyAsync(slot.staging, src)
+	if err != nil {
+		return nil, err
+	}
+	slot.ev, err = dev.NormalizeAsync(slot.buf, slot.staging, vals, x.p.devNorm)
+	return ev, err
 }
 
 // releaseHost returns each host slab once every copy from it has completed.
@@ -306,7 +504,7 @@ func (x *DeviceEpoch) releaseHost() {
 }
 
 // Next returns device d's next slice, in global batch order, or io.EOF after
-// the last. It waits for the slice's copy to complete.
+// the last. It waits for the slice's copy (and conversion) to complete.
 func (x *DeviceEpoch) Next(d int) (*DeviceBatch, error) {
 	if d < 0 || d >= len(x.devs) {
 		return nil, fmt.Errorf("pipe: device %d of %d", d, len(x.devs))
@@ -359,16 +557,10 @@ func (x *DeviceEpoch) Stats() (EpochStats, []DeviceStats) {
 	var ds []DeviceStats
 	for d, dev := range x.devs {
 		q := x.queues[d].Stats()
-		s := DeviceStats{Device: dev.Name(), Batches: q.Items, StallSeconds: q.ConsumerWait.Seconds(),
-			ProducerWaitSeconds: (q.ProducerWait + time.Duration(x.freeWait[d].Load())).Seconds()}
-		if c, ok := dev.(*prefetch.CPU); ok {
-			n, took := c.Copied()
-			s.Bytes, s.CopySeconds = n, took.Seconds()
-			if took > 0 {
-				s.CopyGBps = float64(n) / took.Seconds() / 1e9
-			}
-		}
-		ds = append(ds, s)
+		c := dev.Stats().Sub(x.copies0[d])
+		ds = append(ds, DeviceStats{Device: dev.Name(), Batches: q.Items, StallSeconds: q.ConsumerWait.Seconds(),
+			ProducerWaitSeconds: (q.ProducerWait + time.Duration(x.freeWait[d].Load())).Seconds(),
+			Bytes:               c.Bytes, CopySeconds: c.Time.Seconds(), CopyGBps: c.GBps()})
 	}
 	st := x.host.Stats()
 	st.Seconds = time.Since(x.start).Seconds()
@@ -379,7 +571,8 @@ func (x *DeviceEpoch) Stats() (EpochStats, []DeviceStats) {
 }
 
 // Close stops the epoch and waits for everything it started: production,
-// copies and the host epoch. Slices not taken are dropped.
+// copies and the host epoch. Slices not taken are dropped; slices taken
+// stay valid until released.
 func (x *DeviceEpoch) Close() error {
 	if x.closed {
 		return nil
@@ -390,9 +583,6 @@ func (x *DeviceEpoch) Close() error {
 	x.host.Close()
 	for d, q := range x.queues {
 		q.Drain(func(s *devSlot) { x.free[d] <- s })
-	}
-	for _, dev := range x.devs {
-		dev.Close()
 	}
 	if e := x.failed.Load(); e != nil && !errors.Is(*e, context.Canceled) {
 		return *e

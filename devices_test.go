@@ -1,10 +1,13 @@
 package pipe
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -87,6 +91,7 @@ func TestDeviceSlicesAreTheStream(t *testing.T) {
 			}
 			x.Close()
 		}
+		p.Close()
 	}
 	goleak.VerifyNone(t)
 }
@@ -121,6 +126,7 @@ func TestDeviceConsumersOnTheirOwnGoroutines(t *testing.T) {
 	}
 	wg.Wait()
 	x.Close()
+	p.Close()
 	_, ds := x.Stats()
 	if counts[0] != 10 || counts[1] != 10 || ds[0].Batches != 10 || ds[1].Bytes != 10*32*3*32*32*4 {
 		t.Errorf("counts %v, stats %+v", counts, ds)
@@ -179,7 +185,6 @@ func TestDeviceCancelReleasesEverything(t *testing.T) {
 	}
 	x.Close()
 	held.Release()
-	goleak.VerifyNone(t)
 	if p.slabs.Out() != 0 {
 		t.Errorf("%d host slabs not returned", p.slabs.Out())
 	}
@@ -188,6 +193,8 @@ func TestDeviceCancelReleasesEverything(t *testing.T) {
 			t.Errorf("device %d: %d of %d buffers returned", d, len(f), cap(f))
 		}
 	}
+	p.Close()
+	goleak.VerifyNone(t)
 }
 
 func boolInt(b bool) int {
@@ -208,6 +215,105 @@ func TestPrefetchConfigErrors(t *testing.T) {
 		{append(recipe(synth(t, 640)), Prefetch(PrefetchConfig{Devices: "gpu"})), "want cpu:N"},
 		{append(append(recipe(synth(t, 640))[:6], withDevices(2, 2, 0)), Batching(64, false)), "comes after batch"},
 		{append(recipe(synth(t, 640)), withDevices(2, 2, 0), ToTensor(transform.NCHW, transform.Float32)), "nothing may follow prefetch"},
+	} {
+		if _, err := New(c.stages...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error containing %q", err, c.want)
+		}
+	}
+}
+
+// onDevice returns the recipe with normalize moved to the devices and the
+// output tensor given.
+func onDevice(t *testing.T, src source.Source, layout transform.Layout, dtype transform.DType, extra ...Stage) []Stage {
+	stages := recipe(src)
+	norm, _ := transform.Normalize([]float64{0.49, 0.48, 0.45}, []float64{0.25, 0.24, 0.26})
+	stages[5] = DeviceNormalize(norm)
+	stages[7] = ToTensor(layout, dtype)
+	return append(stages, extra...)
+}
+
+// TestDeviceNormalizeEqualsHost: with normalize where=device, batches cross
+// as uint8 (a quarter of the bytes) and each device's slice equals the
+// host-normalised stream to float tolerance, in both layouts and float
+// dtypes.
+func TestDeviceNormalizeEqualsHost(t *testing.T) {
+	for _, c := range []struct {
+		layout transform.Layout
+		dtype  transform.DType
+		tol    float64
+	}{{transform.NCHW, transform.Float32, 1e-6}, {transform.NHWC, transform.Float32, 1e-6}, {transform.NCHW, transform.Float16, 2e-3}} {
+		stages := onDevice(t, synth(t, 640), c.layout, c.dtype)
+		stages[5] = recipe(synth(t, 1))[5] // normalize on the host
+		host := mustNew(t, stages...)
+		var want [][]byte
+		if _, err := host.Run(context.Background(), RunOptions{OnBatch: func(b *Batch) error {
+			want = append(want, append([]byte(nil), b.Data...))
+			return nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		p := mustNew(t, onDevice(t, synth(t, 640), c.layout, c.dtype, withDevices(2, 3, 0))...)
+		if !p.NormalizesOnDevice() || p.HostTensor().DType != transform.Uint8 || p.Tensor().String() != host.Tensor().String() {
+			t.Fatalf("tensors: host %v, out %v, want out %v", p.HostTensor(), p.Tensor(), host.Tensor())
+		}
+		x, err := p.DeviceEpoch(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := 0; ; b++ {
+			var got []byte
+			db, err := x.Next(0)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, db.Data()...)
+			db.Release()
+			db, err = x.Next(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// CopyTo is how a GPU's slice is read; here it must agree.
+			buf := make([]byte, db.Bytes())
+			if err := db.CopyTo(buf); err != nil || !bytes.Equal(buf, db.Data()) {
+				t.Fatalf("CopyTo: %v", err)
+			}
+			got = append(got, buf...)
+			db.Release()
+			if len(got) != len(want[b]) {
+				t.Fatalf("batch %d: %d bytes, want %d", b, len(got), len(want[b]))
+			}
+			for i := 0; i < len(got)/c.dtype.Size(); i++ {
+				g, w := elem(got, i, c.dtype), elem(want[b], i, c.dtype)
+				if math.Abs(g-w) > c.tol*max(1, math.Abs(w)) {
+					t.Fatalf("%s %s batch %d value %d: %g on the device, %g on the host", c.layout, c.dtype, b, i, g, w)
+				}
+			}
+		}
+		x.Close()
+		_, ds := x.Stats()
+		if sb := 32 * 32 * 3; ds[0].Bytes != int64(10*32*sb) {
+			t.Errorf("device 0 received %d bytes, want %d (uint8)", ds[0].Bytes, 10*32*sb)
+		}
+	}
+}
+
+func elem(b []byte, i int, dt transform.DType) float64 {
+	if dt == transform.Float16 {
+		return float64(transform.Float16To32(uint16(b[2*i]) | uint16(b[2*i+1])<<8))
+	}
+	return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+}
+
+func TestDeviceNormalizeConfigErrors(t *testing.T) {
+	for _, c := range []struct {
+		stages []Stage
+		want   string
+	}{
+		{onDevice(t, synth(t, 640), transform.NCHW, transform.Float32), "add a prefetch stage"},
+		{onDevice(t, synth(t, 640), transform.NCHW, transform.Uint8, withDevices(2, 2, 0)), "dtype=uint8 cannot hold normalized values"},
 	} {
 		if _, err := New(c.stages...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want an error containing %q", err, c.want)

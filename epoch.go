@@ -67,7 +67,7 @@ func (b *Batch) Release() {
 	}
 	b.owner = nil
 	x.held.Add(-1)
-	x.p.slabs.Put(b.slab)
+	x.slabs.Put(b.slab)
 }
 
 // job is the state of one batch in flight; there is one per slab, reused.
@@ -115,6 +115,7 @@ type chunkRecord struct {
 // it (Close is safe to call at any time, and again).
 type Epoch struct {
 	p      *Pipeline
+	slabs  *prefetch.SlabPool // p.slabs when the epoch started
 	epoch  int
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -179,16 +180,22 @@ func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) {
 	}
 	nslabs := p.workers + extraSlabs
 	sb := p.tensor.SampleBytes()
-	if p.slabs == nil || p.slabs.Len() != nslabs {
-		pool, err := prefetch.NewSlabPool(nslabs, p.batch*sb, p.batch)
+	if p.slabs == nil || p.slabs.Len() != nslabs || p.slabs.Pinned() != (p.hostAlloc != nil) {
+		if p.slabs != nil {
+			if err := p.slabs.Close(); err != nil {
+				return nil, err
+			}
+		}
+		pool, err := prefetch.NewSlabPool(nslabs, p.batch*sb, p.batch, p.hostAlloc)
 		if err != nil {
+			p.slabs = nil
 			return nil, err
 		}
 		p.slabs = pool
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	x := &Epoch{
-		p: p, epoch: e, ctx: ctx, cancel: cancel,
+		p: p, slabs: p.slabs, epoch: e, ctx: ctx, cancel: cancel,
 		jobs:   make([]job, nslabs),
 		ready:  make(chan *job, nslabs),
 		chunks: make(chan chunk, nslabs*((p.batch+chunkSamples-1)/chunkSamples)),
@@ -248,7 +255,7 @@ func (x *Epoch) produce() {
 	for b := range nb {
 		lo := b * p.batch
 		hi := min(lo+p.batch, p.plan.Len())
-		slab, err := p.slabs.Get(x.ctx)
+		slab, err := x.slabs.Get(x.ctx)
 		if err != nil {
 			return
 		}
@@ -447,8 +454,8 @@ func (x *Epoch) Next() (*Batch, error) {
 		}
 		return nil, io.EOF
 	}
-	if int(x.held.Load()) >= x.p.slabs.Len() {
-		return nil, fmt.Errorf("pipe: Next with all %d batches held: Release batches before asking for more", x.p.slabs.Len())
+	if int(x.held.Load()) >= x.slabs.Len() {
+		return nil, fmt.Errorf("pipe: Next with all %d batches held: Release batches before asking for more", x.slabs.Len())
 	}
 	t := time.Now()
 	var j *job
@@ -470,7 +477,7 @@ func (x *Epoch) Next() (*Batch, error) {
 		// Stop the workers first: they may still be writing into j's slab.
 		x.Close()
 		if j != nil {
-			x.p.slabs.Put(j.slab)
+			x.slabs.Put(j.slab)
 		}
 		if err := x.err(); err != nil {
 			return nil, err
@@ -538,7 +545,7 @@ func (x *Epoch) finish() {
 // returned io.EOF.
 func (x *Epoch) Stats() EpochStats {
 	s := x.stats
-	s.SlabWaitSeconds += x.p.slabs.Wait().Seconds()
+	s.SlabWaitSeconds += x.slabs.Wait().Seconds()
 	if c := x.p.cache; c != nil {
 		// An epoch needs each of its shards once; those not computed
 		// were read.
@@ -565,7 +572,7 @@ func (x *Epoch) Close() error {
 	x.cancel(context.Canceled)
 	x.pool.StopAndWait()
 	for j := range x.ready {
-		x.p.slabs.Put(j.slab)
+		x.slabs.Put(j.slab)
 	}
 	x.p.running = false
 	if err := x.err(); err != nil {

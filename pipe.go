@@ -206,11 +206,21 @@ type Pipeline struct {
 	// cacheClosed builds the cache's fingerprint without opening it.
 	cacheClosed bool
 	prefetch    *PrefetchConfig
-	devices     int // 0 without a prefetch stage
-	slabs       *prefetch.SlabPool
-	running     bool
-	skipped     []*source.RecordError
-	nskipped    int
+	devSpec     deviceSpec
+	devices     int               // 0 without a prefetch stage
+	devs        []prefetch.Device // opened by the first DeviceEpoch
+	devFree     []chan *devSlot   // per device, its free buffers
+	hostAlloc   prefetch.HostAllocator
+	// out is the tensor consumers get; tensor is what the host writes, the
+	// same but for normalize where=device, when the host writes uint8 and
+	// devNorm converts it on the devices.
+	out          *transform.Tensor
+	normOnDevice bool
+	devNorm      *prefetch.Norm
+	slabs        *prefetch.SlabPool
+	running      bool
+	skipped      []*source.RecordError
+	nskipped     int
 }
 
 // ErrConfig is wrapped by every error New returns for stages that do not fit
@@ -290,7 +300,17 @@ func New(stages ...Stage) (*Pipeline, error) {
 		}
 		return nil, stageErr(i, stages[i], err)
 	}
-	p.tensor = t
+	p.tensor, p.out = t, t
+	if p.normOnDevice {
+		i := slices.IndexFunc(stages, func(s Stage) bool { return s.name == "normalize" })
+		if p.prefetch == nil {
+			return nil, stageErr(i, stages[i], errors.New("where=device normalizes on the devices: add a prefetch stage (devices=cpu:N simulates them)"))
+		}
+		if p.tensor, p.devNorm, err = deviceTensor(t); err != nil {
+			return nil, stageErr(i, stages[i], err)
+		}
+	}
+	t = p.tensor
 	p.direct = t.DType == transform.Uint8 && (t.Layout == transform.NCHW || shape.C == 1)
 	var opts []sharding.Option
 	if p.shuffle {
@@ -323,8 +343,9 @@ func (p *Pipeline) Source() source.Source { return p.src }
 // Stages returns the stages the pipeline was built from.
 func (p *Pipeline) Stages() []Stage { return p.stages }
 
-// Tensor describes the batches: layout, dtype and per-sample shape.
-func (p *Pipeline) Tensor() *transform.Tensor { return p.tensor }
+// Tensor describes the batches consumers get: layout, dtype and per-sample
+// shape.
+func (p *Pipeline) Tensor() *transform.Tensor { return p.out }
 
 // BatchSize is the number of samples in a full batch.
 func (p *Pipeline) BatchSize() int { return p.batch }
@@ -388,13 +409,12 @@ func (p *Pipeline) indexBuf(i int) []int {
 	return p.indices[i][:p.batch]
 }
 
-// Close closes the cache and the source.
+// Close closes the devices, the cache and the source.
 func (p *Pipeline) Close() error {
+	errs := []error{p.closeDevices()}
 	if p.cache != nil && p.cache.store != nil {
-		if err := p.cache.store.Close(); err != nil {
-			p.src.Close()
-			return err
-		}
+		errs = append(errs, p.cache.store.Close())
 	}
-	return p.src.Close()
+	errs = append(errs, p.src.Close())
+	return errors.Join(errs...)
 }

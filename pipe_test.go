@@ -57,6 +57,7 @@ func mustNew(t testing.TB, stages ...Stage) *Pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { p.Close() })
 	return p
 }
 

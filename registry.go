@@ -341,11 +341,15 @@ func init() {
 		Params: []Param{
 			{Name: "mean", Type: Floats, Required: true, Doc: "per-channel means on the [0,1] scale, comma-separated (one value: all channels)"},
 			{Name: "std", Type: Floats, Required: true, Doc: "per-channel standard deviations on the [0,1] scale, all > 0"},
+			{Name: "where", Type: Enum, Enum: []string{"host", "device"}, Default: "host", Doc: "device: ship uint8 (4× fewer bytes) and normalise on each device; needs prefetch"},
 		},
 		Build: func(a Args) (Stage, error) {
 			n, err := transform.Normalize(a.Floats("mean"), a.Floats("std"))
 			if err != nil {
 				return Stage{}, err
+			}
+			if a.String("where") == "device" {
+				return DeviceNormalize(n), nil
 			}
 			return Normalize(n), nil
 		}})

@@ -10,20 +10,51 @@ import (
 )
 
 // Device is one accelerator, or a simulated one: it owns device memory and
-// copies host memory into it asynchronously, in the order copies are asked
-// for (one copy stream per device).
+// works on it asynchronously, in the order work is asked for (one stream
+// per device). Its methods may be called from any goroutine.
 type Device interface {
 	// Name is the device's name in summaries: "cpu:0", "cuda:1".
 	Name() string
 	// Alloc returns device memory of n bytes.
 	Alloc(n int) (Buffer, error)
+	// Free releases a buffer from Alloc once the work using it is done.
+	Free(b Buffer) error
 	// CopyAsync starts copying src into dst[:len(src)] and returns at once.
 	// src must stay unchanged until the returned Event completes: the
 	// caller keeps the host slab it points into until then.
 	CopyAsync(dst Buffer, src []byte) (Event, error)
-	// Close waits for copies in flight and releases the device's
-	// resources; buffers must not be used after it.
+	// NormalizeAsync converts the first n bytes of src, uint8 values, into
+	// n floats in dst with k, after the work asked for before it.
+	NormalizeAsync(dst, src Buffer, n int, k *Norm) (Event, error)
+	// Read copies the first len(dst) bytes of src into host memory once the
+	// work asked for before it is done. It is for checks and checksums, not
+	// for the hot path.
+	Read(dst []byte, src Buffer) error
+	// Stats reports the host-to-device copies made so far.
+	Stats() CopyStats
+	// Close waits for work in flight and releases the device's resources;
+	// buffers must not be used after it.
 	Close() error
+}
+
+// CopyStats counts a device's host-to-device copies.
+type CopyStats struct {
+	Bytes int64
+	// Time is the time the copies took on the device.
+	Time time.Duration
+}
+
+// Sub is the copies made since an earlier reading.
+func (s CopyStats) Sub(old CopyStats) CopyStats {
+	return CopyStats{Bytes: s.Bytes - old.Bytes, Time: s.Time - old.Time}
+}
+
+// GBps is the achieved bandwidth in GB/s (0 without copies).
+func (s CopyStats) GBps() float64 {
+	if s.Time <= 0 {
+		return 0
+	}
+	return float64(s.Bytes) / s.Time.Seconds() / 1e9
 }
 
 // Buffer is device memory.
@@ -42,11 +73,58 @@ type Event interface {
 	Wait(ctx context.Context) error
 }
 
+// HostAllocator is implemented by devices that copy faster from memory they
+// allocate themselves (page-locked memory for a GPU). The memory is usable
+// with every device of the same kind.
+type HostAllocator interface {
+	AllocHost(n int) ([]byte, error)
+	FreeHost(b []byte) error
+}
+
 // ErrClosed is returned for work asked of a closed device.
 var ErrClosed = errors.New("prefetch: device closed")
 
+// ErrNoCUDA is returned for GPU devices in a build without the cuda tag.
+var ErrNoCUDA = errors.New("GPU devices need the cuda build (go build -tags cuda, on a machine with the CUDA driver)")
+
+// op is an operation on a device's stream; done closes when it completes.
+type op struct {
+	done chan struct{}
+	err  error
+}
+
+func newOp() *op { return &op{done: make(chan struct{})} }
+
+func (o *op) Wait(ctx context.Context) error {
+	select {
+	case <-o.done:
+		return o.err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// checkCopy checks a copy's sizes against its destination.
+func checkCopy(name string, dst Buffer, n int) error {
+	if n > dst.Len() {
+		return fmt.Errorf("prefetch: %s: copy of %d bytes into a %d-byte buffer", name, n, dst.Len())
+	}
+	return nil
+}
+
+// checkNormalize checks a conversion's sizes against its buffers.
+func checkNormalize(name string, dst, src Buffer, n int, k *Norm) error {
+	if err := k.check(); err != nil {
+		return err
+	}
+	if n > src.Len() || n*k.outSize() > dst.Len() {
+		return fmt.Errorf("prefetch: %s: normalizing %d values from a %d-byte buffer into a %d-byte one", name, n, src.Len(), dst.Len())
+	}
+	return nil
+}
+
 // CPU is a simulated device in host memory: Alloc gives separate buffers,
-// and CopyAsync copies into them on the device's own goroutine, in order.
+// and the work asked of it runs on the device's own goroutine, in order.
 // It exercises every queueing, slicing and release path of a real device on
 // any machine.
 type CPU struct {
@@ -54,11 +132,16 @@ type CPU struct {
 	delay  time.Duration
 	mu     sync.Mutex // guards closed and sends on reqs
 	closed bool
-	reqs   chan *cpuCopy
+	reqs   chan cpuReq
 	exited chan struct{}
 	// copyNanos is the time spent copying, for bandwidth figures.
 	copyNanos atomic.Int64
 	copied    atomic.Int64
+}
+
+type cpuReq struct {
+	op  *op
+	run func() error
 }
 
 // CPUOption configures a CPU device.
@@ -68,10 +151,10 @@ type CPUOption func(*CPU)
 // tests of what must wait for copies. Default: 0.
 func WithCopyDelay(d time.Duration) CPUOption { return func(c *CPU) { c.delay = d } }
 
-// NewCPU returns simulated device number index. Its copy goroutine runs
+// NewCPU returns simulated device number index. Its stream goroutine runs
 // until Close.
 func NewCPU(index int, opts ...CPUOption) *CPU {
-	c := &CPU{name: fmt.Sprintf("cpu:%d", index), reqs: make(chan *cpuCopy, 64), exited: make(chan struct{})}
+	c := &CPU{name: fmt.Sprintf("cpu:%d", index), reqs: make(chan cpuReq, 64), exited: make(chan struct{})}
 	for _, o := range opts {
 		o(c)
 	}
@@ -84,67 +167,94 @@ type cpuBuffer struct{ b []byte }
 func (b *cpuBuffer) Len() int     { return len(b.b) }
 func (b *cpuBuffer) Host() []byte { return b.b }
 
-type cpuCopy struct {
-	dst  []byte
-	src  []byte
-	done chan struct{}
-	err  error
-}
-
-func (e *cpuCopy) Wait(ctx context.Context) error {
-	select {
-	case <-e.done:
-		return e.err
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
 func (c *CPU) Name() string { return c.name }
 
 func (c *CPU) Alloc(n int) (Buffer, error) { return &cpuBuffer{b: aligned(n)}, nil }
 
+func (c *CPU) Free(b Buffer) error {
+	if _, ok := b.(*cpuBuffer); !ok {
+		return c.foreign()
+	}
+	return nil
+}
+
+func (c *CPU) foreign() error { return fmt.Errorf("prefetch: %s: buffer from another device", c.name) }
+
 func (c *CPU) CopyAsync(dst Buffer, src []byte) (Event, error) {
 	d, ok := dst.(*cpuBuffer)
 	if !ok {
-		return nil, fmt.Errorf("prefetch: %s: buffer from another device", c.name)
+		return nil, c.foreign()
 	}
-	if len(src) > len(d.b) {
-		return nil, fmt.Errorf("prefetch: %s: copy of %d bytes into a %d-byte buffer", c.name, len(src), len(d.b))
+	if err := checkCopy(c.name, dst, len(src)); err != nil {
+		return nil, err
 	}
-	req := &cpuCopy{dst: d.b, src: src, done: make(chan struct{})}
+	return c.enqueue(func() error {
+		t := time.Now()
+		// A slow device waits before it reads the source, so a source
+		// reused too early shows up as wrong bytes on the device.
+		if c.delay > 0 {
+			time.Sleep(c.delay)
+		}
+		copy(d.b, src)
+		c.copyNanos.Add(int64(time.Since(t)))
+		c.copied.Add(int64(len(src)))
+		return nil
+	})
+}
+
+func (c *CPU) NormalizeAsync(dst, src Buffer, n int, k *Norm) (Event, error) {
+	d, ok1 := dst.(*cpuBuffer)
+	s, ok2 := src.(*cpuBuffer)
+	if !ok1 || !ok2 {
+		return nil, c.foreign()
+	}
+	if err := checkNormalize(c.name, dst, src, n, k); err != nil {
+		return nil, err
+	}
+	return c.enqueue(func() error {
+		k.Apply(d.b, s.b[:n])
+		return nil
+	})
+}
+
+func (c *CPU) Read(dst []byte, src Buffer) error {
+	s, ok := src.(*cpuBuffer)
+	if !ok {
+		return c.foreign()
+	}
+	if len(dst) > len(s.b) {
+		return fmt.Errorf("prefetch: %s: read of %d bytes from a %d-byte buffer", c.name, len(dst), len(s.b))
+	}
+	ev, err := c.enqueue(func() error { copy(dst, s.b); return nil })
+	if err != nil {
+		return err
+	}
+	return ev.Wait(context.Background())
+}
+
+// enqueue puts work on the stream.
+func (c *CPU) enqueue(run func() error) (Event, error) {
+	r := cpuReq{op: newOp(), run: run}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
-	c.reqs <- req
-	return req, nil
+	c.reqs <- r
+	return r.op, nil
 }
 
-// stream runs the device's copies in order, like a copy stream, until Close
-// (finishing every copy asked for before it).
+// stream runs the device's work in order until Close (finishing everything
+// asked for before it).
 func (c *CPU) stream() {
 	defer close(c.exited)
-	for req := range c.reqs {
-		c.run(req)
+	for r := range c.reqs {
+		r.op.err = r.run()
+		close(r.op.done)
 	}
 }
 
-func (c *CPU) run(req *cpuCopy) {
-	t := time.Now()
-	// A slow device waits before it reads the source, so a source reused
-	// too early shows up as wrong bytes on the device.
-	if c.delay > 0 {
-		time.Sleep(c.delay)
-	}
-	copy(req.dst, req.src)
-	c.copyNanos.Add(int64(time.Since(t)))
-	c.copied.Add(int64(len(req.src)))
-	close(req.done)
-}
-
-// Close finishes the copies already asked for and stops the copy goroutine.
+// Close finishes the work already asked for and stops the stream goroutine.
 func (c *CPU) Close() error {
 	c.mu.Lock()
 	if !c.closed {
@@ -156,7 +266,7 @@ func (c *CPU) Close() error {
 	return nil
 }
 
-// Copied reports the bytes copied and the time the copies took.
-func (c *CPU) Copied() (int64, time.Duration) {
-	return c.copied.Load(), time.Duration(c.copyNanos.Load())
+// Stats reports the bytes copied and the time the copies took.
+func (c *CPU) Stats() CopyStats {
+	return CopyStats{Bytes: c.copied.Load(), Time: time.Duration(c.copyNanos.Load())}
 }

@@ -33,7 +33,7 @@ func TestCPUDeviceCopiesInOrder(t *testing.T) {
 	}
 	for i, b := range bufs {
 		select {
-		case <-evs[i].(*cpuCopy).done:
+		case <-evs[i].(*op).done:
 		default:
 			t.Fatalf("copy %d not done when copy 4 was", i)
 		}
@@ -41,8 +41,8 @@ func TestCPUDeviceCopiesInOrder(t *testing.T) {
 			t.Fatalf("buffer %d holds %d", i, b.Host()[99])
 		}
 	}
-	if n, took := d.Copied(); n != 500 || took < 10*time.Millisecond {
-		t.Errorf("Copied = %d bytes in %v", n, took)
+	if s := d.Stats(); s.Bytes != 500 || s.Time < 10*time.Millisecond {
+		t.Errorf("Stats = %d bytes in %v", s.Bytes, s.Time)
 	}
 	small, _ := d.Alloc(10)
 	if _, err := d.CopyAsync(small, make([]byte, 11)); err == nil {

@@ -25,23 +25,54 @@ const Align = 64
 // which is how a slow consumer holds back its producers with bounded memory.
 type SlabPool struct {
 	slabs []*Slab
+	alloc HostAllocator // nil: Go memory
 	free  chan *Slab
 	out   atomic.Int64
 	wait  atomic.Int64 // nanoseconds Get spent blocked
 }
 
-// NewSlabPool allocates n slabs of bytes bytes and labels labels each.
-func NewSlabPool(n, bytes, labels int) (*SlabPool, error) {
+// NewSlabPool allocates n slabs of bytes bytes and labels labels each, the
+// data from alloc (page-locked memory for a GPU) or, if alloc is nil, from
+// the Go heap. Close frees memory from alloc.
+func NewSlabPool(n, bytes, labels int, alloc HostAllocator) (*SlabPool, error) {
 	if n < 1 || bytes < 0 || labels < 0 {
 		return nil, fmt.Errorf("prefetch: slab pool of %d slabs of %d bytes: want n ≥ 1", n, bytes)
 	}
-	p := &SlabPool{free: make(chan *Slab, n)}
+	p := &SlabPool{free: make(chan *Slab, n), alloc: alloc}
 	for i := range n {
-		s := &Slab{Data: aligned(bytes), Labels: make([]int32, labels), ID: i}
+		data := aligned(bytes)
+		if alloc != nil {
+			var err error
+			if data, err = alloc.AllocHost(bytes); err != nil {
+				p.Close()
+				return nil, fmt.Errorf("prefetch: slab %d of %d (%d bytes): %w", i+1, n, bytes, err)
+			}
+		}
+		s := &Slab{Data: data, Labels: make([]int32, labels), ID: i}
 		p.slabs = append(p.slabs, s)
 		p.free <- s
 	}
 	return p, nil
+}
+
+// Pinned reports whether the slabs come from a device's allocator.
+func (p *SlabPool) Pinned() bool { return p.alloc != nil }
+
+// Close frees the slabs' memory where a device allocated it. No slab may be
+// in use.
+func (p *SlabPool) Close() error {
+	if p.alloc == nil {
+		return nil
+	}
+	var first error
+	for _, s := range p.slabs {
+		if err := p.alloc.FreeHost(s.Data); err != nil && first == nil {
+			first = err
+		}
+		s.Data = nil
+	}
+	p.alloc = nil
+	return first
 }
 
 func aligned(n int) []byte {

@@ -9,7 +9,7 @@ import (
 )
 
 func TestSlabPoolBlocksAndCounts(t *testing.T) {
-	p, err := NewSlabPool(2, 100, 4)
+	p, err := NewSlabPool(2, 100, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

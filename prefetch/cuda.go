@@ -1,0 +1,406 @@
+//go:build cuda
+
+package prefetch
+
+// Page-locked host memory is the one driver call gorgonia.org/cu leaves
+// out, so it is made here.
+
+/*
+#cgo LDFLAGS: -lcuda
+#cgo linux CFLAGS: -I/usr/local/cuda/include
+#cgo linux LDFLAGS: -L/usr/local/cuda/lib64 -L/usr/local/cuda/lib64/stubs
+#include <cuda.h>
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// CUDADevices returns the number of GPUs the CUDA driver sees.
+func CUDADevices() (int, error) {
+	n, err := cu.NumDevices()
+	if err != nil {
+		return 0, fmt.Errorf("prefetch: counting CUDA devices: %w", err)
+	}
+	return n, nil
+}
+
+// CUDA is one GPU: its primary context, one non-blocking stream that every
+// copy and kernel goes through in order, and the normalize kernels loaded
+// from the embedded PTX. Completion is tracked with CUDA events by one
+// goroutine per device, which also times every copy for the bandwidth
+// figures.
+type CUDA struct {
+	name     string
+	dev      cu.Device
+	ctx      cu.CUContext
+	stream   cu.Stream
+	mod      cu.Module
+	f32, f16 cu.Function
+
+	mu       sync.Mutex // guards closed and the order of work on the stream
+	closed   bool
+	inflight chan *cudaOp
+	exited   chan struct{}
+
+	evMu   sync.Mutex
+	events []cu.Event // free events, recycled
+
+	copied, nanos atomic.Int64
+}
+
+// cudaOp is work on the stream between two recorded events.
+type cudaOp struct {
+	*op
+	start, end cu.Event
+	bytes      int64 // for a copy, counted in the bandwidth figures
+}
+
+type cudaBuffer struct {
+	ptr cu.DevicePtr
+	n   int
+	dev *CUDA
+}
+
+func (b *cudaBuffer) Len() int     { return b.n }
+func (b *cudaBuffer) Host() []byte { return nil }
+
+// NewCUDA opens GPU number ordinal.
+func NewCUDA(ordinal int) (*CUDA, error) {
+	n, err := CUDADevices()
+	if err != nil {
+		return nil, err
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("prefetch: cuda:%d: the driver sees %d GPUs (cuda:0 to cuda:%d)", ordinal, n, n-1)
+	}
+	dev, err := cu.GetDevice(ordinal)
+	if err != nil {
+		return nil, fmt.Errorf("prefetch: cuda:%d: %w", ordinal, err)
+	}
+	g := &CUDA{name: fmt.Sprintf("cuda:%d", ordinal), dev: dev, inflight: make(chan *cudaOp, 1024), exited: make(chan struct{})}
+	// The primary context is the one the CUDA runtime (and so PyTorch or
+	// cuDNN in the same process) uses: buffers are shared with them.
+	if g.ctx, err = dev.RetainPrimaryCtx(); err != nil {
+		return nil, g.errf("retaining the primary context", err)
+	}
+	err = g.do(func() error {
+		var err error
+		if g.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
+			return g.errf("creating the copy stream", err)
+		}
+		if g.mod, err = cu.LoadData(normalizePTX); err != nil {
+			return g.errf("loading the normalize kernels", err)
+		}
+		if g.f32, err = g.mod.Function("normalize_f32"); err != nil {
+			return g.errf("normalize_f32", err)
+		}
+		if g.f16, err = g.mod.Function("normalize_f16"); err != nil {
+			return g.errf("normalize_f16", err)
+		}
+		return nil
+	})
+	if err != nil {
+		dev.ReleasePrimaryCtx()
+		return nil, err
+	}
+	go g.complete()
+	return g, nil
+}
+
+func (g *CUDA) errf(what string, err error) error {
+	return fmt.Errorf("prefetch: %s: %s: %w", g.name, what, err)
+}
+
+// do runs f on a locked OS thread with the device's context current: the
+// driver API keeps the current context per thread, and goroutines move.
+func (g *CUDA) do(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.SetCurrentContext(g.ctx); err != nil {
+		return g.errf("making the context current", err)
+	}
+	return f()
+}
+
+func (g *CUDA) Name() string { return g.name }
+
+func (g *CUDA) Alloc(n int) (Buffer, error) {
+	b := &cudaBuffer{n: n, dev: g}
+	err := g.do(func() error {
+		var err error
+		b.ptr, err = cu.MemAlloc(int64(max(n, 1)))
+		return err
+	})
+	if err != nil {
+		return nil, g.errf(fmt.Sprintf("allocating %d bytes", n), err)
+	}
+	return b, nil
+}
+
+func (g *CUDA) buffer(b Buffer) (*cudaBuffer, error) {
+	cb, ok := b.(*cudaBuffer)
+	if !ok || cb.dev != g {
+		return nil, fmt.Errorf("prefetch: %s: buffer from another device", g.name)
+	}
+	return cb, nil
+}
+
+// Free waits for the stream's work, then frees the buffer.
+func (g *CUDA) Free(b Buffer) error {
+	cb, err := g.buffer(b)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.do(func() error {
+		if err := g.stream.Synchronize(); err != nil {
+			return g.errf("waiting for the stream", err)
+		}
+		return cu.MemFree(cb.ptr)
+	})
+}
+
+func (g *CUDA) CopyAsync(dst Buffer, src []byte) (Event, error) {
+	d, err := g.buffer(dst)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCopy(g.name, dst, len(src)); err != nil {
+		return nil, err
+	}
+	return g.enqueue(int64(len(src)), func() error {
+		if len(src) == 0 {
+			return nil
+		}
+		return cu.MemcpyHtoDAsync(d.ptr, unsafe.Pointer(unsafe.SliceData(src)), int64(len(src)), g.stream)
+	})
+}
+
+// normalizeThreads is the block size of the normalize kernels.
+const normalizeThreads = 256
+
+func (g *CUDA) NormalizeAsync(dst, src Buffer, n int, k *Norm) (Event, error) {
+	d, err := g.buffer(dst)
+	if err != nil {
+		return nil, err
+	}
+	s, err := g.buffer(src)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkNormalize(g.name, dst, src, n, k); err != nil {
+		return nil, err
+	}
+	fn := g.f32
+	if k.Half {
+		fn = g.f16
+	}
+	// cu's Launch copies eight bytes from each parameter; the kernel reads
+	// as many as the parameter's type has, from the low end.
+	var args [13]uint64
+	args[0], args[1], args[2] = uint64(d.ptr), uint64(s.ptr), uint64(n)
+	args[3], args[4] = uint64(k.Plane), uint64(len(k.Scale))
+	for c := range MaxNormChannels {
+		if c < len(k.Scale) {
+			args[5+c] = uint64(math.Float32bits(k.Scale[c]))
+			args[9+c] = uint64(math.Float32bits(k.Bias[c]))
+		}
+	}
+	params := make([]unsafe.Pointer, len(args))
+	for i := range args {
+		params[i] = unsafe.Pointer(&args[i])
+	}
+	blocks := min((n+normalizeThreads-1)/normalizeThreads, 1<<20)
+	return g.enqueue(0, func() error {
+		if n == 0 {
+			return nil
+		}
+		return fn.Launch(blocks, 1, 1, normalizeThreads, 1, 1, 0, g.stream, params)
+	})
+}
+
+// Read waits for the stream's work, then copies device memory to dst.
+func (g *CUDA) Read(dst []byte, src Buffer) error {
+	s, err := g.buffer(src)
+	if err != nil {
+		return err
+	}
+	if len(dst) > s.n {
+		return fmt.Errorf("prefetch: %s: read of %d bytes from a %d-byte buffer", g.name, len(dst), s.n)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.do(func() error {
+		if err := g.stream.Synchronize(); err != nil {
+			return g.errf("waiting for the stream", err)
+		}
+		return cu.MemcpyDtoH(unsafe.Pointer(unsafe.SliceData(dst)), s.ptr, int64(len(dst)))
+	})
+}
+
+// enqueue puts work on the stream between two events, and hands it to the
+// completion goroutine.
+func (g *CUDA) enqueue(bytes int64, launch func() error) (Event, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, ErrClosed
+	}
+	o := &cudaOp{op: newOp(), bytes: bytes}
+	err := g.do(func() error {
+		var err error
+		if o.start, err = g.event(); err != nil {
+			return err
+		}
+		if o.end, err = g.event(); err != nil {
+			return err
+		}
+		if err := o.start.Record(g.stream); err != nil {
+			return err
+		}
+		if err := launch(); err != nil {
+			return err
+		}
+		return o.end.Record(g.stream)
+	})
+	if err != nil {
+		g.recycle(o.start, o.end)
+		return nil, g.errf("enqueueing work", err)
+	}
+	g.inflight <- o
+	return o.op, nil
+}
+
+// event returns a free event, or a new one (the context must be current).
+func (g *CUDA) event() (cu.Event, error) {
+	g.evMu.Lock()
+	defer g.evMu.Unlock()
+	if n := len(g.events); n > 0 {
+		e := g.events[n-1]
+		g.events = g.events[:n-1]
+		return e, nil
+	}
+	// Blocking sync: the completion goroutine sleeps in Synchronize rather
+	// than spinning a core the pipeline needs.
+	return cu.MakeEvent(cu.BlockingSyncEvent)
+}
+
+func (g *CUDA) recycle(evs ...cu.Event) {
+	g.evMu.Lock()
+	defer g.evMu.Unlock()
+	for _, e := range evs {
+		if e != (cu.Event{}) {
+			g.events = append(g.events, e)
+		}
+	}
+}
+
+// complete waits for each operation's end event, in stream order, and
+// completes it.
+func (g *CUDA) complete() {
+	defer close(g.exited)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctxErr := cu.SetCurrentContext(g.ctx)
+	for o := range g.inflight {
+		err := ctxErr
+		if err == nil {
+			err = o.end.Synchronize()
+		}
+		if err == nil && o.bytes > 0 {
+			if ms, err := o.start.Elapsed(o.end); err == nil {
+				g.nanos.Add(int64(ms * 1e6))
+				g.copied.Add(o.bytes)
+			}
+		}
+		g.recycle(o.start, o.end)
+		if err != nil {
+			o.op.err = g.errf("device work failed", err)
+		}
+		close(o.op.done)
+	}
+}
+
+// AllocHost returns n bytes of page-locked host memory, usable by every
+// context (CU_MEMHOSTALLOC_PORTABLE): copies from it run at the bus's full
+// rate and truly asynchronously.
+func (g *CUDA) AllocHost(n int) ([]byte, error) {
+	if n == 0 {
+		return []byte{}, nil
+	}
+	var p unsafe.Pointer
+	err := g.do(func() error {
+		if r := C.cuMemHostAlloc(&p, C.size_t(n), C.CU_MEMHOSTALLOC_PORTABLE); r != C.CUDA_SUCCESS {
+			return fmt.Errorf("cuMemHostAlloc of %d bytes: CUDA error %d", n, int(r))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, g.errf("pinned host memory", err)
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// FreeHost frees memory from AllocHost.
+func (g *CUDA) FreeHost(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return g.do(func() error { return cu.MemFreeHost(unsafe.Pointer(unsafe.SliceData(b))) })
+}
+
+// Stats reports the bytes copied and the time the copies took on the GPU
+// (measured between events around each copy).
+func (g *CUDA) Stats() CopyStats {
+	return CopyStats{Bytes: g.copied.Load(), Time: time.Duration(g.nanos.Load())}
+}
+
+// Close finishes the work asked for, then releases the stream, the kernels,
+// the events and the context.
+func (g *CUDA) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	close(g.inflight)
+	g.mu.Unlock()
+	<-g.exited
+	err := g.do(func() error {
+		errs := []error{g.stream.Synchronize(), g.mod.Unload()}
+		for _, e := range g.events {
+			errs = append(errs, cu.DestroyEvent(&e))
+		}
+		g.events = nil
+		errs = append(errs, g.stream.Destroy())
+		return errors.Join(errs...)
+	})
+	if rerr := g.dev.ReleasePrimaryCtx(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return g.errf("closing", err)
+	}
+	return nil
+}
+
+var (
+	_ Device        = (*CUDA)(nil)
+	_ HostAllocator = (*CUDA)(nil)
+)
