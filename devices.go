@@ -352,6 +352,7 @@ type DeviceEpoch struct {
 	copies0  []prefetch.CopyStats
 	closed   bool
 	start    time.Time
+	end      time.Time // set by Close
 }
 
 // DeviceEpoch starts epoch e on the pipeline's devices, opening them on
@@ -542,8 +543,10 @@ func (x *DeviceEpoch) Next(d int) (*DeviceBatch, error) {
 type DeviceStats struct {
 	Device  string `json:"device"`
 	Batches int64  `json:"batches"`
-	// StallSeconds is how long this device's consumer waited for data.
+	// StallSeconds is how long this device's consumer waited for data, and
+	// StallPct that as a percentage of the epoch.
 	StallSeconds float64 `json:"stall_seconds"`
+	StallPct     float64 `json:"stall_pct"`
 	// ProducerWaitSeconds is how long the producer waited for this
 	// device's queue or buffers: time its consumer held production back.
 	ProducerWaitSeconds float64 `json:"producer_wait_seconds"`
@@ -555,15 +558,23 @@ type DeviceStats struct {
 // Stats returns the host epoch's figures and each device's.
 func (x *DeviceEpoch) Stats() (EpochStats, []DeviceStats) {
 	var ds []DeviceStats
+	end := x.end
+	if end.IsZero() {
+		end = time.Now()
+	}
+	secs := end.Sub(x.start).Seconds()
 	for d, dev := range x.devs {
 		q := x.queues[d].Stats()
 		c := dev.Stats().Sub(x.copies0[d])
 		ds = append(ds, DeviceStats{Device: dev.Name(), Batches: q.Items, StallSeconds: q.ConsumerWait.Seconds(),
 			ProducerWaitSeconds: (q.ProducerWait + time.Duration(x.freeWait[d].Load())).Seconds(),
 			Bytes:               c.Bytes, CopySeconds: c.Time.Seconds(), CopyGBps: c.GBps()})
+		if secs > 0 {
+			ds[d].StallPct = 100 * ds[d].StallSeconds / secs
+		}
 	}
 	st := x.host.Stats()
-	st.Seconds = time.Since(x.start).Seconds()
+	st.Seconds = secs
 	if st.Seconds > 0 {
 		st.ImagesPerSec = float64(st.Images) / st.Seconds
 	}
@@ -577,7 +588,7 @@ func (x *DeviceEpoch) Close() error {
 	if x.closed {
 		return nil
 	}
-	x.closed = true
+	x.closed, x.end = true, time.Now()
 	x.cancel(context.Canceled) // ends the host epoch, and with it produce
 	x.wg.Wait()
 	x.host.Close()

@@ -320,3 +320,32 @@ func TestDeviceNormalizeConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRunConsumeFeedsEveryDevice: with Consume, one consumer per device
+// takes every slice, and the stall figures cover the epoch.
+func TestRunConsumeFeedsEveryDevice(t *testing.T) {
+	p := mustNew(t, append(recipe(synth(t, 640)), withDevices(2, 2, 0))...)
+	var mu sync.Mutex
+	images := 0
+	stats, err := p.Run(context.Background(), RunOptions{Epochs: 2, Consume: time.Millisecond, OnImages: func(n int) {
+		mu.Lock()
+		images += n
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if images != 2*640 {
+		t.Errorf("consumers took %d images, want %d", images, 2*640)
+	}
+	for _, s := range stats {
+		for _, d := range s.Devices {
+			if d.Batches != 10 || d.StallPct < 0 || d.StallPct > 100 || d.StallSeconds > s.Seconds {
+				t.Errorf("epoch %d %s: %+v over %.3f s", s.Epoch, d.Device, d, s.Seconds)
+			}
+		}
+	}
+	if _, err := p.Run(context.Background(), RunOptions{Consume: time.Millisecond, Checksum: true}); err == nil {
+		t.Error("Consume with Checksum accepted")
+	}
+}

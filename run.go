@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
@@ -29,6 +31,11 @@ type RunOptions struct {
 	OnImages func(n int)
 	// OnEpoch, if set, is called with each epoch's stats as it ends.
 	OnEpoch func(EpochStats)
+	// Consume, if set, makes each batch's consumer take this long, as a
+	// training step would: with a prefetch stage, one consumer per device,
+	// each on its own goroutine, so the stall figures say whether the
+	// pipeline keeps such a trainer fed. It cannot go with Checksum.
+	Consume time.Duration
 }
 
 // Run streams whole epochs, releasing every batch, and returns their stats.
@@ -37,6 +44,9 @@ type RunOptions struct {
 func (p *Pipeline) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) {
 	if o.Epochs == 0 {
 		o.Epochs = 1
+	}
+	if o.Consume > 0 && o.Checksum {
+		return nil, errors.New("pipe: Consume and Checksum together: a checksum needs the batches in order, which concurrent consumers do not keep")
 	}
 	stopAhead := p.warmAhead(ctx, o.FirstEpoch, o.Epochs)
 	defer stopAhead()
@@ -84,6 +94,9 @@ func (p *Pipeline) runEpoch(ctx context.Context, e int, o RunOptions) (EpochStat
 		if o.OnImages != nil {
 			o.OnImages(b.N)
 		}
+		if o.Consume > 0 {
+			time.Sleep(o.Consume)
+		}
 		b.Release()
 		if err != nil {
 			return x.Stats(), err
@@ -105,10 +118,14 @@ func (p *Pipeline) runDeviceEpoch(ctx context.Context, e int, o RunOptions) (Epo
 		return EpochStats{}, err
 	}
 	defer x.Close()
+	if o.Consume > 0 {
+		return x.consume(o)
+	}
 	var sum *Checksum
 	if o.Checksum {
 		sum = NewChecksum()
 	}
+	var scratch []byte
 	for {
 		n := 0
 		for d := range p.devices {
@@ -131,7 +148,17 @@ func (p *Pipeline) runDeviceEpoch(ctx context.Context, e int, o RunOptions) (Epo
 				return EpochStats{}, err
 			}
 			if sum != nil {
-				sum.AddSamples(db.Data(), db.Labels)
+				data := db.Data()
+				if data == nil { // GPU memory: read it back
+					if cap(scratch) < db.Bytes() {
+						scratch = make([]byte, db.Bytes())
+					}
+					data = scratch[:db.Bytes()]
+					if err := db.CopyTo(data); err != nil {
+						return EpochStats{}, err
+					}
+				}
+				sum.AddSamples(data, db.Labels)
 			}
 			n += db.N
 			db.Release()
@@ -140,6 +167,45 @@ func (p *Pipeline) runDeviceEpoch(ctx context.Context, e int, o RunOptions) (Epo
 			o.OnImages(n)
 		}
 	}
+}
+
+// consume runs one consumer per device on its own goroutine, each taking
+// o.Consume per slice, as data-parallel replicas would.
+func (x *DeviceEpoch) consume(o RunOptions) (EpochStats, error) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, len(x.devs))
+	for d := range x.devs {
+		wg.Go(func() {
+			for {
+				db, err := x.Next(d)
+				if err != nil {
+					if !errors.Is(err, io.EOF) {
+						errs[d] = err
+						x.cancel(err)
+					}
+					return
+				}
+				time.Sleep(o.Consume)
+				if o.OnImages != nil {
+					mu.Lock()
+					o.OnImages(db.N)
+					mu.Unlock()
+				}
+				db.Release()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return EpochStats{}, err
+	}
+	if err := x.Close(); err != nil {
+		return EpochStats{}, err
+	}
+	s, ds := x.Stats()
+	s.Devices = ds
+	return s, nil
 }
 
 // warmAhead starts warming, on one background goroutine, the cache epochs

@@ -2,17 +2,6 @@
 
 package prefetch
 
-// Page-locked host memory is the one driver call gorgonia.org/cu leaves
-// out, so it is made here.
-
-/*
-#cgo LDFLAGS: -lcuda
-#cgo linux CFLAGS: -I/usr/local/cuda/include
-#cgo linux LDFLAGS: -L/usr/local/cuda/lib64 -L/usr/local/cuda/lib64/stubs
-#include <cuda.h>
-*/
-import "C"
-
 import (
 	"errors"
 	"fmt"
@@ -24,6 +13,8 @@ import (
 	"unsafe"
 
 	"gorgonia.org/cu"
+
+	"github.com/pipefeed/pipe/prefetch/internal/pinned"
 )
 
 // CUDADevices returns the number of GPUs the CUDA driver sees.
@@ -340,28 +331,21 @@ func (g *CUDA) complete() {
 // context (CU_MEMHOSTALLOC_PORTABLE): copies from it run at the bus's full
 // rate and truly asynchronously.
 func (g *CUDA) AllocHost(n int) ([]byte, error) {
-	if n == 0 {
-		return []byte{}, nil
-	}
-	var p unsafe.Pointer
+	var b []byte
 	err := g.do(func() error {
-		if r := C.cuMemHostAlloc(&p, C.size_t(n), C.CU_MEMHOSTALLOC_PORTABLE); r != C.CUDA_SUCCESS {
-			return fmt.Errorf("cuMemHostAlloc of %d bytes: CUDA error %d", n, int(r))
-		}
-		return nil
+		var err error
+		b, err = pinned.Alloc(n)
+		return err
 	})
 	if err != nil {
 		return nil, g.errf("pinned host memory", err)
 	}
-	return unsafe.Slice((*byte)(p), n), nil
+	return b, nil
 }
 
 // FreeHost frees memory from AllocHost.
 func (g *CUDA) FreeHost(b []byte) error {
-	if len(b) == 0 {
-		return nil
-	}
-	return g.do(func() error { return cu.MemFreeHost(unsafe.Pointer(unsafe.SliceData(b))) })
+	return g.do(func() error { return pinned.Free(b) })
 }
 
 // Stats reports the bytes copied and the time the copies took on the GPU

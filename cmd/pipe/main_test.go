@@ -114,6 +114,41 @@ func TestRunPrintsSummary(t *testing.T) {
 	}
 }
 
+// TestDevicesFromTheCommandLine: normalize where=device on simulated
+// devices, as the README shows it: the summary says what crosses, the
+// per-device figures are printed and in --json, and --consume runs one
+// consumer per device.
+func TestDevicesFromTheCommandLine(t *testing.T) {
+	f := writePipe(t, strings.Replace(small, "std=0.25", "std=0.25 where=device", 1)+"prefetch depth=3 devices=cpu:2\n")
+	out, errs, code := pipeCmd(t, "run", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"crosses to the devices as uint8 (196608 bytes) and is normalized there", "devices  2 × cpu: per-device batch 32, global batch 64",
+		"cpu:0: 10 batches", "cpu:1: 10 batches", "copied 0.9 MB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, m := range benchJSON(t, f, "--epochs", "1", "--json", "--consume", "1ms") {
+		devs, _ := m["devices"].([]any)
+		if len(devs) != 2 {
+			t.Fatalf("devices in --json: %v", m["devices"])
+		}
+		for _, d := range devs {
+			d := d.(map[string]any)
+			for _, k := range []string{"device", "batches", "stall_seconds", "stall_pct", "producer_wait_seconds", "bytes", "copy_gb_per_sec"} {
+				if _, ok := d[k]; !ok {
+					t.Errorf("device object lacks %q: %v", k, d)
+				}
+			}
+			if d["batches"].(float64) != 10 || d["bytes"].(float64) != 300*3*32*32 { // 600 samples, half each, uint8
+				t.Errorf("device figures %v", d)
+			}
+		}
+	}
+}
+
 func TestErrorsAndExitCodes(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -128,6 +163,9 @@ func TestErrorsAndExitCodes(t *testing.T) {
 		{[]string{"bench", writePipe(t, small), "--epochs", "0"}, 2, "--epochs=0"},
 		{[]string{"run", writePipe(t, small), "--bogus"}, 2, "unknown flag"},
 		{[]string{"preview", writePipe(t, small)}, 2, "needs -o"},
+		{[]string{"bench", writePipe(t, small), "--consume", "1ms", "--checksum"}, 2, "cannot go with --checksum"},
+		{[]string{"bench", writePipe(t, small+"prefetch devices=all\n")}, 2, "t.pipe:8:1: prefetch: devices=all: GPU devices need the cuda build"},
+		{[]string{"bench", writePipe(t, strings.Replace(small, "std=0.25", "std=0.25 where=device", 1))}, 2, "where=device normalizes on the devices: add a prefetch stage"},
 	}
 	for _, c := range cases {
 		_, errs, code := pipeCmd(t, c.args...)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ type runFlags struct {
 	json     bool
 	checksum bool
 	quiet    bool
+	consume  time.Duration
 }
 
 func (f *runFlags) register(c *cobra.Command, epochs int) {
@@ -28,6 +30,7 @@ func (f *runFlags) register(c *cobra.Command, epochs int) {
 	c.Flags().BoolVar(&f.json, "json", false, "print one JSON object per epoch on stdout")
 	c.Flags().BoolVar(&f.checksum, "checksum", false, "hash every output byte and label of each epoch (costs throughput)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	c.Flags().DurationVar(&f.consume, "consume", 0, "make each batch's consumer take this long, as a training step would (one consumer per device); the stall figures then say whether the pipeline keeps up")
 }
 
 func newRun() *cobra.Command {
@@ -65,6 +68,9 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	if f.workers < 0 {
 		return usageError{fmt.Errorf("--workers=%d: must be 0 or more", f.workers)}
 	}
+	if f.consume < 0 || (f.consume > 0 && f.checksum) {
+		return usageError{fmt.Errorf("--consume=%v: must be positive, and cannot go with --checksum (concurrent consumers do not keep the order a checksum needs)", f.consume)}
+	}
 	p, err := load(file)
 	if err != nil {
 		return err
@@ -93,6 +99,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	opts := pipe.RunOptions{
 		Epochs:   f.epochs,
 		Checksum: f.checksum,
+		Consume:  f.consume,
 		OnEpoch: func(s pipe.EpochStats) {
 			if bar != nil {
 				bar.Clear()
@@ -132,7 +139,11 @@ func describe(p *pipe.Pipeline) string {
 	d := t.Dims(p.BatchSize())
 	fmt.Fprintf(&b, "source   %s: %d samples, %d classes\n", info.Identity, p.Source().Len(), len(info.Classes))
 	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d\n", p.Samples(), p.Batches(), p.BatchSize(), p.Seed())
-	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch\n", t.Layout, t.DType, d[0], d[1], d[2], d[3], p.BatchSize()*t.SampleBytes())
+	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch", t.Layout, t.DType, d[0], d[1], d[2], d[3], p.BatchSize()*t.SampleBytes())
+	if h := p.HostTensor(); p.NormalizesOnDevice() {
+		fmt.Fprintf(&b, "; crosses to the devices as %s (%d bytes) and is normalized there", h.DType, p.BatchSize()*h.SampleBytes())
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "workers  %d, on_error=%s\n", p.Workers(), p.OnError())
 	if n := p.Devices(); p.HasPrefetch() {
 		fmt.Fprintf(&b, "devices  %d × %s: per-device batch %d, global batch %d\n", n, p.DeviceKind(), p.BatchSize()/n, p.BatchSize())
@@ -169,8 +180,8 @@ func epochLine(s pipe.EpochStats) string {
 		line += " checksum " + s.Checksum
 	}
 	for _, d := range s.Devices {
-		line += fmt.Sprintf("\n  %s: %d batches, stalled %.3f s, held production back %.3f s, copied %.1f MB at %.1f GB/s",
-			d.Device, d.Batches, d.StallSeconds, d.ProducerWaitSeconds, float64(d.Bytes)/1e6, d.CopyGBps)
+		line += fmt.Sprintf("\n  %s: %d batches, stalled %.3f s (%.1f%%), held production back %.3f s, copied %.1f MB at %.1f GB/s",
+			d.Device, d.Batches, d.StallSeconds, d.StallPct, d.ProducerWaitSeconds, float64(d.Bytes)/1e6, d.CopyGBps)
 	}
 	return line
 }
