@@ -1,0 +1,90 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func kernelAVX2(c *float32, ldc int, pa, pb *float32, kb int)
+//
+// The 6×16 micro-kernel: twelve YMM accumulators hold the tile; each k step
+// loads 16 values of the B panel into Y12, Y13, broadcasts the six values of
+// the A panel and issues twelve fused multiply-adds. The tile is then added
+// to C, whose rows are ldc floats apart.
+TEXT ·kernelAVX2(SB), NOSPLIT, $0-40
+	MOVQ c+0(FP), DI
+	MOVQ ldc+8(FP), R8
+	SHLQ $2, R8
+	MOVQ pa+16(FP), SI
+	MOVQ pb+24(FP), DX
+	MOVQ kb+32(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+loop:
+	TESTQ CX, CX
+	JZ    store
+	VMOVUPS (DX), Y12
+	VMOVUPS 32(DX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 12(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 16(SI), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 20(SI), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $24, SI
+	ADDQ $64, DX
+	DECQ CX
+	JMP  loop
+
+store:
+	VADDPS (DI), Y0, Y0
+	VADDPS 32(DI), Y1, Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ R8, DI
+	VADDPS (DI), Y2, Y2
+	VADDPS 32(DI), Y3, Y3
+	VMOVUPS Y2, (DI)
+	VMOVUPS Y3, 32(DI)
+	ADDQ R8, DI
+	VADDPS (DI), Y4, Y4
+	VADDPS 32(DI), Y5, Y5
+	VMOVUPS Y4, (DI)
+	VMOVUPS Y5, 32(DI)
+	ADDQ R8, DI
+	VADDPS (DI), Y6, Y6
+	VADDPS 32(DI), Y7, Y7
+	VMOVUPS Y6, (DI)
+	VMOVUPS Y7, 32(DI)
+	ADDQ R8, DI
+	VADDPS (DI), Y8, Y8
+	VADDPS 32(DI), Y9, Y9
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	ADDQ R8, DI
+	VADDPS (DI), Y10, Y10
+	VADDPS 32(DI), Y11, Y11
+	VMOVUPS Y10, (DI)
+	VMOVUPS Y11, 32(DI)
+	VZEROUPPER
+	RET

@@ -1,0 +1,205 @@
+package trainer
+
+import (
+	"context"
+	"io"
+	"math"
+	"testing"
+	"time"
+)
+
+// fakeFeed serves global batches of deterministic data: sample s of the run
+// has values keyed by s and label s%classes (plus a class-dependent offset
+// in channel 0, so there is something to learn). Replica r gets rows
+// [r·G/R, (r+1)·G/R) of each global batch.
+type fakeFeed struct {
+	shape            []int
+	global, replicas int
+	batches, classes int
+}
+
+type fakeEpoch struct {
+	f    *fakeFeed
+	e    int
+	next []int
+}
+
+func (f *fakeFeed) Epoch(_ context.Context, e int) (EpochFeed, error) {
+	return &fakeEpoch{f: f, e: e, next: make([]int, f.replicas)}, nil
+}
+
+func (x *fakeEpoch) Next(r int) (Batch, error) {
+	f := x.f
+	b := x.next[r]
+	if b >= f.batches {
+		return Batch{}, io.EOF
+	}
+	x.next[r]++
+	per := f.global / f.replicas
+	t := NewTensor(append([]int{per}, f.shape...)...)
+	n := prod(f.shape)
+	var labels []int32
+	var samples []int
+	for i := range per {
+		s := (x.e*f.batches+b)*f.global + r*per + i
+		label := s % f.classes
+		for j := range n {
+			v := float32(uniform(99, int64(s), int64(j), 0)*2 - 1)
+			if j < n/f.shape[0] {
+				v += float32(label) * 0.5
+			}
+			t.Data[i*n+j] = v
+		}
+		labels = append(labels, int32(label))
+		samples = append(samples, s)
+	}
+	return Batch{X: t, Labels: labels, Samples: samples, Release: func() {}}, nil
+}
+
+func (x *fakeEpoch) Stall(int) time.Duration { return 0 }
+func (x *fakeEpoch) Close() error            { return nil }
+
+func train(t *testing.T, cfg Config, feed *fakeFeed) *Trainer {
+	t.Helper()
+	cfg.GlobalBatch, cfg.BatchesPerEpoch = feed.global, feed.batches
+	cfg.Input, cfg.Classes, cfg.Replicas = feed.shape, feed.classes, feed.replicas
+	tr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tr.Epoch < cfg.Epochs {
+		if _, err := tr.RunEpoch(context.Background(), feed, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr
+}
+
+// sameParams reports the worst relative difference ||a-b|| / ||b|| over the
+// trained parameters of two models.
+func sameParams(a, b *Model) (worst float64, name string) {
+	for i, p := range a.Params() {
+		if p.Buffer {
+			continue
+		}
+		q := b.Params()[i]
+		var d, n float64
+		for j := range p.W {
+			d += math.Pow(float64(p.W[j]-q.W[j]), 2)
+			n += math.Pow(float64(q.W[j]), 2)
+		}
+		if r := math.Sqrt(d / max(n, 1e-30)); r > worst {
+			worst, name = r, p.Name
+		}
+	}
+	return worst, name
+}
+
+// TestDataParallelEquivalence: 4 replicas × 32 in sync mode give the
+// parameters of 1 replica × 128 after 20 steps (keras_cnn, with dropout:
+// its masks follow the samples, not the replicas).
+func TestDataParallelEquivalence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains keras_cnn twice")
+	}
+	cfg := Config{Model: ModelSpec{Name: "keras_cnn"}, Epochs: 1, Optim: OptimConfig{Momentum: 0.9}, LR: 0.005, BaseBatch: 128,
+		Seed: 5, Threads: 2}
+	one := train(t, cfg, &fakeFeed{shape: []int{3, 16, 16}, global: 128, replicas: 1, batches: 20, classes: 10})
+	four := train(t, cfg, &fakeFeed{shape: []int{3, 16, 16}, global: 128, replicas: 4, batches: 20, classes: 10})
+	// The two differ only in summation order; at this learning rate that
+	// stays at rounding level (a larger one can flip a max-pool or ReLU
+	// decision, which training then amplifies like any chaotic system).
+	d, name := sameParams(four.Model(), one.Model())
+	t.Logf("4×32 vs 1×128 after 20 steps: worst relative difference %.2g (%s)", d, name)
+	if d > 1e-4 || math.IsNaN(d) {
+		t.Errorf("4×32 vs 1×128 after 20 steps: %s differs by %.2g (relative)", name, d)
+	}
+	// The parameters moved: the comparison is not of two initial models.
+	init, _ := cfg.Model.Build([]int{3, 16, 16}, 10, 5)
+	if d, _ := sameParams(one.Model(), init); d < 1e-3 {
+		t.Errorf("training changed the parameters by only %.2g", d)
+	}
+}
+
+// TestLocalSGDEveryStepIsSync: with plain SGD, averaging parameters after
+// every local step is the synchronous update.
+func TestLocalSGDEveryStepIsSync(t *testing.T) {
+	feed := &fakeFeed{shape: []int{3, 8, 8}, global: 32, replicas: 4, batches: 10, classes: 10}
+	cfg := Config{Model: ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 1, Optim: OptimConfig{Momentum: 0}, LR: 0.05,
+		BaseBatch: 32, Seed: 2, Threads: 2}
+	sync := train(t, cfg, feed)
+	cfg.Mode, cfg.AverageEvery = "local", 1
+	local := train(t, cfg, feed)
+	if d, name := sameParams(local.Model(), sync.Model()); d > 1e-4 || math.IsNaN(d) {
+		t.Errorf("average_every=1 vs sync: %s differs by %.2g (relative)", name, d)
+	}
+	cfg.AverageEvery = 5
+	apart := train(t, cfg, feed)
+	if d, _ := sameParams(apart.Model(), sync.Model()); d < 1e-6 {
+		t.Errorf("average_every=5 equals sync (%.2g): local steps made no difference", d)
+	}
+}
+
+// TestTrainingLearns: loss falls on learnable data, and the epoch figures
+// are filled in.
+func TestTrainingLearns(t *testing.T) {
+	feed := &fakeFeed{shape: []int{3, 8, 8}, global: 64, replicas: 2, batches: 30, classes: 10}
+	cfg := Config{Model: ModelSpec{Name: "mlp", Width: 64}, Epochs: 3, Optim: OptimConfig{Momentum: 0.9}, LR: 0.05,
+		BaseBatch: 64, Seed: 1, Threads: 2, Schedule: "cosine", WarmupEpochs: 0.5}
+	cfg.GlobalBatch, cfg.BatchesPerEpoch = feed.global, feed.batches
+	cfg.Input, cfg.Classes, cfg.Replicas = feed.shape, feed.classes, feed.replicas
+	tr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last EpochStats
+	for e := range 3 {
+		st, err := tr.RunEpoch(context.Background(), feed, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e == 0 {
+			first = st
+		}
+		last = st
+	}
+	if !(last.TrainLoss < first.TrainLoss*0.8) || last.TrainAccuracy < 0.3 || last.Steps != 30 || last.Images != 30*64 {
+		t.Errorf("first %+v, last %+v", first, last)
+	}
+	ev, err := tr.Evaluate(context.Background(), &fakeFeed{shape: feed.shape, global: 64, replicas: 1, batches: 5, classes: 10})
+	if err != nil || ev.Images != 320 || ev.Accuracy < 0.3 { // chance: 0.1
+		t.Errorf("eval %+v, %v", ev, err)
+	}
+}
+
+func TestScheduleAndScaling(t *testing.T) {
+	s := ScheduleConfig{Kind: "cosine", WarmupSteps: 10, TotalSteps: 110}
+	if got := s.At(0, 1); math.Abs(got-0.1) > 1e-12 {
+		t.Errorf("warm-up start %g", got)
+	}
+	if got := s.At(9, 1); got != 1 {
+		t.Errorf("warm-up end %g", got)
+	}
+	if got := s.At(60, 1); math.Abs(got-0.5) > 1e-12 {
+		t.Errorf("cosine midpoint %g", got)
+	}
+	st := ScheduleConfig{Kind: "step", StepEvery: 10, Gamma: 0.1}
+	if got := st.At(25, 1); math.Abs(got-0.01) > 1e-12 {
+		t.Errorf("step at 25: %g", got)
+	}
+	oc := ScheduleConfig{Kind: "onecycle", TotalSteps: 100}
+	if a, b, c := oc.At(0, 1), oc.At(30, 1), oc.At(99, 1); !(a < 0.05 && b > 0.99 && c < 0.01) {
+		t.Errorf("onecycle %g %g %g", a, b, c)
+	}
+	for _, c := range []struct {
+		rule string
+		want float64
+	}{{"linear", 0.4}, {"sqrt", 0.2}, {"none", 0.1}} {
+		if got, _ := ScaleLR(0.1, c.rule, 256, 1024); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("scale_lr=%s: %g, want %g", c.rule, got, c.want)
+		}
+	}
+	if _, err := ScaleLR(0.1, "cubic", 256, 1024); err == nil {
+		t.Error("unknown scale_lr accepted")
+	}
+}
