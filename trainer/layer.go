@@ -215,19 +215,19 @@ func (l *Conv2D) Backward(ctx *Context, dy *Tensor) *Tensor {
 		gw, gb := l.gw[wk], l.gb[wk]
 		clear(gw)
 		clear(gb)
-		cols, dcols := l.cols[wk][:kk*ho*wo], l.dcols[wk][:kk*ho*wo]
+		colsT, dcols := l.cols[wk][:kk*ho*wo], l.dcols[wk][:kk*ho*wo]
 		for i := lo; i < hi; i++ {
 			xi := x.Data[i*l.In*h*w : (i+1)*l.In*h*w]
 			dxi := l.dx.Data[i*l.In*h*w : (i+1)*l.In*h*w]
 			dyi := M(dy.Data[i*l.Out*ho*wo:(i+1)*l.Out*ho*wo], l.Out, ho*wo)
-			src := cols
-			if l.direct() {
-				src = xi
-			} else {
-				im2col(cols, xi, l.In, h, w, l.K, l.Stride, l.Pad, ho, wo)
+			// dW += dy·colsᵀ, with colsᵀ built directly (patches as rows),
+			// so neither operand needs a transposing pack.
+			src := M(xi, kk, ho*wo).Tr()
+			if !l.direct() {
+				im2colT(colsT, xi, l.In, h, w, l.K, l.Stride, l.Pad, ho, wo)
+				src = M(colsT, ho*wo, kk)
 			}
-			// dW += dy·colsᵀ; db += Σ dy; dcols = Wᵀ·dy, folded back into dx.
-			ctx.Pool.gemm(wk, M(gw, l.Out, kk), dyi, M(src, kk, ho*wo).Tr(), true)
+			ctx.Pool.gemm(wk, M(gw, l.Out, kk), dyi, src, true)
 			for o := range l.Out {
 				var s float32
 				for _, v := range dyi.Data[o*ho*wo : (o+1)*ho*wo] {
@@ -235,6 +235,7 @@ func (l *Conv2D) Backward(ctx *Context, dy *Tensor) *Tensor {
 				}
 				gb[o] += s
 			}
+			// dcols = Wᵀ·dy, folded back into dx.
 			if l.direct() {
 				ctx.Pool.gemm(wk, M(dxi, kk, ho*wo), wm.Tr(), dyi, false)
 				continue
@@ -257,6 +258,40 @@ func (l *Conv2D) Backward(ctx *Context, dy *Tensor) *Tensor {
 		}
 	}
 	return l.dx
+}
+
+// im2colT writes im2col's matrix transposed: row oy·Wo+ox holds the patch
+// at (oy, ox), its values in the order (c, ky, kx).
+func im2colT(colsT, x []float32, c, h, w, k, s, p, ho, wo int) {
+	kk := c * k * k
+	for oy := range ho {
+		for ox := range wo {
+			row := colsT[(oy*wo+ox)*kk : (oy*wo+ox+1)*kk]
+			y0, x0 := oy*s-p, ox*s-p
+			inside := y0 >= 0 && x0 >= 0 && y0+k <= h && x0+k <= w
+			j := 0
+			for ci := range c {
+				plane := x[ci*h*w : (ci+1)*h*w]
+				for ky := range k {
+					iy := y0 + ky
+					if inside {
+						copy(row[j:j+k], plane[iy*w+x0:iy*w+x0+k])
+						j += k
+						continue
+					}
+					for kx := range k {
+						ix := x0 + kx
+						if iy >= 0 && iy < h && ix >= 0 && ix < w {
+							row[j] = plane[iy*w+ix]
+						} else {
+							row[j] = 0
+						}
+						j++
+					}
+				}
+			}
+		}
+	}
 }
 
 // im2col writes the K×K patches of one sample x [C, H, W] as the columns of
@@ -312,18 +347,28 @@ func col2im(dx, cols []float32, c, h, w, k, s, p, ho, wo int) {
 		for ky := range k {
 			for kx := range k {
 				row := cols[((ci*k+ky)*k+kx)*ho*wo : ((ci*k+ky)*k+kx+1)*ho*wo]
+				// Columns ox with 0 ≤ ox·s-p+kx < w.
+				lo := max(0, (p-kx+s-1)/s)
+				hi := min(wo, (w-1+p-kx)/s+1)
+				if hi <= lo {
+					continue
+				}
 				for oy := range ho {
 					iy := oy*s - p + ky
 					if iy < 0 || iy >= h {
 						continue
 					}
-					dst := plane[iy*w : (iy+1)*w]
-					in := row[oy*wo : (oy+1)*wo]
-					for ox, v := range in {
-						ix := ox*s - p + kx
-						if ix >= 0 && ix < w {
-							dst[ix] += v
+					in := row[oy*wo+lo : oy*wo+hi]
+					if s == 1 {
+						dst := plane[iy*w+lo-p+kx : iy*w+hi-p+kx]
+						for j, v := range in {
+							dst[j] += v
 						}
+						continue
+					}
+					base := iy*w + lo*s - p + kx
+					for j, v := range in {
+						plane[base+j*s] += v
 					}
 				}
 			}
@@ -410,12 +455,14 @@ func (l *ReLU) Forward(ctx *Context, x *Tensor) *Tensor {
 
 func (l *ReLU) Backward(ctx *Context, dy *Tensor) *Tensor {
 	l.dx = reuse(l.dx, dy.Shape...)
+	y := l.y.Data[:len(dy.Data)]
+	dx := l.dx.Data[:len(dy.Data)]
 	for i, v := range dy.Data {
-		if l.y.Data[i] > 0 {
-			l.dx.Data[i] = v
-		} else {
-			l.dx.Data[i] = 0
-		}
+		// Branch-free: the sign of y is unpredictable. y is never -0 (the
+		// forward pass writes max(v, 0)), so y > 0 ⇔ its bits, as an int32,
+		// are positive.
+		keep := ^((int32(math.Float32bits(y[i])) - 1) >> 31)
+		dx[i] = math.Float32frombits(math.Float32bits(v) & uint32(keep))
 	}
 	return l.dx
 }
