@@ -515,7 +515,12 @@ func (p *Pipeline) computeShard(ctx context.Context, w *worker, id shardID, dst 
 		if c.random {
 			idx = w.order[i]
 		}
-		if err := p.src.Read(idx, rec); err != nil {
+		err := p.src.Read(idx, rec)
+		var img transform.Image
+		if err == nil {
+			img, err = p.pixels(idx, rec, &w.dec)
+		}
+		if err != nil {
 			var re *source.RecordError
 			if p.onError == Fail || !errors.As(err, &re) {
 				return nil, err
@@ -524,7 +529,7 @@ func (p *Pipeline) computeShard(ctx context.Context, w *worker, id shardID, dst 
 			dst = fmt.Appendf(dst, "%s\x00%d\x00%v", re.File, re.Offset, re.Err)
 			continue
 		}
-		w.img = transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
+		w.img = img
 		out := w.pre.Apply(&w.img, transform.NewRand(p.seed, id.epoch, int64(idx), 0))
 		dst = appendSampleHeader(dst, rec.Label, out.C, out.H, out.W, 0, w.pre.Rand().State())
 		dst = append(dst, out.Pix...)

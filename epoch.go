@@ -103,6 +103,7 @@ type worker struct {
 	offs  []int // sample offsets of a chunk read in place from the cache
 	img   transform.Image
 	out   transform.Image
+	dec   transform.Image // decoded pixels, reused
 }
 
 type chunkRecord struct {
@@ -314,7 +315,14 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 		}
 		k := c.lo + i
 		idx := j.indices[k]
-		w.img = transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
+		img, err := p.pixels(idx, &rec.Record, &w.dec)
+		if err != nil {
+			if !x.skip(j, k, err) {
+				return
+			}
+			continue
+		}
+		w.img = img
 		if p.inShape.Fixed() && w.img.Shape() != p.inShape {
 			x.fail(fmt.Errorf("sample %d: image is %s, the source said %s", idx, w.img.Shape(), p.inShape))
 			return

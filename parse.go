@@ -263,6 +263,8 @@ type LoadOption func(*loadConfig)
 type loadConfig struct {
 	progress    func(done, total int64)
 	cacheClosed bool
+	// reopen opens the file's source again with another split (for eval).
+	reopen func(split string) (source.Source, error)
 }
 
 // WithCacheClosed builds the pipeline without opening its cache directory:
@@ -287,9 +289,24 @@ func (f *File) Build(opts ...LoadOption) ([]Stage, error) {
 		o(cfg)
 	}
 	var stages []Stage
-	for _, l := range f.Lines {
+	for i, l := range f.Lines {
 		args := l.Args
 		args.load = cfg
+		if i == 0 {
+			first := l
+			cfg.reopen = func(split string) (source.Source, error) {
+				if first.Spec.Param("split") == nil {
+					return nil, fmt.Errorf("source %s has no split to evaluate on", first.Spec.Name)
+				}
+				a := first.Args.with("split", split)
+				a.load = cfg
+				s, err := first.Spec.Build(a)
+				if err != nil {
+					return nil, err
+				}
+				return s.src, nil
+			}
+		}
 		s, err := l.Spec.Build(args)
 		if err != nil {
 			closeSources(stages)

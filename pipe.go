@@ -55,6 +55,7 @@ type builder struct {
 	layout     transform.Layout
 	dtype      transform.DType
 	seedSet    bool
+	decode     bool
 }
 
 // Source sets the dataset; it must be the first stage.
@@ -92,6 +93,35 @@ func Map(op transform.Op) Stage {
 		b.p.ops = append(b.p.ops, op)
 		return nil
 	}}
+}
+
+// Decode turns the encoded images of a source such as image_folder (JPEG,
+// PNG) into RGB pixels. It comes right after the source, before any image
+// operation; a cache after it stores decoded images, so later epochs skip
+// the decoding.
+func Decode() Stage {
+	return Stage{name: "decode", desc: "decode", apply: func(b *builder) error {
+		if b.decode {
+			return errors.New("decode given twice")
+		}
+		if len(b.p.ops) > 0 || b.p.cacheCfg != nil {
+			return errors.New("decode must come before image operations and the cache: they work on pixels")
+		}
+		b.decode = true
+		return nil
+	}}
+}
+
+// pixels returns the image of a read record: its pixels, or its encoded
+// bytes decoded into dec. A decoding failure is a *source.RecordError.
+func (p *Pipeline) pixels(idx int, rec *source.Record, dec *transform.Image) (transform.Image, error) {
+	if rec.Enc == nil {
+		return transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}, nil
+	}
+	if err := transform.Decode(dec, rec.Enc); err != nil {
+		return transform.Image{}, &source.RecordError{File: rec.Path, Index: idx, Err: err}
+	}
+	return *dec, nil
 }
 
 // Normalize maps pixels to (v/255 - mean) / std per channel as the tensor
@@ -217,6 +247,9 @@ type Pipeline struct {
 	out          *transform.Tensor
 	normOnDevice bool
 	devNorm      *prefetch.Norm
+	train        *TrainConfig
+	eval         *EvalConfig
+	evalP        *Pipeline // built by Fit
 	slabs        *prefetch.SlabPool
 	running      bool
 	skipped      []*source.RecordError
@@ -247,9 +280,13 @@ func stageErr(i int, s Stage, err error) error {
 func New(stages ...Stage) (*Pipeline, error) {
 	p := &Pipeline{workers: runtime.GOMAXPROCS(0), world: 1, stages: stages}
 	b := &builder{p: p}
-	afterPrefetch := false
+	afterPrefetch, afterTrain := false, false
 	for i, s := range stages {
-		if afterPrefetch && s.desc != "" {
+		if afterTrain && s.name != "eval" && s.desc != "" {
+			return nil, stageErr(i, s, errors.New("only eval may follow train"))
+		}
+		afterTrain = afterTrain || s.name == "train"
+		if afterPrefetch && s.desc != "" && s.name != "train" && s.name != "eval" {
 			return nil, stageErr(i, s, errors.New("nothing may follow prefetch: it hands batches to the devices"))
 		}
 		afterPrefetch = afterPrefetch || s.name == "prefetch"
@@ -270,6 +307,13 @@ func New(stages ...Stage) (*Pipeline, error) {
 		return nil, fmt.Errorf("%w: no batch stage (add e.g. \"batch 256\")", ErrConfig)
 	}
 	info := p.src.Info()
+	if info.Encoded != b.decode {
+		if info.Encoded {
+			return nil, fmt.Errorf("%w: source %s gives encoded images (JPEG, PNG): add a decode stage after it", ErrConfig, info.Name)
+		}
+		i := slices.IndexFunc(stages, func(s Stage) bool { return s.name == "decode" })
+		return nil, stageErr(i, stages[i], fmt.Errorf("source %s gives pixels already: there is nothing to decode", info.Name))
+	}
 	shape := transform.Shape{C: info.C, H: info.H, W: info.W}
 	p.inShape = shape
 	for i, s := range stages {
@@ -328,6 +372,10 @@ func New(stages ...Stage) (*Pipeline, error) {
 			i := slices.IndexFunc(stages, func(s Stage) bool { return s.name == "prefetch" })
 			return nil, stageErr(i, stages[i], err)
 		}
+	}
+	if err := p.checkTrain(); err != nil {
+		i := slices.IndexFunc(stages, func(s Stage) bool { return s.name == "train" || s.name == "eval" })
+		return nil, stageErr(i, stages[i], err)
 	}
 	if p.cacheCfg != nil {
 		if err := p.openCache(); err != nil {
@@ -412,6 +460,11 @@ func (p *Pipeline) indexBuf(i int) []int {
 // Close closes the devices, the cache and the source.
 func (p *Pipeline) Close() error {
 	errs := []error{p.closeDevices()}
+	if p.evalP != nil {
+		errs = append(errs, p.evalP.Close())
+	} else if p.eval != nil {
+		errs = append(errs, p.eval.Source.Close())
+	}
 	if p.cache != nil && p.cache.store != nil {
 		errs = append(errs, p.cache.store.Close())
 	}

@@ -3,11 +3,14 @@ package pipe
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/trainer"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -80,6 +83,16 @@ func (a Args) Progress() func(done, total int64) {
 		return nil
 	}
 	return a.load.progress
+}
+
+// with returns a copy of a with one value changed.
+func (a Args) with(name, value string) Args {
+	vals := make(map[string]string, len(a.vals))
+	for k, v := range a.vals {
+		vals[k] = v
+	}
+	vals[name] = value
+	return Args{spec: a.spec, vals: vals, load: a.load}
 }
 
 // Has reports whether the parameter was given or has a default.
@@ -281,6 +294,60 @@ func init() {
 			return Source(src), nil
 		}})
 
+	Register(&Spec{Name: "image_folder", Kind: "source", Summary: "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
+		Params: []Param{
+			{Name: "path", Type: String, Required: true, Doc: "the directory"},
+			{Name: "labels", Type: String, Doc: "flat layout: a CSV of file,label lines (a header is skipped)"},
+			{Name: "classes", Type: String, Doc: "a CSV of label,name lines naming the classes (e.g. ILSVRC synsets)"},
+			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads path/../val (or path/../test) when it exists"},
+		},
+		Build: func(a Args) (Stage, error) {
+			var opts []source.FolderOption
+			if a.Has("labels") {
+				opts = append(opts, source.WithLabels(a.String("labels")))
+			}
+			if a.Has("classes") {
+				opts = append(opts, source.WithClassNames(a.String("classes")))
+			}
+			path := a.String("path")
+			if a.String("split") == "test" {
+				if path = siblingSplit(path); path == "" {
+					return Stage{}, fmt.Errorf("split=test: no val/ or test/ directory beside %s", a.String("path"))
+				}
+			}
+			src, err := source.OpenFolder(path, opts...)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Source(src), nil
+		}})
+	Register(&Spec{Name: "tfrecord", Kind: "source", Summary: "tf.train.Example records in TFRecord files (plain or GZIP, both CRC-32Cs checked, offsets indexed once); needs decode",
+		Params: []Param{
+			{Name: "path", Type: String, Required: true, Doc: "a glob of the files, e.g. data/train-*"},
+			{Name: "image_key", Type: String, Default: "image/encoded", Doc: "the bytes feature holding the encoded image"},
+			{Name: "label_key", Type: String, Default: "image/class/label", Doc: "the int64 feature holding the label"},
+			{Name: "label_offset", Type: Int, Default: "0", Min: bound(0), Doc: "subtracted from labels (build_image_data numbers classes from 1: use 1)"},
+			{Name: "index_dir", Type: String, Doc: "where offset indexes and decompressed GZIP copies go (default $PIPE_CACHE/tfrecord)"},
+			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads the path with train replaced by validation (or val, test)"},
+		},
+		Build: func(a Args) (Stage, error) {
+			opts := []source.TFRecordOption{source.WithFeatureKeys(a.String("image_key"), a.String("label_key")),
+				source.WithLabelOffset(a.Int("label_offset"))}
+			if a.Has("index_dir") {
+				opts = append(opts, source.WithIndexDir(a.String("index_dir")))
+			}
+			path := a.String("path")
+			if a.String("split") == "test" {
+				if path = siblingGlob(path); path == "" {
+					return Stage{}, fmt.Errorf("split=test: no files like %s with train replaced by validation, val or test", a.String("path"))
+				}
+			}
+			src, err := source.OpenTFRecord(path, opts...)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Source(src), nil
+		}})
 	Register(&Spec{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
 		Params: []Param{{Name: "seed", Type: Int, Default: "0", Positional: true, Min: bound(0), Doc: "the pipeline's seed"}},
 		Build:  func(a Args) (Stage, error) { return Shuffle(uint64(a.Int("seed"))), nil }})
@@ -337,6 +404,64 @@ func init() {
 			return Cache(CacheConfig{Dir: a.String("dir"), Epochs: a.Int("epochs"), ShardSize: a.Int("shard"),
 				Ahead: a.Int("ahead"), Memory: int64(a.Int("memory")) << 20}), nil
 		}})
+	interpParam := Param{Name: "interpolation", Type: Enum, Enum: []string{"bilinear", "bicubic", "lanczos"}, Default: "bilinear",
+		Doc: "resampling filter, antialiased when shrinking (as PIL)"}
+	Register(&Spec{Name: "decode", Kind: "stage", Summary: "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
+		Build: func(a Args) (Stage, error) { return Decode(), nil }})
+	Register(&Spec{Name: "resize", Kind: "stage", Summary: "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",
+		Params: []Param{
+			{Name: "shorter", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "length of the shorter side after resizing"},
+			interpParam,
+		},
+		Build: func(a Args) (Stage, error) {
+			in, _ := transform.ParseInterp(a.String("interpolation"))
+			op, err := transform.Resize(a.Int("shorter"), in)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}})
+	Register(&Spec{Name: "center_crop", Kind: "stage", Summary: "the central size×size window, zero-padded if the image is smaller (torchvision CenterCrop)",
+		Params: []Param{{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop"}},
+		Build: func(a Args) (Stage, error) {
+			op, err := transform.CenterCrop(a.Int("size"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}})
+	Register(&Spec{Name: "random_resized_crop", Kind: "stage", Summary: "a random area and aspect-ratio crop resized to size×size (torchvision RandomResizedCrop, with its centre-crop fallback)",
+		Params: []Param{
+			{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the output"},
+			{Name: "scale", Type: Floats, Default: "0.08,1", Doc: "range of the crop's area as a fraction of the image's"},
+			{Name: "ratio", Type: Floats, Default: "0.75,1.3333333333333333", Doc: "range of the crop's aspect ratio (width/height), drawn log-uniformly"},
+			interpParam,
+		},
+		Build: func(a Args) (Stage, error) {
+			sc, ra := a.Floats("scale"), a.Floats("ratio")
+			if len(sc) != 2 || len(ra) != 2 {
+				return Stage{}, fmt.Errorf("scale and ratio take two values each: min,max")
+			}
+			in, _ := transform.ParseInterp(a.String("interpolation"))
+			op, err := transform.RandomResizedCrop(a.Int("size"), [2]float64{sc[0], sc[1]}, [2]float64{ra[0], ra[1]}, in)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}})
+	Register(&Spec{Name: "color_jitter", Kind: "stage", Summary: "random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)",
+		Params: []Param{
+			{Name: "brightness", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v]"},
+			{Name: "contrast", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v], around the mean grey"},
+			{Name: "saturation", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v], around each pixel's grey"},
+		},
+		Build: func(a Args) (Stage, error) {
+			op, err := transform.ColorJitter(a.Float("brightness"), a.Float("contrast"), a.Float("saturation"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}})
 	Register(&Spec{Name: "normalize", Kind: "stage", Summary: "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
 		Params: []Param{
 			{Name: "mean", Type: Floats, Required: true, Doc: "per-channel means on the [0,1] scale, comma-separated (one value: all channels)"},
@@ -380,6 +505,61 @@ func init() {
 			}
 			return Prefetch(PrefetchConfig{Depth: a.Int("depth"), Devices: a.String("devices")}), nil
 		}})
+	Register(&Spec{Name: "train", Kind: "stage", Summary: "train a model on the batches, one replica per device (data parallel); comes last, before eval",
+		Params: []Param{
+			{Name: "model", Type: Enum, Enum: trainer.Models, Required: true, Positional: true, Doc: "mlp, keras_cnn (Keras' cifar10_cnn.py) or resnet (CIFAR ResNet, He et al.)"},
+			{Name: "depth", Type: Int, Default: "20", Min: bound(8), Doc: "resnet depth, 6n+2: 8, 14, 20, 32, 44, 56, 110"},
+			{Name: "width", Type: Int, Default: "0", Min: bound(0), Doc: "resnet's first-stage channels (0: 16) or mlp's hidden units (0: 512)"},
+			{Name: "epochs", Type: Int, Default: "10", Min: bound(1), Doc: "epochs to train"},
+			{Name: "steps_per_epoch", Type: Int, Default: "0", Min: bound(0), Doc: "cap on steps per epoch (0: the whole epoch), for quick runs"},
+			{Name: "optimizer", Type: Enum, Enum: trainer.Optimizers, Default: "sgd", Doc: "sgd, adam or rmsprop (PyTorch's update rules)"},
+			{Name: "lr", Type: Float, Default: "0.1", Min: bound(0), Doc: "peak learning rate for base_batch, scaled to the global batch by scale_lr"},
+			{Name: "base_batch", Type: Int, Default: "256", Min: bound(1), Doc: "the batch size lr is given for"},
+			{Name: "scale_lr", Type: Enum, Enum: []string{"linear", "sqrt", "none"}, Default: "linear", Doc: "how lr grows with the global batch (Goyal et al.: linear)"},
+			{Name: "momentum", Type: Float, Default: "0.9", Min: bound(0), Max: bound(0.999), Doc: "sgd and rmsprop momentum"},
+			{Name: "nesterov", Type: Bool, Default: "false", Doc: "Nesterov momentum (sgd)"},
+			{Name: "weight_decay", Type: Float, Default: "0", Min: bound(0), Doc: "L2 penalty on weights (not biases or batch-norm parameters)"},
+			{Name: "schedule", Type: Enum, Enum: trainer.Schedules, Default: "constant", Doc: "learning-rate schedule after warm-up: constant, step, cosine or onecycle"},
+			{Name: "warmup", Type: Float, Default: "0", Min: bound(0), Doc: "epochs of linear warm-up (gradual warm-up for large batches)"},
+			{Name: "step_every", Type: Int, Default: "0", Min: bound(0), Doc: "schedule=step: epochs between decays"},
+			{Name: "gamma", Type: Float, Default: "0.1", Min: bound(0), Doc: "schedule=step: the decay factor"},
+			{Name: "label_smoothing", Type: Float, Default: "0", Min: bound(0), Max: bound(0.999), Doc: "ε of the smoothed one-hot target"},
+			{Name: "mode", Type: Enum, Enum: trainer.Modes, Default: "sync", Doc: "sync: average gradients every step; local: average parameters every average_every steps; mixture: once per epoch"},
+			{Name: "average_every", Type: Int, Default: "0", Min: bound(0), Doc: "mode=local: steps between parameter averages"},
+			{Name: "threads", Type: Int, Default: "0", Min: bound(0), Doc: "cores the replicas share (0: all)"},
+			{Name: "out", Type: String, Default: "runs/train", Doc: "directory for checkpoint.gob, metrics.jsonl and the plots (resume with pipe run --resume)"},
+			{Name: "log_every", Type: Int, Default: "0", Min: bound(0), Doc: "write every Nth step's loss, accuracy, lr and images/s to out/steps.jsonl (0: none)"},
+		},
+		Build: func(a Args) (Stage, error) {
+			opt := trainer.OptimConfig{Name: a.String("optimizer"), Momentum: a.Float("momentum"), Nesterov: a.Bool("nesterov"), WeightDecay: a.Float("weight_decay")}
+			if opt.Name == "adam" {
+				opt.Momentum = 0
+			}
+			return Train(TrainConfig{Config: trainer.Config{
+				Model:  trainer.ModelSpec{Name: a.String("model"), Depth: a.Int("depth"), Width: a.Int("width")},
+				Epochs: a.Int("epochs"), StepsPerEpoch: a.Int("steps_per_epoch"), Optim: opt,
+				LR: a.Float("lr"), BaseBatch: a.Int("base_batch"), ScaleLR: a.String("scale_lr"),
+				Schedule: a.String("schedule"), WarmupEpochs: a.Float("warmup"), StepEvery: a.Int("step_every"), Gamma: a.Float("gamma"),
+				Smoothing: a.Float("label_smoothing"), Mode: a.String("mode"), AverageEvery: a.Int("average_every"),
+				Threads: a.Int("threads"),
+			}, Out: a.String("out"), LogEvery: a.Int("log_every")}), nil
+		}})
+	Register(&Spec{Name: "eval", Kind: "stage", Summary: "evaluate the trained model on another split of the source (top-1 accuracy and loss), without augmentation",
+		Params: []Param{
+			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "test", Doc: "the split to evaluate on"},
+			{Name: "every", Type: Int, Default: "1", Min: bound(1), Doc: "epochs between evaluations (the last epoch is always evaluated)"},
+			{Name: "batch", Type: Int, Default: "500", Min: bound(1), Doc: "evaluation batch size"},
+		},
+		Build: func(a Args) (Stage, error) {
+			if a.load == nil || a.load.reopen == nil {
+				return Stage{}, fmt.Errorf("eval reads the source's %s split: it needs a source stage first", a.String("split"))
+			}
+			src, err := a.load.reopen(a.String("split"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Eval(EvalConfig{Source: src, Every: a.Int("every"), Batch: a.Int("batch")}), nil
+		}})
 	Register(&Spec{Name: "pipeline", Kind: "stage", Summary: "how the pipeline runs; none of these change its output",
 		Params: []Param{
 			{Name: "workers", Type: Int, Default: "0", Min: bound(0), Doc: "transform goroutines (0: one per core)"},
@@ -405,4 +585,28 @@ func init() {
 			opts.desc += fmt.Sprintf(" rank=%d world=%d", a.Int("rank"), a.Int("world"))
 			return both(opts, Distributed(a.Int("rank"), a.Int("world"))), nil
 		}})
+}
+
+// siblingSplit returns the held-out directory beside a train directory
+// (.../train → .../val or .../test), or "".
+func siblingSplit(train string) string {
+	parent := filepath.Dir(filepath.Clean(train))
+	for _, name := range []string{"val", "validation", "test"} {
+		if st, err := os.Stat(filepath.Join(parent, name)); err == nil && st.IsDir() {
+			return filepath.Join(parent, name)
+		}
+	}
+	return ""
+}
+
+// siblingGlob returns the held-out files' glob for a train glob (train
+// replaced by validation, val or test), or "".
+func siblingGlob(train string) string {
+	for _, name := range []string{"validation", "val", "test"} {
+		g := strings.Replace(train, "train", name, 1)
+		if m, _ := filepath.Glob(g); g != train && len(m) > 0 {
+			return g
+		}
+	}
+	return ""
 }

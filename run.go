@@ -278,7 +278,12 @@ func (p *Pipeline) Augmented(e, i int) (img *transform.Image, label, index int, 
 	if err := p.src.Read(index, &rec); err != nil {
 		return nil, 0, 0, err
 	}
-	src := &transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
+	var dec transform.Image
+	pix, err := p.pixels(index, &rec, &dec)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	src := &pix
 	var out *transform.Image
 	if c := p.cache; c != nil {
 		// As a cached pipeline computes it: the stages before the cache

@@ -11,6 +11,11 @@ type Record struct {
 	Pix     []byte
 	C, H, W int
 	Label   int
+	// Enc holds the encoded image (JPEG or PNG bytes) instead of Pix, for
+	// sources of compressed images (Info.Encoded); the decode stage makes
+	// the pixels. Path names its file, for errors.
+	Enc  []byte
+	Path string
 	// Buf is scratch the caller owns and keeps between calls; a source that
 	// generates pixels writes them into Buf (growing it) and points Pix at it.
 	Buf []byte
@@ -25,6 +30,9 @@ type Info struct {
 	Identity string
 	// C, H, W is the shape of every image; zero where it varies.
 	C, H, W int
+	// Encoded says Read gives encoded images (Record.Enc), which a decode
+	// stage must turn into pixels.
+	Encoded bool
 	// Classes names the labels 0..len(Classes)-1.
 	Classes []string
 }

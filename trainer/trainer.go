@@ -265,9 +265,19 @@ type EpochStats struct {
 	DeviceStall   []float64 `json:"device_stall_pct"`
 }
 
+// StepStats are one step's figures.
+type StepStats struct {
+	Step    int64 // steps taken, this one included
+	Epoch   int
+	Loss    float64 // mean over the global batch
+	Correct int     // top-1 hits in the global batch
+	Images  int
+	LR      float64
+}
+
 // RunEpoch trains epoch t.Epoch on the feed and advances to the next.
-// onStep, if set, sees the step number and the step's mean loss.
-func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(step int64, loss float64)) (EpochStats, error) {
+// onStep, if set, sees every step's figures.
+func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats)) (EpochStats, error) {
 	start := time.Now()
 	ef, err := feed.Epoch(ctx, t.Epoch)
 	if err != nil {
@@ -293,7 +303,7 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(step int6
 		lossSum += l * float64(n)
 		correct += c
 		if onStep != nil {
-			onStep(t.Step, l)
+			onStep(StepStats{Step: t.Step, Epoch: t.Epoch, Loss: l, Correct: c, Images: n, LR: t.LR(t.Step - 1)})
 		}
 	}
 	if t.cfg.Mode == "mixture" || t.cfg.Mode == "local" || len(t.replicas) > 1 {

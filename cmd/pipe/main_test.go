@@ -62,6 +62,12 @@ func benchJSON(t *testing.T, args ...string) []map[string]any {
 	if code != 0 {
 		t.Fatalf("bench %v: exit %d: %s", args, code, errs)
 	}
+	return jsonLines(t, out)
+}
+
+// jsonLines parses one JSON object per line.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
 	var objs []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m map[string]any
@@ -310,5 +316,61 @@ func TestReadmeStageReference(t *testing.T) {
 	block, _, _ = strings.Cut(block, "```")
 	if strings.TrimSpace(block) != strings.TrimSpace(stagesText()) {
 		t.Error("README's stage reference differs from `pipe stages`; paste the new output into it")
+	}
+}
+
+// TestTrainFromTheCommandLine: pipe run trains a file's model, prints an
+// epoch line each and a summary, writes the checkpoint, metrics and plots,
+// and --json gives the documented fields; --resume continues.
+func TestTrainFromTheCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	body := strings.Replace(small, "source synthetic n=600", "source synthetic n=400", 1) +
+		"train mlp width=32 epochs=2 lr=0.1 log_every=2 out=" + dir + "\neval split=test batch=100\n"
+	f := writePipe(t, body)
+	out, errs, code := pipeCmd(t, "run", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"model    mlp: ", "per-device 64 × 1 devices = global 64; peak lr 0.025", "epoch 0: train loss", "epoch 1: train loss",
+		"test loss", "trained  2 epochs", "best     test accuracy", "accuracy.png"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, name := range []string{"checkpoint.gob", "metrics.jsonl", "steps.jsonl", "accuracy.png", "loss.png"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	lines, _ := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if n := strings.Count(string(lines), "\n"); n != 2 {
+		t.Errorf("metrics.jsonl has %d lines, want 2", n)
+	}
+	// --resume of the finished run trains nothing more and says where it is.
+	out, errs, code = pipeCmd(t, "run", f, "--resume")
+	if code != 0 || !strings.Contains(out, "resumed  at epoch 2") {
+		t.Errorf("resume: exit %d, %s\n%s", code, errs, out)
+	}
+	js := writePipe(t, strings.Replace(body, "epochs=2", "epochs=1", 1))
+	os.RemoveAll(dir)
+	out, errs, code = pipeCmd(t, "run", js, "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errs)
+	}
+	objs := jsonLines(t, out)
+	if len(objs) != 1 {
+		t.Fatalf("%d objects for 1 epoch", len(objs))
+	}
+	for _, k := range []string{"epoch", "train_loss", "test_accuracy", "lr", "images_per_sec", "stall_pct", "seconds"} {
+		if _, ok := objs[0][k]; !ok {
+			t.Errorf("epoch object lacks %q: %v", k, objs[0])
+		}
+	}
+	// bench leaves the train stage out; run refuses streaming flags.
+	if _, errs, code := pipeCmd(t, "bench", f, "--epochs", "1"); code != 0 {
+		t.Errorf("bench of a training file: exit %d: %s", code, errs)
+	}
+	if _, errs, code := pipeCmd(t, "run", f, "--epochs", "3"); code != 2 || !strings.Contains(errs, "set epochs= on it") {
+		t.Errorf("run --epochs with a train stage: exit %d: %s", code, errs)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,8 @@ type runFlags struct {
 	checksum bool
 	quiet    bool
 	consume  time.Duration
+	resume   bool
+	bench    bool // pipe bench: stream the data even where the file trains
 }
 
 func (f *runFlags) register(c *cobra.Command, epochs int) {
@@ -30,6 +33,7 @@ func (f *runFlags) register(c *cobra.Command, epochs int) {
 	c.Flags().BoolVar(&f.json, "json", false, "print one JSON object per epoch on stdout")
 	c.Flags().BoolVar(&f.checksum, "checksum", false, "hash every output byte and label of each epoch (costs throughput)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	c.Flags().BoolVar(&f.resume, "resume", false, "with a train stage: continue from the checkpoint in its out= directory")
 	c.Flags().DurationVar(&f.consume, "consume", 0, "make each batch's consumer take this long, as a training step would (one consumer per device); the stall figures then say whether the pipeline keeps up")
 }
 
@@ -37,7 +41,7 @@ func newRun() *cobra.Command {
 	var f runFlags
 	c := &cobra.Command{
 		Use:   "run FILE",
-		Short: "run a pipeline: stream its epochs and print a summary",
+		Short: "run a pipeline: train its model if it has a train stage, else stream its epochs; print a summary",
 		Args:  exactArgs(1),
 		RunE:  func(c *cobra.Command, args []string) error { return stream(c, args[0], f) },
 	}
@@ -53,9 +57,10 @@ func newBench() *cobra.Command {
 		Long: `bench streams epochs of the pipeline as fast as it can and reports images/s.
 With --json it prints one object per epoch with epoch, images, seconds,
 images_per_sec, stall_seconds, slab_wait_seconds, skipped, workers, and with
---checksum also checksum: a hash of every output byte and label in order.`,
+--checksum also checksum: a hash of every output byte and label in order.
+A train stage in the file is left out: bench measures the data side.`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error { return stream(c, args[0], f) },
+		RunE: func(c *cobra.Command, args []string) error { f.bench = true; return stream(c, args[0], f) },
 	}
 	f.register(c, 3)
 	return c
@@ -78,6 +83,15 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	defer p.Close()
 	if f.workers > 0 {
 		p.SetWorkers(f.workers)
+	}
+	if p.Training() && !f.bench {
+		if c.Flags().Changed("epochs") || f.checksum || f.consume > 0 {
+			return usageError{errors.New("with a train stage, set epochs= on it; --epochs, --checksum and --consume are for streaming")}
+		}
+		return train(c, p, f)
+	}
+	if f.resume {
+		return usageError{errors.New("--resume continues training: the file has no train stage")}
 	}
 	out, errw := c.OutOrStdout(), c.ErrOrStderr()
 	info := describe(p)

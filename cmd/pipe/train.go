@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/trainer"
+)
+
+// train runs the pipeline's train stage: a header, a line (or --json
+// object) per epoch, plots and a summary at the end.
+func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
+	out, errw := c.OutOrStdout(), c.ErrOrStderr()
+	if !f.json {
+		fmt.Fprint(out, describe(p))
+	}
+	enc := json.NewEncoder(out)
+	var bar *progressbar.ProgressBar
+	started := time.Now()
+	opts := pipe.TrainOptions{
+		Resume: f.resume,
+		OnStart: func(tr *trainer.Trainer) {
+			if f.json {
+				return
+			}
+			m := tr.Model()
+			n := p.Devices()
+			fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s)\n", m.Name, m.Size(), n)
+			fmt.Fprintf(out, "batch    per-device %d × %d devices = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
+				p.BatchSize()/n, n, p.BatchSize(), tr.PeakLR(), tr.StepsPerEpoch())
+			if tr.Epoch > 0 {
+				fmt.Fprintf(out, "resumed  at epoch %d, step %d\n", tr.Epoch, tr.Step)
+			}
+			if !f.quiet && isTerminal(errw) {
+				bar = progressbar.NewOptions64(int64(tr.StepsPerEpoch()), progressbar.OptionSetWriter(errw),
+					progressbar.OptionSetDescription("steps"), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(),
+					progressbar.OptionThrottle(200*time.Millisecond))
+			}
+		},
+		OnStep: func(s trainer.StepStats) {
+			if bar != nil {
+				bar.Add(1)
+				bar.Describe(fmt.Sprintf("epoch %d, loss %.3f", s.Epoch, s.Loss))
+			}
+		},
+		OnEpoch: func(e pipe.TrainEpoch) {
+			if bar != nil {
+				bar.Reset()
+				bar.Clear()
+			}
+			if f.json {
+				enc.Encode(e)
+				return
+			}
+			fmt.Fprintln(out, trainLine(e))
+		},
+	}
+	res, err := p.Fit(c.Context(), opts)
+	if bar != nil {
+		bar.Clear()
+	}
+	var files []string
+	if res != nil && len(res.History) > 0 && p.TrainOut() != "" {
+		var perr error
+		if files, perr = pipe.PlotHistory(p.TrainOut(), res.History); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		if errors.Is(err, c.Context().Err()) && res != nil && len(res.History) > 0 && p.TrainOut() != "" {
+			fmt.Fprintf(errw, "stopped after epoch %d; the checkpoint in %s has it: continue with --resume\n", res.History[len(res.History)-1].Epoch, p.TrainOut())
+		}
+		return err
+	}
+	if !f.json {
+		fmt.Fprint(out, trainSummary(res.History, time.Since(started), p.TrainOut(), files))
+	}
+	return nil
+}
+
+func trainLine(e pipe.TrainEpoch) string {
+	line := fmt.Sprintf("epoch %d: train loss %.4f acc %.2f%%", e.Epoch, e.TrainLoss, 100*e.TrainAccuracy)
+	if e.TestAccuracy != nil {
+		line += fmt.Sprintf(", test loss %.4f acc %.2f%%", *e.TestLoss, 100**e.TestAccuracy)
+	}
+	return line + fmt.Sprintf(", lr %.4g, %.0f images/s, data stall %.1f%%, %.1f s (%.0f s in all)",
+		e.LR, e.ImagesPerSec, e.StallPct, e.Seconds, e.WallSeconds)
+}
+
+// trainSummary is the one screen at the end of a run.
+func trainSummary(h []pipe.TrainEpoch, took time.Duration, dir string, files []string) string {
+	var b strings.Builder
+	last := h[len(h)-1]
+	var images int
+	var secs, stall float64
+	best, bestEpoch := -1.0, -1
+	for _, e := range h {
+		images += e.Images
+		secs += e.Seconds
+		stall += e.StallPct * e.Seconds / 100
+		if e.TestAccuracy != nil && *e.TestAccuracy > best {
+			best, bestEpoch = *e.TestAccuracy, e.Epoch
+		}
+	}
+	fmt.Fprintf(&b, "trained  %d epochs, %d images in %.0f s of training (%.0f images/s), data stall %.1f%% of it\n",
+		len(h), images, secs, float64(images)/secs, 100*stall/secs)
+	fmt.Fprintf(&b, "final    train loss %.4f, train accuracy %.2f%%", last.TrainLoss, 100*last.TrainAccuracy)
+	if last.TestAccuracy != nil {
+		fmt.Fprintf(&b, ", test loss %.4f, test accuracy %.2f%%", *last.TestLoss, 100**last.TestAccuracy)
+	}
+	b.WriteString("\n")
+	if bestEpoch >= 0 {
+		fmt.Fprintf(&b, "best     test accuracy %.2f%% at epoch %d, %.0f s into training\n", 100*best, bestEpoch, h[bestEpoch-h[0].Epoch].WallSeconds)
+	}
+	if dir != "" {
+		fmt.Fprintf(&b, "files    %s/checkpoint.gob, %s/metrics.jsonl", dir, dir)
+		for _, f := range files {
+			b.WriteString(", " + f)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,300 @@
+package source
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// ErrUnknownFormat means a file is not an image format a source reads.
+var ErrUnknownFormat = errors.New("unknown image format")
+
+// imageExts are the file name extensions image sources take, lower-case.
+var imageExts = []string{".jpg", ".jpeg", ".png"}
+
+func isImage(name string) bool {
+	return slices.Contains(imageExts, strings.ToLower(filepath.Ext(name)))
+}
+
+// Folder reads JPEG and PNG files from a directory: either one
+// sub-directory per class (torchvision's ImageFolder, the ILSVRC train/
+// layout; classes are the sub-directory names, sorted), or a flat directory
+// whose labels come from a CSV file (ImageNet's validation set). Read gives
+// each file's bytes as Record.Enc; the decode stage makes them pixels.
+type Folder struct {
+	root    string
+	files   []string // relative to root, in index order
+	sizes   []int64
+	mtimes  []int64
+	labels  []int
+	info    Info
+	corrupt []*RecordError
+}
+
+// FolderOption configures a Folder.
+type FolderOption func(*folderConfig)
+
+type folderConfig struct {
+	labels, classes string
+}
+
+// WithLabels makes the folder flat: path is a CSV of file,label lines (a
+// header line is skipped), with labels 0, 1, ...; the files it lists are
+// the samples, in its order.
+func WithLabels(path string) FolderOption { return func(c *folderConfig) { c.labels = path } }
+
+// WithClassNames names the labels from a CSV of label,name lines (such as
+// ILSVRC's synsets). Default: class folders' names, or the label numbers.
+func WithClassNames(path string) FolderOption { return func(c *folderConfig) { c.classes = path } }
+
+// OpenFolder lists the folder at root. Files with other extensions than
+// .jpg, .jpeg and .png (any case) inside class folders, and empty files,
+// are kept as corrupt records (see Corrupt): with on_error=skip they are
+// skipped and listed, otherwise the run stops on the first. Dot files are
+// ignored.
+func OpenFolder(root string, opts ...FolderOption) (*Folder, error) {
+	var cfg folderConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("image_folder: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("image_folder: %s is not a directory", root)
+	}
+	f := &Folder{root: abs}
+	var classes []string
+	if cfg.labels != "" {
+		classes, err = f.listFlat(cfg.labels)
+	} else {
+		classes, err = f.listClasses()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cfg.classes != "" {
+		if classes, err = readClassCSV(cfg.classes, classes); err != nil {
+			return nil, err
+		}
+	}
+	if len(f.files) == 0 {
+		return nil, fmt.Errorf("image_folder: %s: %w: no image files", root, ErrFormat)
+	}
+	for i, name := range f.files {
+		switch {
+		case !isImage(name):
+			f.corrupt = append(f.corrupt, &RecordError{File: filepath.Join(abs, name), Index: i,
+				Err: fmt.Errorf("%w: extension %q (want .jpg, .jpeg or .png)", ErrUnknownFormat, filepath.Ext(name))})
+		case f.sizes[i] == 0:
+			f.corrupt = append(f.corrupt, &RecordError{File: filepath.Join(abs, name), Index: i, Err: fmt.Errorf("%w: empty file", ErrFormat)})
+		}
+	}
+	id := "image_folder " + abs
+	if cfg.labels != "" {
+		id += " labels=" + cfg.labels
+	}
+	if cfg.classes != "" {
+		id += " classes=" + cfg.classes
+	}
+	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true}
+	return f, nil
+}
+
+// listClasses lists class sub-directories and their files, both sorted.
+func (f *Folder) listClasses() ([]string, error) {
+	entries, err := os.ReadDir(f.root)
+	if err != nil {
+		return nil, fmt.Errorf("image_folder: %w", err)
+	}
+	var classes []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			classes = append(classes, e.Name())
+		}
+	}
+	if len(classes) == 0 {
+		return nil, fmt.Errorf("image_folder: %s: %w: no class sub-directories (for a flat folder, give labels=)", f.root, ErrFormat)
+	}
+	for label, class := range classes {
+		files, err := os.ReadDir(filepath.Join(f.root, class))
+		if err != nil {
+			return nil, fmt.Errorf("image_folder: %w", err)
+		}
+		for _, e := range files {
+			if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			if err := f.add(filepath.Join(class, e.Name()), label, e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return classes, nil
+}
+
+type statter interface{ Info() (os.FileInfo, error) }
+
+func (f *Folder) add(name string, label int, e statter) error {
+	st, err := e.Info()
+	if err != nil {
+		return fmt.Errorf("image_folder: %w", err)
+	}
+	f.files = append(f.files, name)
+	f.sizes = append(f.sizes, st.Size())
+	f.mtimes = append(f.mtimes, st.ModTime().UnixNano())
+	f.labels = append(f.labels, label)
+	return nil
+}
+
+type fileStat struct{ path string }
+
+func (s fileStat) Info() (os.FileInfo, error) { return os.Stat(s.path) }
+
+// listFlat reads the labels CSV: the samples are the files it lists.
+func (f *Folder) listFlat(csvPath string) ([]string, error) {
+	rows, err := readCSV(csvPath)
+	if err != nil {
+		return nil, err
+	}
+	maxLabel := -1
+	for _, r := range rows {
+		label, err := strconv.Atoi(r.fields[1])
+		if err != nil || label < 0 {
+			if r.line == 1 {
+				continue // a header
+			}
+			return nil, fmt.Errorf("image_folder: %s:%d: label %q is not a number ≥ 0", csvPath, r.line, r.fields[1])
+		}
+		name := r.fields[0]
+		if err := f.add(name, label, fileStat{filepath.Join(f.root, name)}); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", csvPath, r.line, err)
+		}
+		maxLabel = max(maxLabel, label)
+	}
+	classes := make([]string, maxLabel+1)
+	for i := range classes {
+		classes[i] = strconv.Itoa(i)
+	}
+	return classes, nil
+}
+
+type csvRow struct {
+	line   int
+	fields []string
+}
+
+// readCSV reads lines of two comma-separated fields.
+func readCSV(path string) ([]csvRow, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("image_folder: %w", err)
+	}
+	defer fh.Close()
+	var rows []csvRow
+	sc := bufio.NewScanner(fh)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		fields := strings.Split(line, ",")
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("image_folder: %s:%d: want two comma-separated fields, got %q", path, n, line)
+		}
+		rows = append(rows, csvRow{n, []string{strings.TrimSpace(fields[0]), strings.TrimSpace(fields[1])}})
+	}
+	return rows, sc.Err()
+}
+
+// readClassCSV reads label,name lines; there must be a name for every
+// label the data uses.
+func readClassCSV(path string, have []string) ([]string, error) {
+	rows, err := readCSV(path)
+	if err != nil {
+		return nil, err
+	}
+	names := map[int]string{}
+	n := len(have)
+	for _, r := range rows {
+		label, err := strconv.Atoi(r.fields[0])
+		if err != nil || label < 0 {
+			if r.line == 1 {
+				continue
+			}
+			return nil, fmt.Errorf("image_folder: %s:%d: label %q is not a number ≥ 0", path, r.line, r.fields[0])
+		}
+		names[label] = r.fields[1]
+		n = max(n, label+1)
+	}
+	out := make([]string, n)
+	for i := range out {
+		name, ok := names[i]
+		if !ok {
+			return nil, fmt.Errorf("image_folder: %s: no name for label %d", path, i)
+		}
+		out[i] = name
+	}
+	return out, nil
+}
+
+func (f *Folder) Len() int   { return len(f.files) }
+func (f *Folder) Info() Info { return f.info }
+
+// Corrupt lists the files found unreadable when the folder was listed.
+func (f *Folder) Corrupt() []*RecordError { return f.corrupt }
+
+// Read sets rec.Enc to sample i's file bytes (read into rec.Buf).
+func (f *Folder) Read(i int, rec *Record) error {
+	if i < 0 || i >= len(f.files) {
+		return fmt.Errorf("image_folder: sample %d out of range [0, %d)", i, len(f.files))
+	}
+	path := filepath.Join(f.root, f.files[i])
+	fail := func(err error) error { return &RecordError{File: path, Index: i, Err: err} }
+	if !isImage(path) {
+		return fail(fmt.Errorf("%w: extension %q (want .jpg, .jpeg or .png)", ErrUnknownFormat, filepath.Ext(path)))
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return fail(err)
+	}
+	defer fh.Close()
+	n := int(f.sizes[i])
+	if cap(rec.Buf) < n {
+		rec.Buf = make([]byte, n)
+	}
+	buf := rec.Buf[:n]
+	if _, err := io.ReadFull(fh, buf); err != nil {
+		return fail(fmt.Errorf("%w: %v (the file changed since it was listed?)", ErrFormat, err))
+	}
+	if n == 0 {
+		return fail(fmt.Errorf("%w: empty file", ErrFormat))
+	}
+	*rec = Record{Enc: buf, Label: f.labels[i], Buf: rec.Buf, Path: path}
+	return nil
+}
+
+// Fingerprint covers every file's name, size and modification time.
+func (f *Folder) Fingerprint() (string, error) {
+	h := xxhash.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%q\x00", f.info.Identity, len(f.files), f.info.Classes)
+	for i, name := range f.files {
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00", name, f.sizes[i], f.mtimes[i], f.labels[i])
+	}
+	return fmt.Sprintf("%016x", h.Sum64()), nil
+}
+
+func (f *Folder) Close() error { return nil }

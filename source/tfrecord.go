@@ -1,0 +1,506 @@
+package source
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/gzip"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// TFRecord reads tf.train.Example records from TFRecord files: each record
+// is a little-endian uint64 length, the masked CRC-32C of those 8 bytes,
+// the data, and the masked CRC-32C of the data; both checksums are
+// verified on every read. Random access goes through an offset index built
+// on first use and stored in an index directory, keyed by the file's
+// fingerprint, so a changed file gets a new one. GZIP-compressed files are
+// decompressed once into that directory.
+type TFRecord struct {
+	files    []*tfFile
+	starts   []int // global index of each file's first record
+	n        int
+	imageKey string
+	labelKey string
+	textKey  string
+	offset   int // subtracted from labels
+	corrupt  []*RecordError
+	info     Info
+	fp       string
+}
+
+type tfFile struct {
+	name    string // as given
+	path    string // the plain TFRecord data read (the decompressed copy for GZIP)
+	fh      *os.File
+	offsets []int64 // record start offsets in path
+}
+
+// TFRecordOption configures a TFRecord source.
+type TFRecordOption func(*tfConfig)
+
+type tfConfig struct {
+	imageKey, labelKey, textKey string
+	indexDir                    string
+	labelOffset                 int
+}
+
+// WithFeatureKeys sets the Example features holding the encoded image and
+// the integer label. Defaults: image/encoded and image/class/label (the
+// build_image_data layout).
+func WithFeatureKeys(image, label string) TFRecordOption {
+	return func(c *tfConfig) { c.imageKey, c.labelKey = image, label }
+}
+
+// WithIndexDir sets where offset indexes (and decompressed copies of GZIP
+// files) go. Default: $PIPE_CACHE/tfrecord, or ~/.cache/pipe/tfrecord.
+func WithIndexDir(dir string) TFRecordOption { return func(c *tfConfig) { c.indexDir = dir } }
+
+// WithLabelOffset subtracts off from every label: build_image_data numbers
+// classes from 1 (0 was background), so 1 makes them 0-based. Default 0.
+func WithLabelOffset(off int) TFRecordOption { return func(c *tfConfig) { c.labelOffset = off } }
+
+// ErrCRC means a TFRecord checksum does not match its bytes.
+var ErrCRC = errors.New("CRC-32C mismatch")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// maskedCRC is TFRecord's masked CRC-32C.
+func maskedCRC(b []byte) uint32 {
+	c := crc32.Checksum(b, castagnoli)
+	return (c>>15 | c<<17) + 0xa282ead8
+}
+
+// OpenTFRecord opens the files matching pattern (a glob), in sorted order.
+func OpenTFRecord(pattern string, opts ...TFRecordOption) (*TFRecord, error) {
+	cfg := tfConfig{imageKey: "image/encoded", labelKey: "image/class/label", textKey: "image/class/text"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.indexDir == "" {
+		root, err := DefaultCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("tfrecord: the offset index: %w (or set index_dir)", err)
+		}
+		cfg.indexDir = filepath.Join(root, "tfrecord")
+	}
+	names, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("tfrecord: %w", err)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("tfrecord: %s: no such files", pattern)
+	}
+	sort.Strings(names)
+	t := &TFRecord{imageKey: cfg.imageKey, labelKey: cfg.labelKey, textKey: cfg.textKey, offset: cfg.labelOffset}
+	h := xxhash.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", cfg.imageKey, cfg.labelKey, cfg.labelOffset)
+	for _, name := range names {
+		fp, err := fileFingerprint(name)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("tfrecord: %w", err)
+		}
+		h.WriteString(fp)
+		f, err := openTFFile(name, fp, cfg.indexDir)
+		if err != nil {
+			t.Close()
+			return nil, err
+		}
+		t.starts = append(t.starts, t.n)
+		t.n += len(f.offsets)
+		t.files = append(t.files, f)
+	}
+	t.fp = fmt.Sprintf("%016x", h.Sum64())
+	if t.n == 0 {
+		t.Close()
+		return nil, fmt.Errorf("tfrecord: %s: %w: no records", pattern, ErrFormat)
+	}
+	classes, err := t.classes(cfg.labelOffset)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, len(names)), C: 3, Classes: classes, Encoded: true}
+	return t, nil
+}
+
+// openTFFile opens one file through its index, building the index (and,
+// for GZIP, the plain copy) if the index directory lacks it.
+func openTFFile(name, fp, dir string) (*tfFile, error) {
+	f := &tfFile{name: name, path: name}
+	raw, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("tfrecord: %w", err)
+	}
+	var magic [2]byte
+	io.ReadFull(raw, magic[:])
+	raw.Close()
+	key := fmt.Sprintf("%s-%016x", filepath.Base(name), xxhash.Sum64String(fp))
+	index := filepath.Join(dir, key+".index")
+	if magic == [2]byte{0x1f, 0x8b} {
+		f.path = filepath.Join(dir, key+".tfrecord")
+		if _, err := os.Stat(f.path); err != nil {
+			if err := gunzipTo(name, f.path); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if b, err := os.ReadFile(index); err == nil && len(b)%8 == 0 {
+		for i := 0; i < len(b); i += 8 {
+			f.offsets = append(f.offsets, int64(binary.LittleEndian.Uint64(b[i:])))
+		}
+	} else {
+		if f.offsets, err = scanTF(f.path, name); err != nil {
+			return nil, err
+		}
+		var out []byte
+		for _, o := range f.offsets {
+			out = binary.LittleEndian.AppendUint64(out, uint64(o))
+		}
+		// Best effort: without a writable index directory, the index is
+		// rebuilt on every open.
+		if os.MkdirAll(dir, 0o755) == nil {
+			tmp := index + ".tmp"
+			if os.WriteFile(tmp, out, 0o644) == nil {
+				os.Rename(tmp, index)
+			}
+		}
+	}
+	if f.fh, err = os.Open(f.path); err != nil {
+		return nil, fmt.Errorf("tfrecord: %w", err)
+	}
+	return f, nil
+}
+
+// gunzipTo decompresses a GZIP TFRecord file into dst (via a temporary
+// file, so a crash leaves no half copy).
+func gunzipTo(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("tfrecord: %w", err)
+	}
+	defer in.Close()
+	zr, err := gzip.NewReader(bufio.NewReader(in))
+	if err != nil {
+		return fmt.Errorf("tfrecord: %s: %w: bad gzip header: %v", src, ErrFormat, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("tfrecord: %w", err)
+	}
+	tmp := dst + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("tfrecord: %w", err)
+	}
+	if _, err := io.Copy(out, zr); err != nil {
+		out.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("tfrecord: %s: %w: %v", src, ErrFormat, err)
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// scanTF walks a plain TFRecord file, checking every length's CRC, and
+// returns the record offsets. (Data CRCs are checked on every read.)
+func scanTF(path, name string) ([]int64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tfrecord: %w", err)
+	}
+	defer fh.Close()
+	st, _ := fh.Stat()
+	size := st.Size()
+	r := bufio.NewReaderSize(fh, 1<<20)
+	var offs []int64
+	var head [12]byte
+	for off := int64(0); off < size; {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return nil, &RecordError{File: name, Offset: off, Index: len(offs), Err: fmt.Errorf("%w: truncated record header", ErrFormat)}
+		}
+		n := binary.LittleEndian.Uint64(head[:8])
+		if maskedCRC(head[:8]) != binary.LittleEndian.Uint32(head[8:]) {
+			return nil, &RecordError{File: name, Offset: off, Index: len(offs), Err: fmt.Errorf("%w: record length", ErrCRC)}
+		}
+		if n > uint64(size-off-16) {
+			return nil, &RecordError{File: name, Offset: off, Index: len(offs), Err: fmt.Errorf("%w: record of %d bytes runs past the end", ErrFormat, n)}
+		}
+		offs = append(offs, off)
+		if _, err := r.Discard(int(n) + 4); err != nil {
+			return nil, &RecordError{File: name, Offset: off, Index: len(offs) - 1, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
+		}
+		off += 16 + int64(n)
+	}
+	return offs, nil
+}
+
+// readRaw returns record j of file f, its data CRC verified, in buf.
+func (f *tfFile) readRaw(j, index int, buf []byte) ([]byte, error) {
+	off := f.offsets[j]
+	var head [12]byte
+	if _, err := f.fh.ReadAt(head[:], off); err != nil {
+		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
+	}
+	if maskedCRC(head[:8]) != binary.LittleEndian.Uint32(head[8:]) {
+		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: fmt.Errorf("%w: record length (the file changed since it was indexed?)", ErrCRC)}
+	}
+	n := int(binary.LittleEndian.Uint64(head[:8]))
+	if cap(buf) < n+4 {
+		buf = make([]byte, n+4)
+	}
+	buf = buf[:n+4]
+	if _, err := f.fh.ReadAt(buf, off+12); err != nil {
+		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
+	}
+	if maskedCRC(buf[:n]) != binary.LittleEndian.Uint32(buf[n:]) {
+		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: fmt.Errorf("%w: record data", ErrCRC)}
+	}
+	return buf[:n], nil
+}
+
+// locate returns the file and record number of global index i.
+func (t *TFRecord) locate(i int) (*tfFile, int) {
+	k := sort.Search(len(t.starts), func(k int) bool { return t.starts[k] > i }) - 1
+	return t.files[k], i - t.starts[k]
+}
+
+func (t *TFRecord) Len() int   { return t.n }
+
+// Corrupt lists the records that failed their checks when the file was
+// opened (every record is read once then, to name the classes).
+func (t *TFRecord) Corrupt() []*RecordError { return t.corrupt }
+func (t *TFRecord) Info() Info { return t.info }
+
+// Fingerprint covers every file and the feature keys.
+func (t *TFRecord) Fingerprint() (string, error) { return t.fp, nil }
+
+// Read sets rec.Enc to record i's image bytes and rec.Label to its label.
+func (t *TFRecord) Read(i int, rec *Record) error {
+	if i < 0 || i >= t.n {
+		return fmt.Errorf("tfrecord: sample %d out of range [0, %d)", i, t.n)
+	}
+	f, j := t.locate(i)
+	data, err := f.readRaw(j, i, rec.Buf)
+	if err != nil {
+		return err
+	}
+	ex, err := parseExample(data, t.imageKey, t.labelKey, "")
+	if err == nil && ex.image == nil {
+		err = fmt.Errorf("%w: no bytes feature %q", ErrFormat, t.imageKey)
+	}
+	if err == nil && !ex.hasLabel {
+		err = fmt.Errorf("%w: no int64 feature %q", ErrFormat, t.labelKey)
+	}
+	label := int(ex.label) - t.offset
+	if err == nil && (label < 0 || label >= len(t.info.Classes)) {
+		err = fmt.Errorf("%w: %d (classes 0..%d, label_offset %d)", ErrLabel, ex.label, len(t.info.Classes)-1, t.offset)
+	}
+	if err != nil {
+		return &RecordError{File: f.name, Offset: f.offsets[j], Index: i, Err: err}
+	}
+	*rec = Record{Enc: ex.image, Label: label, Buf: data[:cap(data)], Path: fmt.Sprintf("%s record %d", f.name, j)}
+	return nil
+}
+
+// classes reads every record's label (and class text where present) to
+// name the classes: the text of each label, else its number. Records that
+// fail their checks are kept in t.corrupt.
+func (t *TFRecord) classes(offset int) ([]string, error) {
+	names := map[int]string{}
+	maxLabel := -1
+	var buf []byte
+	for k, f := range t.files {
+		for j := range f.offsets {
+			bad := func(err error) {
+				t.corrupt = append(t.corrupt, &RecordError{File: f.name, Offset: f.offsets[j], Index: t.starts[k] + j, Err: err})
+			}
+			data, err := f.readRaw(j, t.starts[k]+j, buf)
+			if err != nil {
+				var re *RecordError
+				if !errors.As(err, &re) {
+					return nil, err
+				}
+				t.corrupt = append(t.corrupt, re)
+				continue
+			}
+			buf = data[:cap(data)]
+			ex, err := parseExample(data, "", t.labelKey, t.textKey)
+			if err != nil {
+				bad(err)
+				continue
+			}
+			if !ex.hasLabel {
+				bad(fmt.Errorf("%w: no int64 feature %q", ErrFormat, t.labelKey))
+				continue
+			}
+			l := int(ex.label) - offset
+			if l < 0 {
+				bad(fmt.Errorf("%w: %d with label_offset %d", ErrLabel, ex.label, offset))
+				continue
+			}
+			maxLabel = max(maxLabel, l)
+			if ex.text != nil {
+				names[l] = string(ex.text)
+			}
+		}
+	}
+	out := make([]string, maxLabel+1)
+	for i := range out {
+		if n, ok := names[i]; ok {
+			out[i] = n
+		} else {
+			out[i] = strconv.Itoa(i)
+		}
+	}
+	return out, nil
+}
+
+func (t *TFRecord) Close() error {
+	var errs []error
+	for _, f := range t.files {
+		if f.fh != nil {
+			errs = append(errs, f.fh.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// example is what a record's tf.train.Example gives.
+type example struct {
+	image    []byte
+	label    int64
+	hasLabel bool
+	text     []byte
+}
+
+// parseExample reads the wanted features of a serialised tf.train.Example:
+//
+//	Example { Features features = 1; }
+//	Features { map<string, Feature> feature = 1; }
+//	Feature { oneof { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
+//	BytesList { repeated bytes value = 1; }  Int64List { repeated int64 value = 1 [packed]; }
+func parseExample(b []byte, imageKey, labelKey, textKey string) (example, error) {
+	var ex example
+	bad := func(what string) (example, error) {
+		return ex, fmt.Errorf("%w: not a tf.train.Example (%s)", ErrFormat, what)
+	}
+	feats, ok := field(b, 1)
+	if !ok {
+		return bad("no features")
+	}
+	for len(feats) > 0 {
+		num, typ, n := protowire.ConsumeTag(feats)
+		if n < 0 {
+			return bad("bad tag")
+		}
+		feats = feats[n:]
+		if num != 1 || typ != protowire.BytesType {
+			n = protowire.ConsumeFieldValue(num, typ, feats)
+			if n < 0 {
+				return bad("bad field")
+			}
+			feats = feats[n:]
+			continue
+		}
+		entry, n := protowire.ConsumeBytes(feats)
+		if n < 0 {
+			return bad("bad map entry")
+		}
+		feats = feats[n:]
+		key, _ := field(entry, 1)
+		val, _ := field(entry, 2)
+		switch string(key) {
+		case imageKey:
+			if list, ok := field(val, 1); ok {
+				ex.image, _ = field(list, 1)
+			}
+		case textKey:
+			if list, ok := field(val, 1); ok {
+				ex.text, _ = field(list, 1)
+			}
+		case labelKey:
+			list, ok := field(val, 3)
+			if !ok {
+				continue
+			}
+			v, ok := firstInt(list)
+			if ok {
+				ex.label, ex.hasLabel = v, true
+			}
+		}
+	}
+	return ex, nil
+}
+
+// field returns the last length-delimited field num of a message.
+func field(b []byte, num protowire.Number) ([]byte, bool) {
+	var out []byte
+	found := false
+	for len(b) > 0 {
+		n, typ, k := protowire.ConsumeTag(b)
+		if k < 0 {
+			return nil, false
+		}
+		b = b[k:]
+		if n == num && typ == protowire.BytesType {
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return nil, false
+			}
+			out, found = v, true
+			b = b[k:]
+			continue
+		}
+		k = protowire.ConsumeFieldValue(n, typ, b)
+		if k < 0 {
+			return nil, false
+		}
+		b = b[k:]
+	}
+	return out, found
+}
+
+// firstInt returns the first value of an Int64List, packed or not.
+func firstInt(list []byte) (int64, bool) {
+	for len(list) > 0 {
+		n, typ, k := protowire.ConsumeTag(list)
+		if k < 0 {
+			return 0, false
+		}
+		list = list[k:]
+		if n != 1 {
+			k = protowire.ConsumeFieldValue(n, typ, list)
+			if k < 0 {
+				return 0, false
+			}
+			list = list[k:]
+			continue
+		}
+		switch typ {
+		case protowire.VarintType:
+			v, k := protowire.ConsumeVarint(list)
+			return int64(v), k >= 0
+		case protowire.BytesType:
+			packed, k := protowire.ConsumeBytes(list)
+			if k < 0 || len(packed) == 0 {
+				return 0, false
+			}
+			v, k := protowire.ConsumeVarint(packed)
+			return int64(v), k >= 0
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,374 @@
+package pipe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/trainer"
+	"github.com/pipefeed/pipe/transform"
+)
+
+// TrainConfig is the train stage: the trainer's configuration, of which
+// Fit fills in what the pipeline decides (input shape, classes, replicas,
+// global batch, batches per epoch, seed; Threads 0 means every core), and
+// where the run's files go.
+type TrainConfig struct {
+	trainer.Config
+	// Out is the directory for the checkpoint, the metrics and the plots
+	// ("" for none).
+	Out string
+	// LogEvery writes every LogEvery-th step's figures to out/steps.jsonl
+	// (0: none).
+	LogEvery int
+}
+
+// EvalConfig is the eval stage: a held-out source, evaluated every Every
+// epochs in batches of Batch.
+type EvalConfig struct {
+	Source source.Source
+	Every  int
+	Batch  int
+}
+
+// Train makes the pipeline train a model on its batches (the .pipe stage
+// "train"). It comes after batch and to_tensor (NCHW float32), and after
+// prefetch if there is one: each device feeds one replica.
+func Train(c TrainConfig) Stage {
+	return Stage{name: "train", desc: fmt.Sprintf("train model=%s epochs=%d", c.Model.Name, c.Epochs), apply: func(b *builder) error {
+		if !b.afterBatch {
+			return errors.New("train takes batches: it comes after batch, to_tensor and prefetch")
+		}
+		if c.Epochs < 1 {
+			return fmt.Errorf("epochs=%d: must be at least 1", c.Epochs)
+		}
+		cfg := c
+		b.p.train = &cfg
+		return nil
+	}}
+}
+
+// Eval evaluates the trained model on a held-out source (the .pipe stage
+// "eval"); it needs a train stage.
+func Eval(c EvalConfig) Stage {
+	return Stage{name: "eval", desc: fmt.Sprintf("eval every=%d batch=%d", c.Every, c.Batch), src: c.Source, apply: func(b *builder) error {
+		if c.Every < 1 || c.Batch < 1 {
+			return fmt.Errorf("every=%d batch=%d: both must be at least 1", c.Every, c.Batch)
+		}
+		cfg := c
+		b.p.eval = &cfg
+		return nil
+	}}
+}
+
+// checkTrain checks the train stage against the pipeline it ends.
+func (p *Pipeline) checkTrain() error {
+	if p.eval != nil && p.train == nil {
+		return errors.New("eval needs a train stage before it")
+	}
+	if p.train == nil {
+		return nil
+	}
+	if p.out.DType != transform.Float32 || p.out.Layout != transform.NCHW {
+		return fmt.Errorf("train needs NCHW float32 batches, not %s %s: use to_tensor layout=nchw dtype=float32", p.out.Layout, p.out.DType)
+	}
+	if p.devSpec.cuda {
+		return errors.New("train runs its replicas on the CPU: use devices=cpu:N (the GPU trainer is not built yet)")
+	}
+	if p.eval != nil {
+		if i, e := p.src.Info(), p.eval.Source.Info(); i.C != e.C || i.H != e.H || i.W != e.W || len(i.Classes) != len(e.Classes) {
+			return fmt.Errorf("eval source %s does not match the training source %s", e.Identity, i.Identity)
+		}
+	}
+	return nil
+}
+
+// TrainOut is the train stage's output directory ("" for none).
+func (p *Pipeline) TrainOut() string {
+	if p.train == nil {
+		return ""
+	}
+	return p.train.Out
+}
+
+// Training reports whether the pipeline ends in a train stage.
+func (p *Pipeline) Training() bool { return p.train != nil }
+
+// TrainEpoch is one epoch of training as reported: the fields `pipe run
+// --json` prints.
+type TrainEpoch struct {
+	Epoch         int       `json:"epoch"`
+	Steps         int       `json:"steps"`
+	Images        int       `json:"images"`
+	TrainLoss     float64   `json:"train_loss"`
+	TrainAccuracy float64   `json:"train_accuracy"`
+	TestLoss      *float64  `json:"test_loss,omitempty"`
+	TestAccuracy  *float64  `json:"test_accuracy,omitempty"`
+	LR            float64   `json:"lr"`
+	ImagesPerSec  float64   `json:"images_per_sec"`
+	StallPct      float64   `json:"stall_pct"`
+	DeviceStall   []float64 `json:"device_stall_pct"`
+	Seconds       float64   `json:"seconds"`
+	// WallSeconds is the run's training time up to the end of this epoch,
+	// across resumes.
+	WallSeconds float64 `json:"wall_seconds"`
+}
+
+// TrainOptions configures Pipeline.Fit.
+type TrainOptions struct {
+	// Resume continues from the checkpoint in the train stage's out
+	// directory, at the step it was written.
+	Resume bool
+	// OnStart sees the trainer once it is built (and resumed).
+	OnStart func(*trainer.Trainer)
+	// OnEpoch sees every epoch's figures as it ends; OnStep every step's
+	// loss.
+	OnEpoch func(TrainEpoch)
+	OnStep  func(trainer.StepStats)
+}
+
+// TrainStep is a step's figures as out/steps.jsonl records them: the mean
+// over the LogEvery steps up to this one.
+type TrainStep struct {
+	Step         int64   `json:"step"`
+	Epoch        int     `json:"epoch"`
+	Loss         float64 `json:"loss"`
+	Accuracy     float64 `json:"accuracy"`
+	LR           float64 `json:"lr"`
+	ImagesPerSec float64 `json:"images_per_sec"`
+}
+
+// TrainResult is a finished (or stopped) run.
+type TrainResult struct {
+	Trainer *trainer.Trainer
+	// History holds every epoch, including those before a resume.
+	History []TrainEpoch
+}
+
+// Fit trains the model of the pipeline's train stage. After every epoch it
+// writes the checkpoint (out/checkpoint.gob) and appends the epoch to
+// out/metrics.jsonl; with Resume it first restores the checkpoint.
+func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error) {
+	c := p.train
+	if c == nil {
+		return nil, errors.New("pipe: the pipeline has no train stage")
+	}
+	cfg := c.Config
+	if cfg.Threads == 0 {
+		cfg.Threads = runtime.GOMAXPROCS(0)
+	}
+	s := p.out.Shape
+	cfg.Input, cfg.Classes, cfg.Replicas = []int{s.C, s.H, s.W}, len(p.src.Info().Classes), p.Devices()
+	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Seed = p.batch, p.Batches(), p.seed
+	tr, err := trainer.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res := &TrainResult{Trainer: tr}
+	ckpt, metrics := "", ""
+	if c.Out != "" {
+		ckpt, metrics = filepath.Join(c.Out, "checkpoint.gob"), filepath.Join(c.Out, "metrics.jsonl")
+	}
+	identity := p.trainIdentity()
+	if o.Resume {
+		if ckpt == "" {
+			return nil, errors.New("pipe: --resume needs the train stage's out= directory, where the checkpoint is")
+		}
+		hist, err := tr.Load(ckpt, identity)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(hist, &res.History); err != nil {
+			return nil, fmt.Errorf("pipe: %s: the metrics history: %w", ckpt, err)
+		}
+	}
+	if o.OnStart != nil {
+		o.OnStart(tr)
+	}
+	if p.eval != nil && p.evalP == nil {
+		if p.evalP, err = p.evalPipeline(); err != nil {
+			return nil, err
+		}
+	}
+	evalP := p.evalP
+	wall := 0.0
+	if n := len(res.History); n > 0 {
+		wall = res.History[n-1].WallSeconds
+	}
+	feed := &trainFeed{p: p}
+	onStep := o.OnStep
+	if c.LogEvery > 0 && c.Out != "" {
+		onStep = p.stepLogger(filepath.Join(c.Out, "steps.jsonl"), !o.Resume, o.OnStep)
+	}
+	for tr.Epoch < c.Epochs {
+		start := time.Now()
+		st, err := tr.RunEpoch(ctx, feed, onStep)
+		if err != nil {
+			return res, err
+		}
+		ep := TrainEpoch{Epoch: st.Epoch, Steps: st.Steps, Images: st.Images, TrainLoss: st.TrainLoss, TrainAccuracy: st.TrainAccuracy,
+			LR: st.LR, ImagesPerSec: st.ImagesPerSec, StallPct: st.StallPct, DeviceStall: st.DeviceStall, Seconds: st.Seconds}
+		if evalP != nil && ((st.Epoch+1)%p.eval.Every == 0 || tr.Epoch == c.Epochs) {
+			ev, err := tr.Evaluate(ctx, &trainFeed{p: evalP})
+			if err != nil {
+				return res, err
+			}
+			ep.TestLoss, ep.TestAccuracy = &ev.Loss, &ev.Accuracy
+		}
+		wall += time.Since(start).Seconds()
+		ep.WallSeconds = wall
+		res.History = append(res.History, ep)
+		if ckpt != "" {
+			hist, _ := json.Marshal(res.History)
+			if err := tr.Save(ckpt, identity, hist); err != nil {
+				return res, err
+			}
+			if err := appendJSONLine(metrics, ep, st.Epoch == 0 && !o.Resume); err != nil {
+				return res, err
+			}
+		}
+		if o.OnEpoch != nil {
+			o.OnEpoch(ep)
+		}
+	}
+	return res, nil
+}
+
+// stepLogger appends a TrainStep to path every LogEvery steps, then calls
+// next.
+func (p *Pipeline) stepLogger(path string, truncate bool, next func(trainer.StepStats)) func(trainer.StepStats) {
+	var loss float64
+	var correct, images int
+	last := time.Now()
+	return func(s trainer.StepStats) {
+		loss += s.Loss * float64(s.Images)
+		correct += s.Correct
+		images += s.Images
+		if s.Step%int64(p.train.LogEvery) == 0 && images > 0 {
+			rec := TrainStep{Step: s.Step, Epoch: s.Epoch, Loss: loss / float64(images), Accuracy: float64(correct) / float64(images),
+				LR: s.LR, ImagesPerSec: float64(images) / time.Since(last).Seconds()}
+			appendJSONLine(path, rec, truncate)
+			truncate = false
+			loss, correct, images, last = 0, 0, 0, time.Now()
+		}
+		if next != nil {
+			next(s)
+		}
+	}
+}
+
+// trainIdentity describes what a checkpoint must match: the stages (the
+// data, its augmentation and batching) and the model.
+func (p *Pipeline) trainIdentity() string {
+	id := p.src.Info().Identity
+	for _, s := range p.stages[1:] {
+		if s.name != "eval" && s.name != "pipeline" {
+			id += " | " + s.desc
+		}
+	}
+	m := p.train.Model
+	return id + fmt.Sprintf(" | model %s depth=%d width=%d seed=%d", m.Name, m.Depth, m.Width, p.seed)
+}
+
+func appendJSONLine(path string, v any, truncate bool) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	flag := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if truncate {
+		flag |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(f).Encode(v); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// evalPipeline is the held-out data as the model sees it: the eval source,
+// no augmentation, the training normalisation on the host, NCHW float32.
+func (p *Pipeline) evalPipeline() (*Pipeline, error) {
+	stages := []Stage{Source(p.eval.Source)}
+	if p.norm != nil {
+		stages = append(stages, Normalize(p.norm))
+	}
+	stages = append(stages, Options(p.workers, p.onError, int64(p.seed)), Batching(p.eval.Batch, false), ToTensor(transform.NCHW, transform.Float32))
+	return New(stages...)
+}
+
+// trainFeed hands the pipeline's batches to the trainer: each device's
+// slices to its replica, or the host batches to a single replica.
+type trainFeed struct{ p *Pipeline }
+
+func (f *trainFeed) Epoch(ctx context.Context, e int) (trainer.EpochFeed, error) {
+	if f.p.HasPrefetch() {
+		x, err := f.p.DeviceEpoch(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		return &deviceFeed{x: x}, nil
+	}
+	x, err := f.p.Epoch(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	return &hostFeed{x: x}, nil
+}
+
+// batchTensor views NCHW float32 batch bytes as a tensor, without copying.
+func batchTensor(p *Pipeline, data []byte, n int) *trainer.Tensor {
+	s := p.out.Shape
+	f := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), len(data)/4)
+	return &trainer.Tensor{Shape: []int{n, s.C, s.H, s.W}, Data: f[:n*s.Len()]}
+}
+
+type deviceFeed struct{ x *DeviceEpoch }
+
+func (f *deviceFeed) Next(r int) (trainer.Batch, error) {
+	db, err := f.x.Next(r)
+	if err != nil {
+		return trainer.Batch{}, err
+	}
+	data := db.Data()
+	if data == nil {
+		db.Release()
+		return trainer.Batch{}, errors.New("pipe: the trainer reads device memory from the host: use devices=cpu:N")
+	}
+	return trainer.Batch{X: batchTensor(f.x.p, data, db.N), Labels: db.Labels, Samples: db.Samples, Release: db.Release}, nil
+}
+
+func (f *deviceFeed) Stall(r int) time.Duration { return f.x.queues[r].Stats().ConsumerWait }
+func (f *deviceFeed) Close() error              { return f.x.Close() }
+
+type hostFeed struct{ x *Epoch }
+
+func (f *hostFeed) Next(r int) (trainer.Batch, error) {
+	if r != 0 {
+		return trainer.Batch{}, fmt.Errorf("pipe: replica %d of a pipeline without devices", r)
+	}
+	b, err := f.x.Next()
+	if errors.Is(err, io.EOF) {
+		return trainer.Batch{}, io.EOF
+	}
+	if err != nil {
+		return trainer.Batch{}, err
+	}
+	return trainer.Batch{X: batchTensor(f.x.p, b.Data, b.N), Labels: b.Labels, Samples: b.Samples, Release: b.Release}, nil
+}
+
+func (f *hostFeed) Stall(int) time.Duration {
+	return time.Duration(f.x.Stats().StallSeconds * float64(time.Second))
+}
+func (f *hostFeed) Close() error { return f.x.Close() }

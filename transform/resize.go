@@ -1,0 +1,407 @@
+package transform
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Interp is a resampling filter.
+type Interp int
+
+const (
+	Bilinear Interp = iota
+	Bicubic
+	Lanczos
+)
+
+var interpNames = [...]string{"bilinear", "bicubic", "lanczos"}
+
+func (i Interp) String() string { return interpNames[i] }
+
+// ParseInterp returns the Interp with the given name.
+func ParseInterp(s string) (Interp, error) {
+	for i, n := range interpNames {
+		if n == s {
+			return Interp(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown interpolation %q (want bilinear, bicubic or lanczos)", ErrParam, s)
+}
+
+// support is the filter's radius at scale 1; kernel its weight at x.
+func (i Interp) support() float64 { return [...]float64{1, 2, 3}[i] }
+
+func (i Interp) kernel(x float64) float64 {
+	x = math.Abs(x)
+	switch i {
+	case Bicubic: // Keys, a = -0.5, as PIL
+		const a = -0.5
+		if x < 1 {
+			return ((a+2)*x-(a+3))*x*x + 1
+		}
+		if x < 2 {
+			return (((x-5)*x+8)*x - 4) * a
+		}
+		return 0
+	case Lanczos:
+		if x < 3 {
+			return sinc(x) * sinc(x/3)
+		}
+		return 0
+	}
+	if x < 1 {
+		return 1 - x
+	}
+	return 0
+}
+
+func sinc(x float64) float64 {
+	if x == 0 {
+		return 1
+	}
+	x *= math.Pi
+	return math.Sin(x) / x
+}
+
+// taps are the weights of one output pixel: in[start : start+len(w)].
+type taps struct {
+	start int
+	w     []float32
+}
+
+// coeffs computes, as PIL's resampler does, the weights mapping the input
+// span [lo, lo+size) of n pixels onto out pixels: when shrinking, the filter
+// is stretched by the scale, so every input pixel contributes (antialiasing).
+func coeffs(dst []taps, buf []float32, lo, size float64, n, out int, f Interp) ([]taps, []float32) {
+	scale := size / float64(out)
+	fs := max(scale, 1)
+	support := f.support() * fs
+	dst, buf = dst[:0], buf[:0]
+	for i := range out {
+		center := lo + (float64(i)+0.5)*scale
+		x0 := max(int(center-support+0.5), 0)
+		x1 := min(int(center+support+0.5), n)
+		start := len(buf)
+		var sum float64
+		for x := x0; x < x1; x++ {
+			w := f.kernel((float64(x) - center + 0.5) / fs)
+			buf = append(buf, float32(w))
+			sum += w
+		}
+		if sum != 0 {
+			for k := start; k < len(buf); k++ {
+				buf[k] = float32(float64(buf[k]) / sum)
+			}
+		}
+		dst = append(dst, taps{start: x0, w: buf[start:len(buf):len(buf)]})
+	}
+	// buf may have moved while growing: point the taps at its final array.
+	off := 0
+	for i := range dst {
+		n := len(dst[i].w)
+		dst[i].w = buf[off : off+n : off+n]
+		off += n
+	}
+	return dst, buf
+}
+
+// resampleScratch is the reusable memory of one resample call.
+type resampleScratch struct {
+	tx, ty []taps
+	bx, by []float32
+	mid    []float32
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(resampleScratch) }}
+
+// resample writes into dst (C×oh×ow) the region of src with top-left
+// (y0, x0) and size h×w (in source pixels, fractional allowed) resampled by
+// f: horizontally into a float buffer, then vertically, rounding and
+// clamping to bytes.
+func resample(dst, src *Image, y0, x0, h, w float64, oh, ow int, f Interp) {
+	s := scratchPool.Get().(*resampleScratch)
+	defer scratchPool.Put(s)
+	s.tx, s.bx = coeffs(s.tx, s.bx, x0, w, src.W, ow, f)
+	s.ty, s.by = coeffs(s.ty, s.by, y0, h, src.H, oh, f)
+	// Only the source rows some output row reads.
+	r0, r1 := s.ty[0].start, 0
+	for _, t := range s.ty {
+		r1 = max(r1, t.start+len(t.w))
+	}
+	rows := r1 - r0
+	if cap(s.mid) < rows*ow {
+		s.mid = make([]float32, rows*ow)
+	}
+	mid := s.mid[:rows*ow]
+	dst.Resize(src.C, oh, ow)
+	for c := range src.C {
+		plane := src.Plane(c)
+		for y := r0; y < r1; y++ {
+			in := plane[y*src.W : (y+1)*src.W]
+			out := mid[(y-r0)*ow : (y-r0+1)*ow]
+			for x, t := range s.tx {
+				var acc float32
+				px := in[t.start : t.start+len(t.w)]
+				for k, wt := range t.w {
+					acc += wt * float32(px[k])
+				}
+				out[x] = acc
+			}
+		}
+		op := dst.Plane(c)
+		for y, t := range s.ty {
+			out := op[y*ow : (y+1)*ow]
+			for x := range out {
+				var acc float32
+				for k, wt := range t.w {
+					acc += wt * mid[(t.start-r0+k)*ow+x]
+				}
+				out[x] = clampByte(acc)
+			}
+		}
+	}
+}
+
+func clampByte(v float32) uint8 {
+	if v <= 0 {
+		return 0
+	}
+	if v >= 255 {
+		return 255
+	}
+	return uint8(v + 0.5)
+}
+
+// ResizeOp scales the image so that its shorter side is Shorter pixels,
+// keeping the aspect ratio (torchvision's Resize(int)): the longer side
+// becomes ⌊Shorter·long/short⌋.
+type ResizeOp struct {
+	Shorter int
+	Interp  Interp
+}
+
+// Resize returns the resize operation; shorter ≥ 1.
+func Resize(shorter int, interp Interp) (*ResizeOp, error) {
+	if shorter < 1 {
+		return nil, paramErr("resize", "shorter=%d: must be at least 1", shorter)
+	}
+	return &ResizeOp{Shorter: shorter, Interp: interp}, nil
+}
+
+func (o *ResizeOp) Name() string { return "resize" }
+func (o *ResizeOp) Random() bool { return false }
+func (o *ResizeOp) String() string {
+	return fmt.Sprintf("resize shorter=%d interpolation=%s", o.Shorter, o.Interp)
+}
+
+func (o *ResizeOp) size(h, w int) (int, int) {
+	if h <= w {
+		return o.Shorter, o.Shorter * w / h
+	}
+	return o.Shorter * h / w, o.Shorter
+}
+
+func (o *ResizeOp) OutShape(in Shape) (Shape, error) {
+	if in.H == 0 || in.W == 0 {
+		return Shape{C: in.C}, nil // varies with the input
+	}
+	h, w := o.size(in.H, in.W)
+	return Shape{C: in.C, H: h, W: w}, nil
+}
+
+func (o *ResizeOp) Apply(dst, src *Image, r *Rand) bool {
+	h, w := o.size(src.H, src.W)
+	if h == src.H && w == src.W {
+		return false
+	}
+	resample(dst, src, 0, 0, float64(src.H), float64(src.W), h, w, o.Interp)
+	return true
+}
+
+// CenterCropOp takes the central Size×Size window (torchvision's
+// CenterCrop): its top-left corner is at round((H-Size)/2),
+// round((W-Size)/2); an image smaller than Size is padded with zeros.
+type CenterCropOp struct{ Size int }
+
+// CenterCrop returns the center_crop operation; size ≥ 1.
+func CenterCrop(size int) (*CenterCropOp, error) {
+	if size < 1 {
+		return nil, paramErr("center_crop", "size=%d: must be at least 1", size)
+	}
+	return &CenterCropOp{Size: size}, nil
+}
+
+func (o *CenterCropOp) Name() string   { return "center_crop" }
+func (o *CenterCropOp) Random() bool   { return false }
+func (o *CenterCropOp) String() string { return fmt.Sprintf("center_crop size=%d", o.Size) }
+
+func (o *CenterCropOp) OutShape(in Shape) (Shape, error) {
+	return Shape{C: in.C, H: o.Size, W: o.Size}, nil
+}
+
+func (o *CenterCropOp) Apply(dst, src *Image, r *Rand) bool {
+	s := o.Size
+	// torchvision: int(round((H - s) / 2.0)), rounding half to even.
+	oy := int(math.RoundToEven(float64(src.H-s) / 2))
+	ox := int(math.RoundToEven(float64(src.W-s) / 2))
+	window(dst, src, oy, ox, s, s, FillZero, false)
+	return true
+}
+
+// RandomResizedCropOp crops a random window of random area and aspect ratio
+// and resizes it to Size×Size (torchvision's RandomResizedCrop): the area is
+// a uniform fraction in Scale of the image's, the aspect ratio log-uniform
+// in Ratio; after 10 draws that do not fit, it falls back to a central crop
+// with the aspect ratio clamped to Ratio.
+type RandomResizedCropOp struct {
+	Size         int
+	Scale, Ratio [2]float64
+	Interp       Interp
+}
+
+// RandomResizedCrop returns the random_resized_crop operation.
+func RandomResizedCrop(size int, scale, ratio [2]float64, interp Interp) (*RandomResizedCropOp, error) {
+	switch {
+	case size < 1:
+		return nil, paramErr("random_resized_crop", "size=%d: must be at least 1", size)
+	case !(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1):
+		return nil, paramErr("random_resized_crop", "scale=%g,%g: want 0 < min ≤ max ≤ 1", scale[0], scale[1])
+	case !(ratio[0] > 0 && ratio[0] <= ratio[1]) || math.IsInf(ratio[1], 0):
+		return nil, paramErr("random_resized_crop", "ratio=%g,%g: want 0 < min ≤ max", ratio[0], ratio[1])
+	}
+	return &RandomResizedCropOp{Size: size, Scale: scale, Ratio: ratio, Interp: interp}, nil
+}
+
+func (o *RandomResizedCropOp) Name() string { return "random_resized_crop" }
+func (o *RandomResizedCropOp) Random() bool { return true }
+func (o *RandomResizedCropOp) String() string {
+	return fmt.Sprintf("random_resized_crop size=%d scale=%g,%g ratio=%g,%g interpolation=%s",
+		o.Size, o.Scale[0], o.Scale[1], o.Ratio[0], o.Ratio[1], o.Interp)
+}
+
+func (o *RandomResizedCropOp) OutShape(in Shape) (Shape, error) {
+	return Shape{C: in.C, H: o.Size, W: o.Size}, nil
+}
+
+// Window returns the crop (top, left, height, width) for an H×W image.
+func (o *RandomResizedCropOp) Window(h, w int, r *Rand) (int, int, int, int) {
+	area := float64(h * w)
+	lr0, lr1 := math.Log(o.Ratio[0]), math.Log(o.Ratio[1])
+	for range 10 {
+		target := area * r.Uniform(o.Scale[0], o.Scale[1])
+		aspect := math.Exp(r.Uniform(lr0, lr1))
+		cw := int(math.RoundToEven(math.Sqrt(target * aspect)))
+		ch := int(math.RoundToEven(math.Sqrt(target / aspect)))
+		if cw > 0 && cw <= w && ch > 0 && ch <= h {
+			return r.Intn(h - ch + 1), r.Intn(w - cw + 1), ch, cw
+		}
+	}
+	in := float64(w) / float64(h)
+	cw, ch := w, h
+	switch {
+	case in < o.Ratio[0]:
+		ch = int(math.RoundToEven(float64(cw) / o.Ratio[0]))
+	case in > o.Ratio[1]:
+		cw = int(math.RoundToEven(float64(ch) * o.Ratio[1]))
+	}
+	return (h - ch) / 2, (w - cw) / 2, ch, cw
+}
+
+func (o *RandomResizedCropOp) Apply(dst, src *Image, r *Rand) bool {
+	y, x, h, w := o.Window(src.H, src.W, r)
+	resample(dst, src, float64(y), float64(x), float64(h), float64(w), o.Size, o.Size, o.Interp)
+	return true
+}
+
+// ColorJitterOp changes brightness, contrast and saturation by random
+// factors drawn uniformly from [max(0, 1-v), 1+v] for each value v given,
+// in a random order (torchvision's ColorJitter without hue): brightness
+// scales the pixels, contrast blends with the mean grey level of the image,
+// saturation with each pixel's grey level (ITU-R 601 luma).
+type ColorJitterOp struct {
+	Brightness, Contrast, Saturation float64
+}
+
+// ColorJitter returns the color_jitter operation; the values are ≥ 0.
+func ColorJitter(brightness, contrast, saturation float64) (*ColorJitterOp, error) {
+	for _, v := range []float64{brightness, contrast, saturation} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, paramErr("color_jitter", "brightness=%g contrast=%g saturation=%g: want values ≥ 0", brightness, contrast, saturation)
+		}
+	}
+	return &ColorJitterOp{Brightness: brightness, Contrast: contrast, Saturation: saturation}, nil
+}
+
+func (o *ColorJitterOp) Name() string { return "color_jitter" }
+func (o *ColorJitterOp) Random() bool { return true }
+func (o *ColorJitterOp) String() string {
+	return fmt.Sprintf("color_jitter brightness=%g contrast=%g saturation=%g", o.Brightness, o.Contrast, o.Saturation)
+}
+
+func (o *ColorJitterOp) OutShape(in Shape) (Shape, error) {
+	if in.C != 3 && (o.Saturation > 0 || o.Contrast > 0) {
+		return Shape{}, fmt.Errorf("color_jitter: contrast and saturation need 3 channels, not %d", in.C)
+	}
+	return in, nil
+}
+
+func factor(v float64, r *Rand) float64 { return r.Uniform(max(0, 1-v), 1+v) }
+
+func (o *ColorJitterOp) Apply(dst, src *Image, r *Rand) bool {
+	// A random order of the three, then their factors, as torchvision
+	// draws them (a permutation, then one factor per enabled jitter).
+	order := [3]int{0, 1, 2}
+	for i := 2; i > 0; i-- {
+		j := r.Intn(i + 1)
+		order[i], order[j] = order[j], order[i]
+	}
+	var f [3]float64
+	for i, v := range []float64{o.Brightness, o.Contrast, o.Saturation} {
+		f[i] = 1
+		if v > 0 {
+			f[i] = factor(v, r)
+		}
+	}
+	if f == [3]float64{1, 1, 1} {
+		return false
+	}
+	dst.Resize(src.C, src.H, src.W)
+	copy(dst.Pix, src.Pix)
+	n := src.H * src.W
+	for _, k := range order {
+		if f[k] == 1 {
+			continue
+		}
+		switch k {
+		case 0:
+			blend(dst.Pix, 0, float32(f[k]))
+		case 1:
+			var sum float64
+			rr, g, b := dst.Plane(0), dst.Plane(1), dst.Plane(2)
+			for i := range n {
+				sum += float64(luma(rr[i], g[i], b[i]))
+			}
+			blend(dst.Pix, float32(sum/float64(n)), float32(f[k]))
+		case 2:
+			rr, g, b := dst.Plane(0), dst.Plane(1), dst.Plane(2)
+			for i := range n {
+				grey := luma(rr[i], g[i], b[i])
+				ff := float32(f[k])
+				rr[i] = clampByte(grey + ff*(float32(rr[i])-grey))
+				g[i] = clampByte(grey + ff*(float32(g[i])-grey))
+				b[i] = clampByte(grey + ff*(float32(b[i])-grey))
+			}
+		}
+	}
+	return true
+}
+
+func luma(r, g, b uint8) float32 { return 0.299*float32(r) + 0.587*float32(g) + 0.114*float32(b) }
+
+// blend sets every value v to base + f·(v - base), clamped.
+func blend(pix []byte, base, f float32) {
+	for i, v := range pix {
+		pix[i] = clampByte(base + f*(float32(v)-base))
+	}
+}
