@@ -275,12 +275,12 @@ func (t *TFRecord) locate(i int) (*tfFile, int) {
 	return t.files[k], i - t.starts[k]
 }
 
-func (t *TFRecord) Len() int   { return t.n }
+func (t *TFRecord) Len() int { return t.n }
 
 // Corrupt lists the records that failed their checks when the file was
 // opened (every record is read once then, to name the classes).
 func (t *TFRecord) Corrupt() []*RecordError { return t.corrupt }
-func (t *TFRecord) Info() Info { return t.info }
+func (t *TFRecord) Info() Info              { return t.info }
 
 // Fingerprint covers every file and the feature keys.
 func (t *TFRecord) Fingerprint() (string, error) { return t.fp, nil }
