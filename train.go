@@ -212,6 +212,14 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 		start := time.Now()
 		st, err := tr.RunEpoch(ctx, feed, onStep)
 		if err != nil {
+			// Stopped mid-epoch (Ctrl-C, a cancelled context): keep the
+			// steps done, so --resume continues at the next one.
+			if ckpt != "" && ctx.Err() != nil && tr.InEpoch > 0 {
+				hist, _ := json.Marshal(res.History)
+				if serr := tr.Save(ckpt, identity, hist); serr != nil {
+					return res, errors.Join(err, serr)
+				}
+			}
 			return res, err
 		}
 		ep := TrainEpoch{Epoch: st.Epoch, Steps: st.Steps, Images: st.Images, TrainLoss: st.TrainLoss, TrainAccuracy: st.TrainAccuracy,

@@ -99,6 +99,47 @@ func TestResumeContinuesExactly(t *testing.T) {
 	}
 }
 
+// TestResumeMidEpoch: a stop in the middle of an epoch saves the steps done,
+// and the resumed run continues at the next step, ending with the
+// uninterrupted run's parameters (two replicas, sync mode, no batch norm).
+func TestResumeMidEpoch(t *testing.T) {
+	dir := t.TempDir()
+	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "keras_cnn"}, Epochs: 2, StepsPerEpoch: 3, LR: 0.01,
+		BaseBatch: 100, Optim: trainer.OptimConfig{Momentum: 0.9}, Schedule: "cosine"}, Out: dir + "/whole"}
+	whole := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...), TrainOptions{})
+
+	c.Out = dir + "/parts"
+	p := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...)
+	ctx, stop := context.WithCancel(context.Background())
+	_, err := p.Fit(ctx, TrainOptions{OnStep: func(s trainer.StepStats) {
+		if s.Step == 4 { // epoch 1, step 1 of 3
+			stop()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped run: %v", err)
+	}
+	q := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...)
+	var at [3]int64
+	resumed := fit(t, q, TrainOptions{Resume: true, OnStart: func(tr *trainer.Trainer) {
+		at = [3]int64{int64(tr.Epoch), int64(tr.InEpoch), tr.Step}
+	}})
+	if at != [3]int64{1, 1, 4} {
+		t.Fatalf("resumed at epoch %d, step %d of it, step %d in all; want 1, 1, 4", at[0], at[1], at[2])
+	}
+	a, b := whole.Trainer.Model().Params(), resumed.Trainer.Model().Params()
+	for i := range a {
+		for j := range a[i].W {
+			if a[i].W[j] != b[i].W[j] {
+				t.Fatalf("parameter %d (%s) value %d: %g uninterrupted, %g resumed", i, a[i].Name, j, a[i].W[j], b[i].W[j])
+			}
+		}
+	}
+	if w, r := whole.History[1], resumed.History[1]; w.TrainLoss != r.TrainLoss || w.Images != r.Images || w.Steps != r.Steps {
+		t.Errorf("epoch 1: uninterrupted %+v, resumed %+v", w, r)
+	}
+}
+
 func TestTrainConfigErrors(t *testing.T) {
 	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "mlp"}, Epochs: 1, LR: 0.1}}
 	for _, tc := range []struct {

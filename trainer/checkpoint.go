@@ -27,6 +27,8 @@ type checkpoint struct {
 	OptSq    [][]float32
 	Step     int64
 	Epoch    int
+	InEpoch  int // steps of Epoch done (a stop mid-epoch)
+	Part     partial
 	History  []byte // the caller's (metrics so far)
 }
 
@@ -42,7 +44,8 @@ var ErrCheckpoint = errors.New("checkpoint does not fit this run")
 func (t *Trainer) Save(path, identity string, history []byte) error {
 	rep := t.replicas[0]
 	c := checkpoint{Version: checkpointVersion, Identity: identity, Model: rep.model.Name,
-		OptT: rep.opt.t, OptState: rep.opt.state, OptSq: rep.opt.sq, Step: t.Step, Epoch: t.Epoch, History: history}
+		OptT: rep.opt.t, OptState: rep.opt.state, OptSq: rep.opt.sq, Step: t.Step, Epoch: t.Epoch,
+		InEpoch: t.InEpoch, Part: t.part, History: history}
 	for _, p := range rep.model.Params() {
 		c.Params = append(c.Params, p.W)
 	}
@@ -106,6 +109,6 @@ func (t *Trainer) Load(path, identity string) ([]byte, error) {
 		}
 		rep.opt.t = c.OptT
 	}
-	t.Step, t.Epoch = c.Step, c.Epoch
+	t.Step, t.Epoch, t.InEpoch, t.part = c.Step, c.Epoch, c.InEpoch, c.Part
 	return c.History, nil
 }

@@ -130,9 +130,20 @@ type Trainer struct {
 	sched    ScheduleConfig
 	peak     float64
 	steps    int // steps per epoch
-	// Step is the number of steps taken; Epoch the next epoch to run.
-	Step  int64
-	Epoch int
+	// Step is the number of steps taken; Epoch the epoch running or next
+	// to run, of which InEpoch steps are done.
+	Step    int64
+	Epoch   int
+	InEpoch int
+	// part holds the figures of InEpoch's steps, for a resumed epoch.
+	part partial
+}
+
+// partial sums an epoch's steps.
+type partial struct {
+	Loss    float64
+	Correct int
+	Images  int
 }
 
 type replica struct {
@@ -276,7 +287,9 @@ type StepStats struct {
 }
 
 // RunEpoch trains epoch t.Epoch on the feed and advances to the next.
-// onStep, if set, sees every step's figures.
+// onStep, if set, sees every step's figures. When it stops early (ctx, an
+// error), InEpoch counts the steps done, and a checkpoint saved then
+// resumes at the next one.
 func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats)) (EpochStats, error) {
 	start := time.Now()
 	ef, err := feed.Epoch(ctx, t.Epoch)
@@ -284,19 +297,34 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 		return EpochStats{}, err
 	}
 	defer ef.Close()
-	st := EpochStats{Epoch: t.Epoch}
-	var lossSum float64
-	var correct int
-	for s := 0; s < t.steps; s++ {
+	st := EpochStats{Epoch: t.Epoch, Steps: t.InEpoch, Images: t.part.Images}
+	lossSum, correct := t.part.Loss, t.part.Correct
+	stop := func(err error) (EpochStats, error) {
+		t.InEpoch, t.part = st.Steps, partial{Loss: lossSum, Correct: correct, Images: st.Images}
+		return st, err
+	}
+	// A resumed epoch: its first InEpoch batches were trained on before the
+	// stop; take them from the feed unused, so the next step sees the batch
+	// it would have.
+	for range t.InEpoch {
+		for r := range t.replicas {
+			b, err := ef.Next(r)
+			if err != nil {
+				return stop(fmt.Errorf("trainer: skipping the %d steps done before the stop: %w", t.InEpoch, err))
+			}
+			b.Release()
+		}
+	}
+	for s := t.InEpoch; s < t.steps; s++ {
 		if err := ctx.Err(); err != nil {
-			return st, context.Cause(ctx)
+			return stop(context.Cause(ctx))
 		}
 		n, l, c, err := t.step(ef)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return st, err
+			return stop(err)
 		}
 		st.Steps++
 		st.Images += n
@@ -308,7 +336,7 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 	}
 	if t.cfg.Mode == "mixture" || t.cfg.Mode == "local" || len(t.replicas) > 1 {
 		if err := t.Sync(); err != nil {
-			return st, err
+			return stop(err)
 		}
 	}
 	st.Seconds = time.Since(start).Seconds()
@@ -325,6 +353,7 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 		st.StallPct = max(st.StallPct, pct)
 	}
 	t.Epoch++
+	t.InEpoch, t.part = 0, partial{}
 	return st, nil
 }
 

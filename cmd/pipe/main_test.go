@@ -348,7 +348,7 @@ func TestTrainFromTheCommandLine(t *testing.T) {
 	}
 	// --resume of the finished run trains nothing more and says where it is.
 	out, errs, code = pipeCmd(t, "run", f, "--resume")
-	if code != 0 || !strings.Contains(out, "resumed  at epoch 2") {
+	if code != 0 || !strings.Contains(out, "resumed  at epoch 2, step 0 of it") {
 		t.Errorf("resume: exit %d, %s\n%s", code, errs, out)
 	}
 	js := writePipe(t, strings.Replace(body, "epochs=2", "epochs=1", 1))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,8 +34,8 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 			fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s)\n", m.Name, m.Size(), n)
 			fmt.Fprintf(out, "batch    per-device %d × %d devices = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
 				p.BatchSize()/n, n, p.BatchSize(), tr.PeakLR(), tr.StepsPerEpoch())
-			if tr.Epoch > 0 {
-				fmt.Fprintf(out, "resumed  at epoch %d, step %d\n", tr.Epoch, tr.Step)
+			if f.resume {
+				fmt.Fprintf(out, "resumed  at epoch %d, step %d of it (step %d in all)\n", tr.Epoch, tr.InEpoch, tr.Step)
 			}
 			if !f.quiet && isTerminal(errw) {
 				bar = progressbar.NewOptions64(int64(tr.StepsPerEpoch()), progressbar.OptionSetWriter(errw),
@@ -74,8 +73,9 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 		}
 	}
 	if err != nil {
-		if errors.Is(err, c.Context().Err()) && res != nil && len(res.History) > 0 && p.TrainOut() != "" {
-			fmt.Fprintf(errw, "stopped after epoch %d; the checkpoint in %s has it: continue with --resume\n", res.History[len(res.History)-1].Epoch, p.TrainOut())
+		if c.Context().Err() != nil && res != nil && p.TrainOut() != "" {
+			tr := res.Trainer
+			fmt.Fprintf(errw, "stopped at epoch %d, step %d of it; the checkpoint in %s has it: continue with --resume\n", tr.Epoch, tr.InEpoch, p.TrainOut())
 		}
 		return err
 	}
