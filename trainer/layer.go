@@ -13,8 +13,12 @@ type Param struct {
 	Name  string
 	Shape []int
 	W     []float32
-	// G accumulates dL/dW over a step; ZeroGrad clears it.
-	G []float32
+	// G is dL/dW for the optimiser. Layers accumulate into G64, in float64,
+	// and Model.Grads rounds it into G: summed in float64, a gradient is
+	// the same float32 whatever order its terms arrive in, so splitting a
+	// batch among replicas does not change a bit of it.
+	G   []float32
+	G64 []float64
 	// Decay says weight decay applies (weights, not biases or batch-norm
 	// scales and shifts).
 	Decay bool
@@ -25,7 +29,7 @@ type Param struct {
 
 func newParam(name string, decay bool, shape ...int) *Param {
 	n := prod(shape)
-	return &Param{Name: name, Shape: shape, W: make([]float32, n), G: make([]float32, n), Decay: decay}
+	return &Param{Name: name, Shape: shape, W: make([]float32, n), G: make([]float32, n), G64: make([]float64, n), Decay: decay}
 }
 
 func newBuffer(name string, n int) *Param {
@@ -97,7 +101,8 @@ type Conv2D struct {
 	x, y, dx *Tensor
 	cols     [][]float32 // per worker: im2col of one sample
 	dcols    [][]float32
-	gw, gb   [][]float32 // per worker: gradient partial sums
+	gs       [][]float32 // per worker: one sample's weight gradient
+	gw, gb   [][]float64 // per worker: gradient partial sums
 }
 
 // NewConv2D returns a convolution; stride is at least 1.
@@ -153,8 +158,9 @@ func (l *Conv2D) scratch(p *Pool, cols int) {
 	for len(l.cols) < p.Workers() {
 		l.cols = append(l.cols, nil)
 		l.dcols = append(l.dcols, nil)
-		l.gw = append(l.gw, make([]float32, len(l.W.W)))
-		l.gb = append(l.gb, make([]float32, l.Out))
+		l.gs = append(l.gs, make([]float32, len(l.W.W)))
+		l.gw = append(l.gw, make([]float64, len(l.W.W)))
+		l.gb = append(l.gb, make([]float64, l.Out))
 	}
 	for w := range p.Workers() {
 		if cap(l.cols[w]) < cols {
@@ -210,30 +216,38 @@ func (l *Conv2D) Backward(ctx *Context, dy *Tensor) *Tensor {
 	kk := l.In * l.K * l.K
 	l.dx = reuse(l.dx, x.Shape...)
 	wm := M(l.W.W, l.Out, kk)
-	workers := min(ctx.Pool.Workers(), n)
-	ctx.Pool.Run(n, func(lo, hi, wk int) {
-		gw, gb := l.gw[wk], l.gb[wk]
+	chunks := (n + gradChunk - 1) / gradChunk
+	workers := min(ctx.Pool.Workers(), chunks)
+	ctx.Pool.Run(chunks, func(clo, chi, wk int) {
+		gw, gb, gs := l.gw[wk], l.gb[wk], l.gs[wk]
 		clear(gw)
 		clear(gb)
 		colsT, dcols := l.cols[wk][:kk*ho*wo], l.dcols[wk][:kk*ho*wo]
-		for i := lo; i < hi; i++ {
+		for i := clo * gradChunk; i < min(chi*gradChunk, n); i++ {
 			xi := x.Data[i*l.In*h*w : (i+1)*l.In*h*w]
 			dxi := l.dx.Data[i*l.In*h*w : (i+1)*l.In*h*w]
 			dyi := M(dy.Data[i*l.Out*ho*wo:(i+1)*l.Out*ho*wo], l.Out, ho*wo)
 			// dW += dy·colsᵀ, with colsᵀ built directly (patches as rows),
-			// so neither operand needs a transposing pack.
+			// so neither operand needs a transposing pack. A chunk's
+			// samples are summed in float32, the chunks in float64.
 			src := M(xi, kk, ho*wo).Tr()
 			if !l.direct() {
 				im2colT(colsT, xi, l.In, h, w, l.K, l.Stride, l.Pad, ho, wo)
 				src = M(colsT, ho*wo, kk)
 			}
-			ctx.Pool.gemm(wk, M(gw, l.Out, kk), dyi, src, true)
+			first := i%gradChunk == 0
+			ctx.Pool.gemm(wk, M(gs, l.Out, kk), dyi, src, !first)
+			if last := i%gradChunk == gradChunk-1 || i == n-1; last {
+				for j, v := range gs {
+					gw[j] += float64(v)
+				}
+			}
 			for o := range l.Out {
 				var s float32
 				for _, v := range dyi.Data[o*ho*wo : (o+1)*ho*wo] {
 					s += v
 				}
-				gb[o] += s
+				gb[o] += float64(s)
 			}
 			// dcols = Wᵀ·dy, folded back into dx.
 			if l.direct() {
@@ -248,13 +262,13 @@ func (l *Conv2D) Backward(ctx *Context, dy *Tensor) *Tensor {
 	// only.
 	for wk := range workers {
 		for j, v := range l.gw[wk] {
-			l.W.G[j] += v
+			l.W.G64[j] += v
 		}
 		if l.B == nil {
 			continue
 		}
 		for j, v := range l.gb[wk] {
-			l.B.G[j] += v
+			l.B.G64[j] += v
 		}
 	}
 	return l.dx
@@ -275,7 +289,13 @@ func im2colT(colsT, x []float32, c, h, w, k, s, p, ho, wo int) {
 				for ky := range k {
 					iy := y0 + ky
 					if inside {
-						copy(row[j:j+k], plane[iy*w+x0:iy*w+x0+k])
+						// Element by element: for 3×3 kernels a copy call
+						// costs more than the three moves.
+						src := plane[iy*w+x0 : iy*w+x0+k]
+						dst := row[j : j+k]
+						for q, v := range src {
+							dst[q] = v
+						}
 						j += k
 						continue
 					}
@@ -383,8 +403,15 @@ type Dense struct {
 	W, B    *Param
 
 	x, y, dx *Tensor
-	gw       [][]float32
+	gs       []float32 // one chunk's weight gradient
 }
+
+// gradChunk is the number of samples whose weight-gradient terms are
+// summed in float32 before the chunks are added in float64. Chunks start at
+// multiples of it, so a replica whose batch is a multiple of it computes
+// exactly the chunks a single device computes for the same samples, and the
+// float64 sums round to the same float32 gradients.
+const gradChunk = 16
 
 // NewDense returns a fully connected layer.
 func NewDense(in, out int) *Dense {
@@ -425,12 +452,23 @@ func (l *Dense) Backward(ctx *Context, dy *Tensor) *Tensor {
 	n := dy.Shape[0]
 	l.dx = reuse(l.dx, l.x.Shape...)
 	dym := M(dy.Data, n, l.Out)
-	// dW = dyᵀ·x, its rows shared among the workers: each row has one
-	// owner, so the sums do not depend on the worker count.
-	ctx.Pool.parGemm(M(l.W.G, l.Out, l.In), dym.Tr(), M(l.x.Data, n, l.In), true)
+	// dW = dyᵀ·x chunk by chunk, each GEMM's rows shared among the
+	// workers (each row has one owner, so no sum depends on the worker
+	// count), the chunks added in float64.
+	if len(l.gs) < len(l.W.W) {
+		l.gs = make([]float32, len(l.W.W))
+	}
+	for c0 := 0; c0 < n; c0 += gradChunk {
+		c1 := min(c0+gradChunk, n)
+		ctx.Pool.parGemm(M(l.gs, l.Out, l.In), dym.rows(c0, c1).Tr(), M(l.x.Data[c0*l.In:c1*l.In], c1-c0, l.In), false)
+		g := l.W.G64
+		for j, v := range l.gs[:len(g)] {
+			g[j] += float64(v)
+		}
+	}
 	for i := range n {
 		for j, v := range dy.Data[i*l.Out : (i+1)*l.Out] {
-			l.B.G[j] += v
+			l.B.G64[j] += float64(v)
 		}
 	}
 	ctx.Pool.parGemm(M(l.dx.Data, n, l.In), dym, M(l.W.W, l.Out, l.In), false)

@@ -50,7 +50,7 @@ func gradCheck(t *testing.T, name string, l Layer, x *Tensor, train bool) {
 		r[i] = rng.Float32()*2 - 1
 	}
 	for _, p := range l.Params() {
-		clear(p.G)
+		clear(p.G64)
 	}
 	dy := &Tensor{Shape: append([]int(nil), y.Shape...), Data: append([]float32(nil), r...)}
 	dx := l.Backward(ctx, dy)
@@ -90,7 +90,10 @@ func gradCheck(t *testing.T, name string, l Layer, x *Tensor, train bool) {
 		if p.Buffer {
 			continue
 		}
-		g := append([]float32(nil), p.G...)
+		g := make([]float32, len(p.G64))
+		for j, v := range p.G64 {
+			g[j] = float32(v)
+		}
 		for _, i := range indices(rng, len(p.W), 20) {
 			check(p.Name, p.W, i, g[i])
 		}

@@ -74,6 +74,16 @@ func (m *Model) Backward(ctx *Context, dy *Tensor) {
 func (m *Model) ZeroGrad() {
 	for _, p := range m.params {
 		clear(p.G)
+		clear(p.G64)
+	}
+}
+
+// Grads rounds the accumulated float64 gradients into G, for the optimiser.
+func (m *Model) Grads() {
+	for _, p := range m.params {
+		for j, v := range p.G64 {
+			p.G[j] = float32(v)
+		}
 	}
 }
 

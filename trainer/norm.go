@@ -122,8 +122,8 @@ func (l *BatchNorm) Backward(ctx *Context, dy *Tensor) *Tensor {
 					sdyx += float64(g) * float64(xh[j])
 				}
 			}
-			l.Gamma.G[c] += float32(sdyx)
-			l.Beta.G[c] += float32(sdy)
+			l.Gamma.G64[c] += sdyx
+			l.Beta.G64[c] += sdy
 			// dx = γ/σ · (dy - mean(dy) - x̂·mean(dy·x̂)) while training;
 			// in evaluation the statistics are constants: dx = γ/σ · dy.
 			k := l.Gamma.W[c] * l.invStd[c]

@@ -38,11 +38,13 @@ type EpochFeed interface {
 }
 
 // AllReducer averages buffers across replicas: after AllReduce(bufs), each
-// of bufs holds the element-wise mean of all of them. The trainer's loop
-// only calls this, so an implementation across processes (MPI, NCCL) slots
-// in without touching it.
+// of bufs holds the element-wise mean of all of them; AllReduce64 does the
+// same for the float64 gradient sums, adding the replicas in their order.
+// The trainer's loop only calls these, so an implementation across
+// processes (MPI, NCCL) slots in without touching it.
 type AllReducer interface {
 	AllReduce(bufs [][]float32) error
+	AllReduce64(bufs [][]float64) error
 }
 
 // LocalAllReduce averages replicas in one process, the vector cut among the
@@ -50,7 +52,11 @@ type AllReducer interface {
 // result does not depend on the workers.
 type LocalAllReduce struct{ Pool *Pool }
 
-func (a LocalAllReduce) AllReduce(bufs [][]float32) error {
+func (a LocalAllReduce) AllReduce(bufs [][]float32) error { return mean(a.Pool, bufs) }
+
+func (a LocalAllReduce) AllReduce64(bufs [][]float64) error { return mean(a.Pool, bufs) }
+
+func mean[T float32 | float64](pool *Pool, bufs [][]T) error {
 	if len(bufs) < 2 {
 		return nil
 	}
@@ -60,8 +66,7 @@ func (a LocalAllReduce) AllReduce(bufs [][]float32) error {
 			return fmt.Errorf("trainer: all-reduce of buffers of %d and %d values", n, len(b))
 		}
 	}
-	inv := 1 / float32(len(bufs))
-	pool := a.Pool
+	inv := 1 / T(len(bufs))
 	if pool == nil {
 		pool = NewPool(1)
 	}
@@ -403,15 +408,17 @@ func (t *Trainer) step(ef EpochFeed) (int, float64, int, error) {
 		return 0, 0, 0, errors.New("trainer: replicas ran out of data at different steps")
 	}
 	lr := t.LR(t.Step)
-	switch t.cfg.Mode {
-	case "sync":
+	if t.cfg.Mode == "sync" {
 		if err := t.reduceGrads(); err != nil {
 			return 0, 0, 0, err
 		}
 	}
 	var uw sync.WaitGroup
 	for _, rep := range t.replicas {
-		uw.Go(func() { rep.opt.Step(rep.model.Params(), lr) })
+		uw.Go(func() {
+			rep.model.Grads()
+			rep.opt.Step(rep.model.Params(), lr)
+		})
 	}
 	uw.Wait()
 	t.Step++
@@ -428,15 +435,15 @@ func (t *Trainer) reduceGrads() error {
 	if len(t.replicas) < 2 {
 		return nil
 	}
-	bufs := make([][]float32, len(t.replicas))
+	bufs := make([][]float64, len(t.replicas))
 	for i, p := range t.replicas[0].model.Params() {
 		if p.Buffer {
 			continue
 		}
 		for r, rep := range t.replicas {
-			bufs[r] = rep.model.Params()[i].G
+			bufs[r] = rep.model.Params()[i].G64
 		}
-		if err := t.cfg.Reducer.AllReduce(bufs); err != nil {
+		if err := t.cfg.Reducer.AllReduce64(bufs); err != nil {
 			return err
 		}
 	}
