@@ -8,13 +8,13 @@ package trainer
 // blocks of kc; for each block, B is packed into panels of nr columns and A
 // into panels of mr rows, both contiguous in the order the micro-kernel reads
 // them, and the micro-kernel accumulates an mr×nr tile of C in registers
-// (AVX2+FMA assembly where the CPU has it, Go elsewhere). Packing also
+// (AVX-512 or AVX2+FMA assembly where the CPU has it, Go elsewhere). Packing also
 // absorbs the transposes, so one kernel serves A×B, Aᵀ×B and A×Bᵀ.
 
 const (
-	mr = 6   // rows of a C tile: six broadcast A values per k step
+	mr = 12  // rows of a C tile: one broadcast A value per row per k step
 	nr = 16  // columns of a C tile: two 8-float vectors
-	kc = 256 // depth of a block: an A panel (6×256) and B panel (256×16) stay in L1/L2
+	kc = 256 // depth of a block: an A panel (12×256) and B panel (256×16) stay in L1/L2
 )
 
 // Mat is a row-major matrix view: element (i, j) is Data[i*Stride+j], or,

@@ -2,19 +2,21 @@
 
 #include "textflag.h"
 
-// func kernelAVX2(c *float32, ldc int, pa, pb *float32, kb int)
+// func kernelAVX2(c *float32, ldc int, pa, pb *float32, kb, astride int)
 //
-// The 6×16 micro-kernel: twelve YMM accumulators hold the tile; each k step
-// loads 16 values of the B panel into Y12, Y13, broadcasts the six values of
-// the A panel and issues twelve fused multiply-adds. The tile is then added
-// to C, whose rows are ldc floats apart.
-TEXT ·kernelAVX2(SB), NOSPLIT, $0-40
+// A 6×16 micro-kernel: twelve YMM accumulators hold the tile; each k step
+// loads 16 values of the B panel into Y12, Y13, broadcasts six values of
+// the A panel (astride bytes apart from one k to the next) and issues
+// twelve fused multiply-adds. The tile is then added to C, whose rows are
+// ldc floats apart. Gemm calls it twice per 12-row panel.
+TEXT ·kernelAVX2(SB), NOSPLIT, $0-48
 	MOVQ c+0(FP), DI
 	MOVQ ldc+8(FP), R8
 	SHLQ $2, R8
 	MOVQ pa+16(FP), SI
 	MOVQ pb+24(FP), DX
 	MOVQ kb+32(FP), CX
+	MOVQ astride+40(FP), R10
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -51,7 +53,7 @@ loop:
 	VBROADCASTSS 20(SI), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	ADDQ $24, SI
+	ADDQ R10, SI
 	ADDQ $64, DX
 	DECQ CX
 	JMP  loop
@@ -86,5 +88,91 @@ store:
 	VADDPS 32(DI), Y11, Y11
 	VMOVUPS Y10, (DI)
 	VMOVUPS Y11, 32(DI)
+	VZEROUPPER
+	RET
+
+// func kernelAVX512(c *float32, ldc int, pa, pb *float32, kb int)
+//
+// The 12×16 micro-kernel: twelve ZMM accumulators, one per row of the
+// tile; each k step loads the 16 values of the B panel into Z12 and
+// issues twelve fused multiply-adds, each broadcasting its A value from
+// memory.
+TEXT ·kernelAVX512(SB), NOSPLIT, $0-40
+	MOVQ c+0(FP), DI
+	MOVQ ldc+8(FP), R8
+	SHLQ $2, R8
+	MOVQ pa+16(FP), SI
+	MOVQ pb+24(FP), DX
+	MOVQ kb+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+loop512:
+	TESTQ CX, CX
+	JZ    store512
+	VMOVUPS (DX), Z12
+	VFMADD231PS.BCST 0(SI), Z12, Z0
+	VFMADD231PS.BCST 4(SI), Z12, Z1
+	VFMADD231PS.BCST 8(SI), Z12, Z2
+	VFMADD231PS.BCST 12(SI), Z12, Z3
+	VFMADD231PS.BCST 16(SI), Z12, Z4
+	VFMADD231PS.BCST 20(SI), Z12, Z5
+	VFMADD231PS.BCST 24(SI), Z12, Z6
+	VFMADD231PS.BCST 28(SI), Z12, Z7
+	VFMADD231PS.BCST 32(SI), Z12, Z8
+	VFMADD231PS.BCST 36(SI), Z12, Z9
+	VFMADD231PS.BCST 40(SI), Z12, Z10
+	VFMADD231PS.BCST 44(SI), Z12, Z11
+	ADDQ $48, SI
+	ADDQ $64, DX
+	DECQ CX
+	JMP  loop512
+
+store512:
+	VADDPS (DI), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z1, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z2, Z2
+	VMOVUPS Z2, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z3, Z3
+	VMOVUPS Z3, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z5, Z5
+	VMOVUPS Z5, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z7, Z7
+	VMOVUPS Z7, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z9, Z9
+	VMOVUPS Z9, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	ADDQ R8, DI
+	VADDPS (DI), Z11, Z11
+	VMOVUPS Z11, (DI)
 	VZEROUPPER
 	RET

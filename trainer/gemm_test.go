@@ -34,12 +34,8 @@ func naive(a, b Mat) []float64 {
 // against the float64 reference, with the assembly kernel and with Go's.
 func TestGemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	kernels := []bool{false}
-	if useAVX2 {
-		kernels = append(kernels, true)
-	}
-	defer func(v bool) { setKernel(v) }(useAVX2)
-	for _, asm := range kernels {
+	defer setKernel("avx512")
+	for _, asm := range kernels() {
 		setKernel(asm)
 		for _, s := range [][3]int{{1, 1, 1}, {6, 16, 8}, {7, 17, 3}, {13, 40, 300}, {32, 900, 288}, {65, 33, 513}} {
 			m, n, k := s[0], s[1], s[2]
@@ -61,7 +57,7 @@ func TestGemm(t *testing.T) {
 					Gemm(c, a, b, true, nil)
 					for i, w := range want {
 						if d := math.Abs(float64(c.Data[i]) - (w + 1)); d > 1e-4*math.Sqrt(float64(k))*max(1, math.Abs(w)) {
-							t.Fatalf("asm %v %dx%dx%d ta=%v tb=%v: c[%d] = %g, want %g", asm, m, n, k, ta, tb, i, c.Data[i], w+1)
+							t.Fatalf("kernel %s %dx%dx%d ta=%v tb=%v: c[%d] = %g, want %g", asm, m, n, k, ta, tb, i, c.Data[i], w+1)
 						}
 					}
 					Gemm(c, a, b, false, nil)
