@@ -143,9 +143,13 @@ func TestDeviceBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	time.Sleep(100 * time.Millisecond)
+	// Wait (however slow the machine, e.g. under -race) until production
+	// has filled device 0's queue; from then on it must stand still.
+	for start := time.Now(); x.queues[0].Stats().Items < 2 && time.Since(start) < 30*time.Second; {
+		time.Sleep(5 * time.Millisecond)
+	}
 	a := x.queues[0].Stats().Items
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
 	b := x.queues[0].Stats().Items
 	if a != b || a > 2+1 {
 		t.Fatalf("with no consumer, device 0 received %d then %d batches: production did not stop at the queue depth", a, b)
