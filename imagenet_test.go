@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -133,5 +134,34 @@ func TestDecodeStageErrors(t *testing.T) {
 		if _, err := New(c.stages...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want an error containing %q", err, c.want)
 		}
+	}
+}
+
+// TestWebDatasetPipeline: the real WebDataset shard (greyscale PNGs)
+// through decode, a crop and batches, from a .pipe file.
+func TestWebDatasetPipeline(t *testing.T) {
+	shard := shareddata.Path(t, "webdataset/sample.tgz")
+	dir := t.TempDir()
+	f := filepath.Join(dir, "w.pipe")
+	os.WriteFile(f, []byte("source webdataset path="+shard+" index_dir="+dir+"\ndecode\nshuffle seed=1\ncenter_crop 24\nbatch 30\nto_tensor layout=nchw dtype=uint8\n"), 0o644)
+	p, err := Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var labels []int32
+	stats, err := p.Run(context.Background(), RunOptions{OnBatch: func(b *Batch) error {
+		if b.N != 30 || len(b.Data) != 30*3*24*24 {
+			t.Errorf("batch of %d, %d bytes", b.N, len(b.Data))
+		}
+		// Greyscale: the three channels of a sample are equal.
+		if !bytes.Equal(b.Data[:576], b.Data[576:1152]) {
+			t.Error("greyscale PNG decoded with unequal channels")
+		}
+		labels = append(labels, b.Labels...)
+		return nil
+	}})
+	if err != nil || stats[0].Images != 90 || len(labels) != 90 {
+		t.Fatalf("%v, %+v", err, stats)
 	}
 }

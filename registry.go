@@ -348,6 +348,23 @@ func init() {
 			}
 			return Source(src), nil
 		}})
+	Register(&Spec{Name: "webdataset", Kind: "source", Summary: "WebDataset tar shards (plain, .tar.gz, .tgz): members grouped by key, image from .jpg/.jpeg/.png, label from .cls or .json; needs decode",
+		Params: []Param{
+			{Name: "path", Type: String, Required: true, Doc: "a glob of the shards, e.g. data/shard-*.tar"},
+			{Name: "label_field", Type: String, Default: "label", Doc: "the .json field holding the label, for samples without a .cls member"},
+			{Name: "index_dir", Type: String, Doc: "where gzipped shards are decompressed once (default $PIPE_CACHE/webdataset)"},
+		},
+		Build: func(a Args) (Stage, error) {
+			opts := []source.WebDatasetOption{source.WithJSONLabel(a.String("label_field"))}
+			if a.Has("index_dir") {
+				opts = append(opts, source.WithWDSIndexDir(a.String("index_dir")))
+			}
+			src, err := source.OpenWebDataset(a.String("path"), opts...)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Source(src), nil
+		}})
 	Register(&Spec{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
 		Params: []Param{{Name: "seed", Type: Int, Default: "0", Positional: true, Min: bound(0), Doc: "the pipeline's seed"}},
 		Build:  func(a Args) (Stage, error) { return Shuffle(uint64(a.Int("seed"))), nil }})

@@ -149,7 +149,7 @@ func openTFFile(name, fp, dir string) (*tfFile, error) {
 	if magic == [2]byte{0x1f, 0x8b} {
 		f.path = filepath.Join(dir, key+".tfrecord")
 		if _, err := os.Stat(f.path); err != nil {
-			if err := gunzipTo(name, f.path); err != nil {
+			if err := gunzipCopy(name, f.path, "tfrecord"); err != nil {
 				return nil, err
 			}
 		}
@@ -181,30 +181,30 @@ func openTFFile(name, fp, dir string) (*tfFile, error) {
 	return f, nil
 }
 
-// gunzipTo decompresses a GZIP TFRecord file into dst (via a temporary
-// file, so a crash leaves no half copy).
-func gunzipTo(src, dst string) error {
+// gunzipCopy decompresses the gzipped file src into dst (via a temporary
+// file, so a crash leaves no half copy); what names the source in errors.
+func gunzipCopy(src, dst, what string) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("tfrecord: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer in.Close()
 	zr, err := gzip.NewReader(bufio.NewReader(in))
 	if err != nil {
-		return fmt.Errorf("tfrecord: %s: %w: bad gzip header: %v", src, ErrFormat, err)
+		return fmt.Errorf("%s: %s: %w: bad gzip header: %v", what, src, ErrFormat, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("tfrecord: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	tmp := dst + ".tmp"
 	out, err := os.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("tfrecord: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if _, err := io.Copy(out, zr); err != nil {
 		out.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("tfrecord: %s: %w: %v", src, ErrFormat, err)
+		return fmt.Errorf("%s: %s: %w: %v", what, src, ErrFormat, err)
 	}
 	if err := out.Close(); err != nil {
 		return err
