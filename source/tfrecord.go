@@ -85,21 +85,10 @@ func OpenTFRecord(pattern string, opts ...TFRecordOption) (*TFRecord, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.indexDir == "" {
-		root, err := DefaultCacheDir()
-		if err != nil {
-			return nil, fmt.Errorf("tfrecord: the offset index: %w (or set index_dir)", err)
-		}
-		cfg.indexDir = filepath.Join(root, "tfrecord")
-	}
-	names, err := filepath.Glob(pattern)
+	names, err := shardFiles("tfrecord", pattern, &cfg.indexDir)
 	if err != nil {
-		return nil, fmt.Errorf("tfrecord: %w", err)
+		return nil, err
 	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("tfrecord: %s: no such files", pattern)
-	}
-	sort.Strings(names)
 	t := &TFRecord{imageKey: cfg.imageKey, labelKey: cfg.labelKey, textKey: cfg.textKey, offset: cfg.labelOffset}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", cfg.imageKey, cfg.labelKey, cfg.labelOffset)
@@ -137,16 +126,13 @@ func OpenTFRecord(pattern string, opts ...TFRecordOption) (*TFRecord, error) {
 // for GZIP, the plain copy) if the index directory lacks it.
 func openTFFile(name, fp, dir string) (*tfFile, error) {
 	f := &tfFile{name: name, path: name}
-	raw, err := os.Open(name)
+	gz, err := isGzip(name)
 	if err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
-	var magic [2]byte
-	io.ReadFull(raw, magic[:])
-	raw.Close()
 	key := fmt.Sprintf("%s-%016x", filepath.Base(name), xxhash.Sum64String(fp))
 	index := filepath.Join(dir, key+".index")
-	if magic == [2]byte{0x1f, 0x8b} {
+	if gz {
 		f.path = filepath.Join(dir, key+".tfrecord")
 		if _, err := os.Stat(f.path); err != nil {
 			if err := gunzipCopy(name, f.path, "tfrecord"); err != nil {
@@ -179,6 +165,27 @@ func openTFFile(name, fp, dir string) (*tfFile, error) {
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
 	return f, nil
+}
+
+// shardFiles returns the files matching pattern, sorted, and sets an empty
+// *dir to the default index directory, $PIPE_CACHE/<what>.
+func shardFiles(what, pattern string, dir *string) ([]string, error) {
+	if *dir == "" {
+		root, err := DefaultCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (or set index_dir)", what, err)
+		}
+		*dir = filepath.Join(root, what)
+	}
+	names, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s: %s: no such files", what, pattern)
+	}
+	sort.Strings(names)
+	return names, nil
 }
 
 // gunzipCopy decompresses the gzipped file src into dst (via a temporary

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -70,21 +69,10 @@ func OpenWebDataset(pattern string, opts ...WebDatasetOption) (*WebDataset, erro
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.indexDir == "" {
-		root, err := DefaultCacheDir()
-		if err != nil {
-			return nil, fmt.Errorf("webdataset: %w (or set index_dir)", err)
-		}
-		cfg.indexDir = filepath.Join(root, "webdataset")
-	}
-	names, err := filepath.Glob(pattern)
+	names, err := shardFiles("webdataset", pattern, &cfg.indexDir)
 	if err != nil {
-		return nil, fmt.Errorf("webdataset: %w", err)
+		return nil, err
 	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("webdataset: %s: no such files", pattern)
-	}
-	sort.Strings(names)
 	w := &WebDataset{}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00", cfg.labelField)
