@@ -162,6 +162,9 @@ func (p *Pipeline) openCache() error {
 		srcID = id
 	}
 	parts := []string{"pipe cache v1", srcID, fmt.Sprintf("shard=%d", cfg.ShardSize)}
+	if p.src.Info().Encoded {
+		parts = append(parts, p.decoding())
+	}
 	if c.random {
 		// Entries follow the plan, which the seed and the rank decide.
 		parts = append(parts, fmt.Sprintf("seed=%d order=plan rank=%d world=%d", p.seed, p.rank, p.world))
@@ -516,9 +519,9 @@ func (p *Pipeline) computeShard(ctx context.Context, w *worker, id shardID, dst 
 			idx = w.order[i]
 		}
 		err := p.src.Read(idx, rec)
-		var img transform.Image
+		var out *transform.Image
 		if err == nil {
-			img, err = p.pixels(idx, rec, &w.dec)
+			out, err = p.apply(w.pre, w.dec, &w.img, idx, rec, transform.NewRand(p.seed, id.epoch, int64(idx), 0))
 		}
 		if err != nil {
 			var re *source.RecordError
@@ -529,8 +532,6 @@ func (p *Pipeline) computeShard(ctx context.Context, w *worker, id shardID, dst 
 			dst = fmt.Appendf(dst, "%s\x00%d\x00%v", re.File, re.Offset, re.Err)
 			continue
 		}
-		w.img = img
-		out := w.pre.Apply(&w.img, transform.NewRand(p.seed, id.epoch, int64(idx), 0))
 		dst = appendSampleHeader(dst, rec.Label, out.C, out.H, out.W, 0, w.pre.Rand().State())
 		dst = append(dst, out.Pix...)
 	}
@@ -670,7 +671,7 @@ func (p *Pipeline) warm(ctx context.Context, from, n, workers int, progress func
 		}
 	})
 	for range workers {
-		w := &worker{pre: transform.NewChain(p.ops[:p.cacheAt])}
+		w := p.newWorker()
 		pool.Submit(func() {
 			var buf []byte
 			for id := range jobs {

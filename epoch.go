@@ -103,7 +103,11 @@ type worker struct {
 	offs  []int // sample offsets of a chunk read in place from the cache
 	img   transform.Image
 	out   transform.Image
-	dec   transform.Image // decoded pixels, reused
+	dec   *transform.Decoder
+}
+
+func (p *Pipeline) newWorker() *worker {
+	return &worker{chain: transform.NewChain(p.ops[p.cacheAt:]), pre: transform.NewChain(p.ops[:p.cacheAt]), dec: transform.NewDecoder(p.reduce)}
 }
 
 type chunkRecord struct {
@@ -218,7 +222,7 @@ func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) {
 	x.pool = pond.NewPool(p.workers + 1)
 	x.pool.Submit(func() { x.guard(x.produce) })
 	for range p.workers {
-		w := &worker{chain: transform.NewChain(p.ops[p.cacheAt:]), pre: transform.NewChain(p.ops[:p.cacheAt])}
+		w := p.newWorker()
 		x.pool.Submit(func() { x.guard(func() { x.work(w) }) })
 	}
 	return x, nil
@@ -315,35 +319,48 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 		}
 		k := c.lo + i
 		idx := j.indices[k]
-		img, err := p.pixels(idx, &rec.Record, &w.dec)
-		if err != nil {
-			if !x.skip(j, k, err) {
-				return
-			}
-			continue
-		}
-		w.img = img
-		if p.inShape.Fixed() && w.img.Shape() != p.inShape {
+		w.img = transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
+		if rec.Enc == nil && p.inShape.Fixed() && w.img.Shape() != p.inShape {
 			x.fail(fmt.Errorf("sample %d: image is %s, the source said %s", idx, w.img.Shape(), p.inShape))
 			return
 		}
-		x.write(w, j, k, sb, transform.NewRand(p.seed, x.epoch, int64(idx), 0), rec.Label)
+		err := x.write(w, j, k, sb, transform.NewRand(p.seed, x.epoch, int64(idx), 0), rec.Label, rec.Enc)
+		if err != nil {
+			if !x.skip(j, k, &source.RecordError{File: rec.Path, Index: idx, Err: err}) {
+				return
+			}
+		}
 	}
 }
 
-// write runs the worker's chain (the stages after any cache) on w.img with
-// generator r and writes the result, with its label, at position k of the
-// batch.
-func (x *Epoch) write(w *worker, j *job, k, sb int, r transform.Rand, label int) {
+// write runs the worker's chain (the stages after any cache) with
+// generator r on w.img, or on the encoded image enc when it is not nil, and
+// writes the result, with its label, at position k of the batch. Its only
+// error is enc's failing to decode.
+func (x *Epoch) write(w *worker, j *job, k, sb int, r transform.Rand, label int, enc []byte) error {
 	if x.p.direct {
 		// uint8 NCHW is the image's own layout: the last operation writes
 		// straight into the slab.
 		w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
-		w.chain.ApplyTo(&w.out, &w.img, r)
+		if enc == nil {
+			w.chain.ApplyTo(&w.out, &w.img, r)
+		} else if err := w.chain.ApplyEncodedTo(w.dec, &w.out, enc, r); err != nil {
+			return err
+		}
 	} else {
-		x.p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], w.chain.Apply(&w.img, r))
+		out := &w.img
+		if enc == nil {
+			out = w.chain.Apply(&w.img, r)
+		} else {
+			var err error
+			if out, err = w.chain.ApplyEncoded(w.dec, enc, r); err != nil {
+				return err
+			}
+		}
+		x.p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], out)
 	}
 	j.slab.Labels[k] = int32(label)
+	return nil
 }
 
 // transformCached is transform for a pipeline with a cache stage: the
@@ -409,7 +426,7 @@ func (x *Epoch) emit(w *worker, j *job, k, sb int, img transform.Image, label in
 		return x.skip(j, k, skipped)
 	}
 	w.img = img
-	x.write(w, j, k, sb, p.cache.postRand(p.seed, x.epoch, ce, idx, state), label)
+	x.write(w, j, k, sb, p.cache.postRand(p.seed, x.epoch, ce, idx, state), label, nil)
 	return true
 }
 

@@ -19,7 +19,7 @@ func imagenetRecipe(src source.Source, batch int, extra ...Stage) []Stage {
 	rrc, _ := transform.RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3.0 / 4, 4.0 / 3}, transform.Bilinear)
 	flip, _ := transform.Flip(transform.Horizontal, 0.5)
 	norm, _ := transform.Normalize([]float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225})
-	stages := append([]Stage{Source(src), Decode()}, extra...)
+	stages := append([]Stage{Source(src), Decode(true)}, extra...)
 	return append(stages, Shuffle(1), Map(rrc), Map(flip), Normalize(norm), Batching(batch, false), ToTensor(transform.NCHW, transform.Float32))
 }
 
@@ -127,9 +127,9 @@ func TestDecodeStageErrors(t *testing.T) {
 		want   string
 	}{
 		{[]Stage{Source(f), Map(cc), Batching(4, false)}, "add a decode stage"},
-		{[]Stage{Source(f), Map(flip), Decode(), Batching(4, false)}, "decode must come before image operations"},
-		{[]Stage{Source(synth(t, 10)), Decode(), Batching(4, false)}, "nothing to decode"},
-		{[]Stage{Source(f), Decode(), Batching(4, false)}, "varying size"},
+		{[]Stage{Source(f), Map(flip), Decode(true), Batching(4, false)}, "decode must come before image operations"},
+		{[]Stage{Source(synth(t, 10)), Decode(true), Batching(4, false)}, "nothing to decode"},
+		{[]Stage{Source(f), Decode(true), Batching(4, false)}, "varying size"},
 	} {
 		if _, err := New(c.stages...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want an error containing %q", err, c.want)

@@ -98,30 +98,46 @@ func Map(op transform.Op) Stage {
 // Decode turns the encoded images of a source such as image_folder (JPEG,
 // PNG) into RGB pixels. It comes right after the source, before any image
 // operation; a cache after it stores decoded images, so later epochs skip
-// the decoding.
-func Decode() Stage {
-	return Stage{name: "decode", desc: "decode", apply: func(b *builder) error {
+// the decoding. In the jpegturbo build, when the first operation is resize
+// or random_resized_crop, only the window it reads is decoded, and with
+// reduce at the smallest DCT scale (1/8, 1/4, 1/2) that still gives it at
+// least as many pixels as it outputs.
+func Decode(reduce bool) Stage {
+	return Stage{name: "decode", desc: fmt.Sprintf("decode reduce=%t", reduce), apply: func(b *builder) error {
 		if b.decode {
 			return errors.New("decode given twice")
 		}
 		if len(b.p.ops) > 0 || b.p.cacheCfg != nil {
 			return errors.New("decode must come before image operations and the cache: they work on pixels")
 		}
-		b.decode = true
+		b.decode, b.p.reduce = true, reduce
 		return nil
 	}}
 }
 
-// pixels returns the image of a read record: its pixels, or its encoded
-// bytes decoded into dec. A decoding failure is a *source.RecordError.
-func (p *Pipeline) pixels(idx int, rec *source.Record, dec *transform.Image) (transform.Image, error) {
+// decoding describes the decode stage as this build carries it out, for
+// cache fingerprints: the decoder's pixels differ from Go's.
+func (p *Pipeline) decoding() string {
+	if transform.RegionDecoding() {
+		return fmt.Sprintf("decode decoder=%s reduce=%t", transform.DecoderName(), p.reduce)
+	}
+	return "decode decoder=" + transform.DecoderName()
+}
+
+// apply runs chain c with generator r on a read record: on its pixels
+// (through img, the caller's scratch), or on its encoded bytes through d,
+// which may do c's first operation as it decodes. A decoding failure is a
+// *source.RecordError.
+func (p *Pipeline) apply(c *transform.Chain, d *transform.Decoder, img *transform.Image, idx int, rec *source.Record, r transform.Rand) (*transform.Image, error) {
 	if rec.Enc == nil {
-		return transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}, nil
+		*img = transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
+		return c.Apply(img, r), nil
 	}
-	if err := transform.Decode(dec, rec.Enc); err != nil {
-		return transform.Image{}, &source.RecordError{File: rec.Path, Index: idx, Err: err}
+	out, err := c.ApplyEncoded(d, rec.Enc, r)
+	if err != nil {
+		return nil, &source.RecordError{File: rec.Path, Index: idx, Err: err}
 	}
-	return *dec, nil
+	return out, nil
 }
 
 // Normalize maps pixels to (v/255 - mean) / std per channel as the tensor
@@ -221,6 +237,7 @@ type Pipeline struct {
 	direct   bool // uint8 NCHW: images are written into slabs as they are
 	inShape  transform.Shape
 	shuffle  bool
+	reduce   bool // decode at reduced DCT scale where it can
 	seed     uint64
 	rank     int
 	world    int

@@ -424,7 +424,10 @@ func init() {
 	interpParam := Param{Name: "interpolation", Type: Enum, Enum: []string{"bilinear", "bicubic", "lanczos"}, Default: "bilinear",
 		Doc: "resampling filter, antialiased when shrinking (as PIL)"}
 	Register(&Spec{Name: "decode", Kind: "stage", Summary: "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
-		Build: func(a Args) (Stage, error) { return Decode(), nil }})
+		Params: []Param{
+			{Name: "reduce", Type: Bool, Default: "true", Doc: "jpegturbo build: decode only the window a following resize/random_resized_crop reads, at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size"},
+		},
+		Build: func(a Args) (Stage, error) { return Decode(a.Bool("reduce")), nil }})
 	Register(&Spec{Name: "resize", Kind: "stage", Summary: "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",
 		Params: []Param{
 			{Name: "shorter", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "length of the shorter side after resizing"},

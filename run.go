@@ -278,23 +278,20 @@ func (p *Pipeline) Augmented(e, i int) (img *transform.Image, label, index int, 
 	if err := p.src.Read(index, &rec); err != nil {
 		return nil, 0, 0, err
 	}
-	var dec transform.Image
-	pix, err := p.pixels(index, &rec, &dec)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	src := &pix
+	w := p.newWorker()
 	var out *transform.Image
 	if c := p.cache; c != nil {
 		// As a cached pipeline computes it: the stages before the cache
 		// for the cache epoch, then the rest.
 		ce := c.cacheEpoch(e)
-		pre := transform.NewChain(p.ops[:p.cacheAt])
-		mid := pre.Apply(src, transform.NewRand(p.seed, ce, int64(index), 0))
+		mid, err := p.apply(w.pre, w.dec, &w.img, index, &rec, transform.NewRand(p.seed, ce, int64(index), 0))
+		if err != nil {
+			return nil, 0, 0, err
+		}
 		mid = &transform.Image{Pix: append([]byte(nil), mid.Pix...), C: mid.C, H: mid.H, W: mid.W}
-		out = transform.NewChain(p.ops[p.cacheAt:]).Apply(mid, c.postRand(p.seed, e, ce, index, pre.Rand().State()))
-	} else {
-		out = transform.NewChain(p.ops).Apply(src, transform.NewRand(p.seed, e, int64(index), 0))
+		out = w.chain.Apply(mid, c.postRand(p.seed, e, ce, index, w.pre.Rand().State()))
+	} else if out, err = p.apply(w.chain, w.dec, &w.img, index, &rec, transform.NewRand(p.seed, e, int64(index), 0)); err != nil {
+		return nil, 0, 0, err
 	}
 	cp := &transform.Image{Pix: append([]byte(nil), out.Pix...), C: out.C, H: out.H, W: out.W}
 	return cp, rec.Label, index, nil

@@ -19,7 +19,7 @@ func NewChain(ops []Op) *Chain {
 // Apply runs the chain on src, drawing every random parameter from r in stage
 // order, and returns the result: src itself when no op changed it, otherwise
 // one of the chain's scratch images, valid until the next Apply.
-func (c *Chain) Apply(src *Image, r Rand) *Image { return c.run(src, r, nil) }
+func (c *Chain) Apply(src *Image, r Rand) *Image { return c.run(src, r, nil, 0) }
 
 // Rand is the generator as the last Apply or ApplyTo left it.
 func (c *Chain) Rand() Rand { return c.r }
@@ -30,17 +30,64 @@ func (c *Chain) Rand() Rand { return c.r }
 // capacity of the output; where the last operation leaves its input as it
 // is, the result is copied into dst.
 func (c *Chain) ApplyTo(dst, src *Image, r Rand) {
-	if out := c.run(src, r, dst); out != dst {
+	if out := c.run(src, r, dst, 0); out != dst {
 		dst.Resize(out.C, out.H, out.W)
 		copy(dst.Pix, out.Pix)
 	}
 }
 
-// run applies the ops, the last one into last when it is not nil.
-func (c *Chain) run(src *Image, r Rand, last *Image) *Image {
+// ApplyEncoded decodes data with d and runs the chain on the image, as
+// Apply on the decoded image would; when the first op is a [RegionOp], d
+// does its work while decoding ([Decoder.DecodeFor]). The result is valid
+// until the next call.
+func (c *Chain) ApplyEncoded(d *Decoder, data []byte, r Rand) (*Image, error) {
+	return c.runEncoded(d, data, r, nil)
+}
+
+// ApplyEncodedTo is ApplyEncoded with the result in dst, as ApplyTo.
+func (c *Chain) ApplyEncodedTo(d *Decoder, dst *Image, data []byte, r Rand) error {
+	out, err := c.runEncoded(d, data, r, dst)
+	if err == nil && out != dst {
+		dst.Resize(out.C, out.H, out.W)
+		copy(dst.Pix, out.Pix)
+	}
+	return err
+}
+
+func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image) (*Image, error) {
+	c.r = r
+	op, ok := RegionOp(nil), false
+	if len(c.ops) > 0 {
+		op, ok = c.ops[0].(RegionOp)
+	}
+	if !ok {
+		if err := d.Decode(&c.a, data); err != nil {
+			return nil, err
+		}
+		return c.run(&c.a, c.r, last, 0), nil
+	}
+	next := &c.a
+	if last != nil && len(c.ops) == 1 {
+		next = last
+	}
+	applied, err := d.DecodeFor(next, data, op, &c.r)
+	if err != nil {
+		return nil, err
+	}
+	cur := next
+	if !applied {
+		cur = d.Decoded()
+	}
+	return c.run(cur, c.r, last, 1), nil
+}
+
+// run applies the ops from the first'th on, the last one into last when it
+// is not nil.
+func (c *Chain) run(src *Image, r Rand, last *Image, first int) *Image {
 	c.r = r
 	cur := src
-	for i, op := range c.ops {
+	for i := first; i < len(c.ops); i++ {
+		op := c.ops[i]
 		next := &c.a
 		if cur == &c.a {
 			next = &c.b

@@ -9,7 +9,8 @@ import (
 )
 
 // BenchmarkDecodeImageNet decodes the real ImageNet sample (100 JPEGs at
-// their original sizes) on one core: compare images/s with
+// their original sizes) on one core with the build's Decoder (Go's
+// image/jpeg, or libjpeg-turbo with -tags jpegturbo): compare images/s with
 // bench/torch/imagenet.py decode (Pillow).
 func BenchmarkDecodeImageNet(b *testing.B) {
 	files, _ := filepath.Glob(filepath.Join(shareddata.Path(b, "imagenet-sample"), "*.JPEG"))
@@ -22,13 +23,51 @@ func BenchmarkDecodeImageNet(b *testing.B) {
 		data = append(data, d)
 	}
 	var m Image
+	d := NewDecoder(false)
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
-		if err := Decode(&m, data[n%len(data)]); err != nil {
+		if err := d.Decode(&m, data[n%len(data)]); err != nil {
 			b.Fatal(err)
 		}
 		n++
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "images/s")
+}
+
+// BenchmarkDecodeRandomResizedCrop is the recipe's first two steps on one
+// core: decode and random_resized_crop 224, as a chain on the encoded bytes
+// runs them (with -tags jpegturbo: the crop's window only, at a reduced
+// scale when reduce is on), against decoding in full then cropping.
+func BenchmarkDecodeRandomResizedCrop(b *testing.B) {
+	_, data := imagenetJPEGs(b)
+	rrc, _ := RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
+	for _, bc := range []struct {
+		name   string
+		fused  bool
+		reduce bool
+	}{{"full-then-crop", false, false}, {"window", true, false}, {"window-reduced", true, true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			d := NewDecoder(bc.reduce)
+			c := NewChain([]Op{rrc})
+			var m Image
+			n := 0
+			for b.Loop() {
+				in := data[n%len(data)]
+				r := NewRand(1, 0, int64(n), 0)
+				if bc.fused {
+					if _, err := c.ApplyEncoded(d, in, r); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					if err := d.Decode(&m, in); err != nil {
+						b.Fatal(err)
+					}
+					c.Apply(&m, r)
+				}
+				n++
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "images/s")
+		})
+	}
 }

@@ -210,6 +210,14 @@ func (o *ResizeOp) OutShape(in Shape) (Shape, error) {
 	return Shape{C: in.C, H: h, W: w}, nil
 }
 
+// Region is the whole image, resampled to the resized size.
+func (o *ResizeOp) Region(h, w int, r *Rand) Region {
+	oh, ow := o.size(h, w)
+	return Region{H: h, W: w, OH: oh, OW: ow}
+}
+
+func (o *ResizeOp) Filter() Interp { return o.Interp }
+
 func (o *ResizeOp) Apply(dst, src *Image, r *Rand) bool {
 	h, w := o.size(src.H, src.W)
 	if h == src.H && w == src.W {
@@ -307,6 +315,14 @@ func (o *RandomResizedCropOp) Window(h, w int, r *Rand) (int, int, int, int) {
 	}
 	return (h - ch) / 2, (w - cw) / 2, ch, cw
 }
+
+// Region is the window Apply would crop, resampled to Size×Size.
+func (o *RandomResizedCropOp) Region(h, w int, r *Rand) Region {
+	y, x, ch, cw := o.Window(h, w, r)
+	return Region{Y: y, X: x, H: ch, W: cw, OH: o.Size, OW: o.Size}
+}
+
+func (o *RandomResizedCropOp) Filter() Interp { return o.Interp }
 
 func (o *RandomResizedCropOp) Apply(dst, src *Image, r *Rand) bool {
 	y, x, h, w := o.Window(src.H, src.W, r)

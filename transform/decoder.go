@@ -1,0 +1,188 @@
+package transform
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pipefeed/pipe/transform/internal/jpegturbo"
+)
+
+// Region is what a [RegionOp] reads and writes for one input: the window
+// of Y, X, H, W source pixels it resamples to OH×OW.
+type Region struct{ Y, X, H, W, OH, OW int }
+
+// A RegionOp reads one window of its input and resamples it to its output
+// (resize, random_resized_crop), so a decoder that can decode part of a JPEG
+// at a reduced DCT scale can do that op's work with far less of it: see
+// [Decoder.DecodeFor].
+type RegionOp interface {
+	Op
+	// Region draws the op's parameters for an h×w input, exactly as Apply
+	// would for that input, and returns the window and output size.
+	Region(h, w int, r *Rand) Region
+	// Filter is the resampling filter.
+	Filter() Interp
+}
+
+// DecoderName names the JPEG decoder of this build: "image/jpeg" (Go's), or
+// the libjpeg-turbo release of the jpegturbo build. Decoded pixels differ
+// between the two (their IDCTs and chroma upsampling differ by a few levels),
+// so cache fingerprints include it.
+func DecoderName() string {
+	if jpegturbo.Available {
+		return jpegturbo.Version
+	}
+	return "image/jpeg"
+}
+
+// RegionDecoding reports whether this build can decode a window of a JPEG
+// at a reduced scale (the jpegturbo build).
+func RegionDecoding() bool { return jpegturbo.Available }
+
+// Decoder decodes JPEG and PNG images to 3-channel CHW RGB (see [Decode]),
+// reusing its memory and, in the jpegturbo build, its libjpeg decompressor
+// from one image to the next. It is not safe for concurrent use: keep one
+// per worker.
+type Decoder struct {
+	// Reduce lets DecodeFor decode at a reduced DCT scale (M/8) when the
+	// op's output needs no more pixels than that gives. Without it
+	// DecodeFor still decodes only the window the op reads, at full scale,
+	// and its result equals Decode followed by the op.
+	Reduce bool
+	turbo  *jpegturbo.Decoder
+	win    Image // the decoded window
+}
+
+// NewDecoder returns a decoder; reduce sets Reduce.
+func NewDecoder(reduce bool) *Decoder { return &Decoder{Reduce: reduce} }
+
+func (d *Decoder) jpeg() (*jpegturbo.Decoder, error) {
+	if d.turbo == nil {
+		t, err := jpegturbo.New()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrDecode, err)
+		}
+		d.turbo = t
+	}
+	return d.turbo, nil
+}
+
+// Decode decodes data into dst, as the package's Decode does, with
+// libjpeg-turbo for JPEGs in the jpegturbo build.
+func (d *Decoder) Decode(dst *Image, data []byte) error {
+	if !jpegturbo.Available || !isJPEG(data) {
+		return Decode(dst, data)
+	}
+	t, err := d.jpeg()
+	if err != nil {
+		return err
+	}
+	w, h, err := t.Header(data)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	if err := checkSize(w, h); err != nil {
+		t.Abort()
+		return err
+	}
+	dst.Resize(3, h, w)
+	if err := t.Decode(dst.Pix, 8, 0, 0, w, h); err != nil {
+		return fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	return nil
+}
+
+func checkSize(w, h int) error {
+	if w == 0 || h == 0 || w > 1<<15 || h > 1<<15 {
+		return fmt.Errorf("%w: %dx%d pixels", ErrDecode, w, h)
+	}
+	return nil
+}
+
+// DecodeFor decodes data and applies op to it, drawing op's parameters from
+// r, into dst. In the jpegturbo build it first reads the JPEG's size, lets
+// op choose its window, and decodes only that window (plus the margin the
+// filter reads), at the smallest DCT scale M/8 that keeps the window at
+// least as large as op's output when Reduce is set: a 224-pixel crop of a
+// 2000-pixel photograph decodes at 1/4 or 1/8 of the work. Elsewhere, and
+// for PNGs, it decodes in full into scratch and applies op. It reports
+// whether dst holds the result; false means op left the decoded image as it
+// was, and the result is in Decoded.
+func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool, error) {
+	if !jpegturbo.Available || !isJPEG(data) {
+		if err := d.Decode(&d.win, data); err != nil {
+			return false, err
+		}
+		return op.Apply(dst, &d.win, r), nil
+	}
+	t, err := d.jpeg()
+	if err != nil {
+		return false, err
+	}
+	W, H, err := t.Header(data)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	if err := checkSize(W, H); err != nil {
+		t.Abort()
+		return false, err
+	}
+	reg := op.Region(H, W, r)
+	if reg.H == H && reg.W == W && reg.OH == H && reg.OW == W {
+		// The op changes nothing: decode the whole image, as Decode would.
+		d.win.Resize(3, H, W)
+		if err := t.Decode(d.win.Pix, 8, 0, 0, W, H); err != nil {
+			return false, fmt.Errorf("%w: %v", ErrDecode, err)
+		}
+		return false, nil
+	}
+	num := 8
+	if d.Reduce {
+		num = scaleFor(reg)
+	}
+	sw, sh := jpegturbo.Scaled(W, num), jpegturbo.Scaled(H, num)
+	fx, fy := float64(sw)/float64(W), float64(sh)/float64(H)
+	wy, wx := float64(reg.Y)*fy, float64(reg.X)*fx
+	wh, ww := float64(reg.H)*fy, float64(reg.W)*fx
+	if num == 8 && reg.OH == reg.H && reg.OW == reg.W {
+		// A crop at full scale: decode the window straight into dst.
+		dst.Resize(3, reg.H, reg.W)
+		if err := t.Decode(dst.Pix, 8, reg.X, reg.Y, reg.W, reg.H); err != nil {
+			return false, fmt.Errorf("%w: %v", ErrDecode, err)
+		}
+		return true, nil
+	}
+	// The filter reads support·scale pixels either side of an output
+	// pixel's centre; with that margin (and one for rounding), every tap
+	// the resampling of the whole image would use lies in the window.
+	f := op.Filter()
+	my := int(math.Ceil(f.support()*max(1, wh/float64(reg.OH)))) + 1
+	mx := int(math.Ceil(f.support()*max(1, ww/float64(reg.OW)))) + 1
+	y0, y1 := max(0, int(math.Floor(wy))-my), min(sh, int(math.Ceil(wy+wh))+my)
+	x0, x1 := max(0, int(math.Floor(wx))-mx), min(sw, int(math.Ceil(wx+ww))+mx)
+	d.win.Resize(3, y1-y0, x1-x0)
+	if err := t.Decode(d.win.Pix, num, x0, y0, x1-x0, y1-y0); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	resample(dst, &d.win, wy-float64(y0), wx-float64(x0), wh, ww, reg.OH, reg.OW, f)
+	return true, nil
+}
+
+// Decoded is the image DecodeFor decoded, valid until the decoder's next
+// call: the result when DecodeFor returned false.
+func (d *Decoder) Decoded() *Image { return &d.win }
+
+// scaleFor returns the smallest M of the DCT scales M/8 that libjpeg-turbo
+// decodes with SIMD (1/8, 1/4, 1/2, 1) at which reg's window still has at
+// least as many pixels as its output on both axes, so the resampling only
+// ever shrinks.
+func scaleFor(reg Region) int {
+	for _, m := range decodeScales {
+		if reg.H*m >= 8*reg.OH && reg.W*m >= 8*reg.OW {
+			return m
+		}
+	}
+	return 8
+}
+
+var decodeScales = []int{1, 2, 4, 8}

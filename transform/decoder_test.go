@@ -1,0 +1,241 @@
+package transform
+
+import (
+	"bytes"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pipefeed/pipe/internal/shareddata"
+)
+
+// imagenetJPEGs reads the real ImageNet sample.
+func imagenetJPEGs(tb testing.TB) (names []string, data [][]byte) {
+	files, _ := filepath.Glob(filepath.Join(shareddata.Path(tb, "imagenet-sample"), "*.JPEG"))
+	if len(files) == 0 {
+		tb.Fatal("no JPEGs in the ImageNet sample")
+	}
+	for _, f := range files {
+		d, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		names, data = append(names, filepath.Base(f)), append(data, d)
+	}
+	return names, data
+}
+
+// photo is a large JPEG with smooth gradients and fine texture, as a
+// photograph has, for the reduced-scale paths.
+func photo(tb testing.TB, w, h int) []byte {
+	m := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			t := 40 * math.Sin(float64(x)/37) * math.Cos(float64(y)/23)
+			m.Set(x, y, color.RGBA{uint8(float64(x*200/w) + t + 20), uint8(float64(y*200/h) - t + 30), uint8(128 + t + float64((x^y)&7)), 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, m, &jpeg.Options{Quality: 90}); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func meanAbsDiff(a, b []byte) float64 {
+	s := 0
+	for i := range a {
+		d := int(a[i]) - int(b[i])
+		s += max(d, -d)
+	}
+	return float64(s) / float64(len(a))
+}
+
+// TestDecoderMatchesGo decodes the ImageNet sample with the build's decoder
+// and with Go's: the same sizes, and pixels within the few levels by which
+// IDCTs and chroma upsampling differ (equal in the default build).
+func TestDecoderMatchesGo(t *testing.T) {
+	names, data := imagenetJPEGs(t)
+	d := NewDecoder(false)
+	var a, b Image
+	worst := 0.0
+	for i := range data {
+		if err := d.Decode(&a, data[i]); err != nil {
+			t.Fatalf("%s: %v", names[i], err)
+		}
+		if err := Decode(&b, data[i]); err != nil {
+			t.Fatalf("%s: %v", names[i], err)
+		}
+		if a.Shape() != b.Shape() {
+			t.Fatalf("%s: %s, Go decodes %s", names[i], a.Shape(), b.Shape())
+		}
+		worst = max(worst, meanAbsDiff(a.Pix, b.Pix))
+	}
+	t.Logf("%s vs image/jpeg: worst mean |difference| %.3f levels", DecoderName(), worst)
+	if !RegionDecoding() && worst != 0 {
+		t.Errorf("the default build's Decoder differs from Decode")
+	}
+	if worst > 3 {
+		t.Errorf("worst mean |difference| %.2f levels, want ≤ 3", worst)
+	}
+}
+
+// TestDecodeForEqualsDecodeThenOp checks that without Reduce, decoding only
+// the window an op reads gives exactly the bytes of decoding the whole
+// image and applying the op, for resize and random_resized_crop under
+// every filter, and leaves the generator in the same state.
+func TestDecodeForEqualsDecodeThenOp(t *testing.T) {
+	names, data := imagenetJPEGs(t)
+	// A quarter of the sample keeps the test short under Go's decoder.
+	names, data = append(names[:25], "photo"), append(data[:25], photo(t, 1200, 900))
+	var ops []RegionOp
+	for _, f := range []Interp{Bilinear, Bicubic, Lanczos} {
+		rrc, _ := RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, f)
+		rs, _ := Resize(160, f)
+		ops = append(ops, rrc, rs)
+	}
+	d := NewDecoder(false)
+	var full, want, got Image
+	for i := range data {
+		if err := d.Decode(&full, data[i]); err != nil {
+			t.Fatal(err)
+		}
+		for oi, op := range ops {
+			for draw := range 4 {
+				r1 := NewRand(7, draw, int64(i), 0)
+				r2 := r1
+				wantOut := &full
+				if op.Apply(&want, &full, &r1) {
+					wantOut = &want
+				}
+				applied, err := d.DecodeFor(&got, data[i], op, &r2)
+				if err != nil {
+					t.Fatalf("%s: %v", names[i], err)
+				}
+				gotOut := &got
+				if !applied {
+					gotOut = d.Decoded()
+				}
+				if gotOut.Shape() != wantOut.Shape() || !bytes.Equal(gotOut.Pix, wantOut.Pix) {
+					t.Fatalf("%s, %s draw %d: DecodeFor gives %s (mean |diff| %.2f), decode then op %s",
+						names[i], op, draw, gotOut.Shape(), diffOrInf(gotOut, wantOut), wantOut.Shape())
+				}
+				if r1 != r2 {
+					t.Fatalf("%s, op %d: generators differ after the op", names[i], oi)
+				}
+			}
+		}
+	}
+}
+
+func diffOrInf(a, b *Image) float64 {
+	if a.Shape() != b.Shape() {
+		return math.Inf(1)
+	}
+	return meanAbsDiff(a.Pix, b.Pix)
+}
+
+// TestDecodeForReduced checks the reduced-scale path: on a large photo it
+// decodes at a fraction of the scale and stays within a few levels of the
+// full-scale result.
+func TestDecodeForReduced(t *testing.T) {
+	data := photo(t, 1600, 1200)
+	rs, _ := Resize(256, Bilinear)
+	rrc, _ := RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
+	exact, reduced := NewDecoder(false), NewDecoder(true)
+	var a, b Image
+	for _, op := range []RegionOp{rs, rrc} {
+		for draw := range 8 {
+			r1 := NewRand(3, draw, 0, 0)
+			r2 := r1
+			if _, err := exact.DecodeFor(&a, data, op, &r1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := reduced.DecodeFor(&b, data, op, &r2); err != nil {
+				t.Fatal(err)
+			}
+			if a.Shape() != b.Shape() {
+				t.Fatalf("%s: %s vs %s", op, a.Shape(), b.Shape())
+			}
+			if d := meanAbsDiff(a.Pix, b.Pix); d > 2.5 {
+				t.Errorf("%s draw %d: reduced-scale decode differs by %.2f levels on average", op, draw, d)
+			}
+		}
+	}
+	if RegionDecoding() {
+		r := NewRand(3, 0, 0, 0)
+		reg := rs.Region(1200, 1600, &r)
+		if m := scaleFor(reg); m != 2 {
+			t.Errorf("resize 256 of 1600x1200 decodes at %d/8, want 2/8 (300 rows)", m)
+		}
+	}
+}
+
+// TestDecoderErrors: bad bytes give ErrDecode from the build's decoder,
+// and the decoder still works afterwards.
+func TestDecoderErrors(t *testing.T) {
+	good := photo(t, 64, 48)
+	bad := map[string][]byte{
+		"empty": nil, "text": []byte("hello"), "jpeg magic only": good[:3],
+		"truncated": good[:len(good)/2], "bad SOF": func() []byte {
+			b := bytes.Clone(good)
+			i := bytes.Index(b, []byte{0xff, 0xc0})
+			b[i+5], b[i+6] = 0, 0 // height 0
+			return b
+		}(),
+	}
+	rrc, _ := RandomResizedCrop(32, [2]float64{0.5, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
+	for _, reduce := range []bool{false, true} {
+		d := NewDecoder(reduce)
+		var m Image
+		for name, data := range bad {
+			if err := d.Decode(&m, data); !errors.Is(err, ErrDecode) {
+				t.Errorf("Decode %s: %v", name, err)
+			}
+			r := NewRand(1, 0, 0, 0)
+			if _, err := d.DecodeFor(&m, data, rrc, &r); !errors.Is(err, ErrDecode) {
+				t.Errorf("DecodeFor %s: %v", name, err)
+			}
+			if err := d.Decode(&m, good); err != nil || m.Shape() != (Shape{3, 48, 64}) {
+				t.Fatalf("after %s: %v %s", name, err, m.Shape())
+			}
+		}
+	}
+}
+
+// TestChainApplyEncoded: a chain on encoded bytes gives what decoding and
+// then applying the chain gives, the first op fused or not.
+func TestChainApplyEncoded(t *testing.T) {
+	data := photo(t, 320, 240)
+	rrc, _ := RandomResizedCrop(64, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
+	flip, _ := Flip(Horizontal, 0.5)
+	cc, _ := CenterCrop(100)
+	d := NewDecoder(false)
+	var full Image
+	if err := d.Decode(&full, data); err != nil {
+		t.Fatal(err)
+	}
+	for _, ops := range [][]Op{{rrc, flip}, {rrc}, {cc, flip}, {flip}} {
+		for s := range 6 {
+			c1, c2 := NewChain(ops), NewChain(ops)
+			want := c1.Apply(&full, NewRand(5, s, 0, 0))
+			got, err := c2.ApplyEncoded(d, data, NewRand(5, s, 0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Shape() != want.Shape() || !bytes.Equal(got.Pix, want.Pix) || c1.Rand() != c2.Rand() {
+				t.Fatalf("%v seed %d: ApplyEncoded differs from Decode+Apply", ops, s)
+			}
+			var dst Image
+			dst.Pix = make([]byte, 0, want.Shape().Len())
+			if err := c2.ApplyEncodedTo(d, &dst, data, NewRand(5, s, 0, 0)); err != nil || !bytes.Equal(dst.Pix, want.Pix) {
+				t.Fatalf("%v seed %d: ApplyEncodedTo differs (%v)", ops, s, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,261 @@
+//go:build jpegturbo
+
+package jpegturbo
+
+/*
+#cgo LDFLAGS: -l:libjpeg.a
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <jpeglib.h>
+#include <jerror.h>
+
+typedef struct {
+	struct jpeg_error_mgr pub;
+	jmp_buf jump;
+	int truncated;
+	char msg[JMSG_LENGTH_MAX];
+} pj_err;
+
+typedef struct {
+	struct jpeg_decompress_struct d;
+	pj_err err;
+	int started; // jpeg_read_header succeeded on the current buffer
+} pj_dec;
+
+static void pj_error_exit(j_common_ptr c) {
+	pj_err *e = (pj_err *)c->err;
+	(*c->err->format_message)(c, e->msg);
+	longjmp(e->jump, 1);
+}
+
+// Warnings (level -1) are corrupt data libjpeg worked around; only the end
+// of the data arriving early is an error, as a truncated file is.
+static void pj_emit_message(j_common_ptr c, int level) {
+	pj_err *e = (pj_err *)c->err;
+	if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) e->truncated = 1;
+}
+
+static pj_dec *pj_new(void) {
+	pj_dec *p = calloc(1, sizeof(pj_dec));
+	if (!p) return NULL;
+	p->d.err = jpeg_std_error(&p->err.pub);
+	p->err.pub.error_exit = pj_error_exit;
+	p->err.pub.emit_message = pj_emit_message;
+	if (setjmp(p->err.jump)) {
+		free(p);
+		return NULL;
+	}
+	jpeg_create_decompress(&p->d);
+	return p;
+}
+
+static void pj_free(pj_dec *p) {
+	jpeg_destroy_decompress(&p->d);
+	free(p);
+}
+
+static const char *pj_msg(pj_dec *p) { return p->err.msg; }
+
+// pj_header reads the header of buf; buf must stay valid until pj_decode
+// or pj_abort. Returns 0, or -1 with the message in pj_msg.
+static int pj_header(pj_dec *p, const unsigned char *buf, unsigned long n, int *w, int *h) {
+	p->err.truncated = 0;
+	p->started = 0;
+	if (setjmp(p->err.jump)) {
+		jpeg_abort_decompress(&p->d);
+		return -1;
+	}
+	jpeg_mem_src(&p->d, buf, n);
+	jpeg_read_header(&p->d, TRUE);
+	p->started = 1;
+	*w = p->d.image_width;
+	*h = p->d.image_height;
+	return 0;
+}
+
+static void pj_abort(pj_dec *p) {
+	if (p->started) jpeg_abort_decompress(&p->d);
+	p->started = 0;
+}
+
+// pj_scaled is the output size of an n-pixel side at scale num/8.
+static int pj_scaled(int n, int num) { return (int)(((long)n * num + 7) / 8); }
+
+// pj_decode decodes the window [x0, x0+cw) × [y0, y0+ch) of the image at
+// scale num/8 (window in scaled pixels) into out as three planes of cw×ch
+// (R, G, B). Greyscale is repeated into the planes; CMYK and YCCK are
+// converted as Go's image/color does, Adobe's inverted values undone.
+static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigned char *out) {
+	struct jpeg_decompress_struct *d = &p->d;
+	JSAMPLE *row = NULL;
+	if (setjmp(p->err.jump)) {
+		free(row);
+		jpeg_abort_decompress(d);
+		p->started = 0;
+		return -1;
+	}
+	d->scale_num = num;
+	d->scale_denom = 8;
+	int gray = d->jpeg_color_space == JCS_GRAYSCALE;
+	int cmyk = d->jpeg_color_space == JCS_CMYK || d->jpeg_color_space == JCS_YCCK;
+	d->out_color_space = gray ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_RGB;
+	jpeg_start_decompress(d);
+	if (x0 < 0 || y0 < 0 || cw <= 0 || ch <= 0 ||
+	    x0 + cw > (int)d->output_width || y0 + ch > (int)d->output_height) {
+		snprintf(p->err.msg, sizeof p->err.msg, "window %dx%d+%d+%d outside the %dx%d output",
+			cw, ch, x0, y0, (int)d->output_width, (int)d->output_height);
+		jpeg_abort_decompress(d);
+		p->started = 0;
+		return -1;
+	}
+	// libjpeg treats the edges of a cropped row as image edges: fancy
+	// chroma upsampling then repeats the last chroma sample where the
+	// whole image has a neighbour. A margin of 16 columns (wider than an
+	// iMCU's chroma reach) each side keeps the window's pixels as a full
+	// decode gives them.
+	int m0 = x0 < 16 ? 0 : x0 - 16;
+	int m1 = x0 + cw + 16 > (int)d->output_width ? (int)d->output_width : x0 + cw + 16;
+	JDIMENSION xoff = m0, width = m1 - m0;
+	if (width < d->output_width) jpeg_crop_scanline(d, &xoff, &width);
+	int skip = x0 - (int)xoff; // columns left of the window in each row
+	int nc = d->output_components;
+	row = malloc((size_t)d->output_width * nc);
+	if (!row) {
+		snprintf(p->err.msg, sizeof p->err.msg, "out of memory");
+		jpeg_abort_decompress(d);
+		p->started = 0;
+		return -1;
+	}
+	if (y0 > 0) jpeg_skip_scanlines(d, y0);
+	size_t plane = (size_t)cw * ch;
+	unsigned char *r = out, *g = out + plane, *b = out + 2 * plane;
+	for (int y = 0; y < ch; y++) {
+		JSAMPROW rows[1] = {row};
+		if (jpeg_read_scanlines(d, rows, 1) != 1) {
+			snprintf(p->err.msg, sizeof p->err.msg, "no scanline %d", y0 + y);
+			free(row);
+			jpeg_abort_decompress(d);
+			p->started = 0;
+			return -1;
+		}
+		const JSAMPLE *s = row + (size_t)skip * nc;
+		size_t o = (size_t)y * cw;
+		if (nc == 3) {
+			for (int x = 0; x < cw; x++) {
+				r[o + x] = s[3 * x];
+				g[o + x] = s[3 * x + 1];
+				b[o + x] = s[3 * x + 2];
+			}
+		} else if (nc == 1) {
+			memcpy(r + o, s, cw);
+			memcpy(g + o, s, cw);
+			memcpy(b + o, s, cw);
+		} else {
+			int inv = d->saw_Adobe_marker;
+			for (int x = 0; x < cw; x++) {
+				unsigned c = s[4 * x], m = s[4 * x + 1], yy = s[4 * x + 2], k = s[4 * x + 3];
+				if (inv) { c = 255 - c; m = 255 - m; yy = 255 - yy; k = 255 - k; }
+				unsigned w = 0xffff - k * 0x101;
+				r[o + x] = (unsigned char)(((0xffff - c * 0x101) * w / 0xffff) >> 8);
+				g[o + x] = (unsigned char)(((0xffff - m * 0x101) * w / 0xffff) >> 8);
+				b[o + x] = (unsigned char)(((0xffff - yy * 0x101) * w / 0xffff) >> 8);
+			}
+		}
+	}
+	free(row);
+	int truncated = p->err.truncated;
+	jpeg_abort_decompress(d);
+	p->started = 0;
+	if (truncated) {
+		snprintf(p->err.msg, sizeof p->err.msg, "Premature end of JPEG file");
+		return -1;
+	}
+	return 0;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// Version is the libjpeg-turbo release linked in ("libjpeg-turbo 2.1.5").
+var Version = fmt.Sprintf("libjpeg-turbo %d.%d.%d", C.LIBJPEG_TURBO_VERSION_NUMBER/1000000,
+	C.LIBJPEG_TURBO_VERSION_NUMBER/1000%1000, C.LIBJPEG_TURBO_VERSION_NUMBER%1000)
+
+// Available reports whether this build decodes with libjpeg-turbo.
+const Available = true
+
+// Decoder is one libjpeg decompressor, reused image after image. It is not
+// safe for concurrent use: give each worker its own.
+type Decoder struct {
+	d   *C.pj_dec
+	pin runtime.Pinner
+	buf []byte // the data whose header was read, pinned until Decode
+}
+
+// New returns a decoder. Its C memory is freed when it is garbage
+// collected.
+func New() (*Decoder, error) {
+	p := C.pj_new()
+	if p == nil {
+		return nil, errors.New("libjpeg: cannot create a decompressor")
+	}
+	d := &Decoder{d: p}
+	runtime.AddCleanup(d, func(p *C.pj_dec) { C.pj_free(p) }, p)
+	return d, nil
+}
+
+// Header reads the header of data and returns the image's size. data must
+// not change until Decode or Abort.
+func (d *Decoder) Header(data []byte) (w, h int, err error) {
+	d.Abort()
+	if len(data) == 0 {
+		return 0, 0, errors.New("empty")
+	}
+	d.pin.Pin(&data[0])
+	d.buf = data
+	var cw, ch C.int
+	if C.pj_header(d.d, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), &cw, &ch) != 0 {
+		err := d.err()
+		d.Abort()
+		return 0, 0, err
+	}
+	return int(cw), int(ch), nil
+}
+
+// Decode decodes the window of cw×ch pixels at (x0, y0) of the image whose
+// header Header read, at scale num/8 (1 ≤ num ≤ 8; the window is in scaled
+// pixels), into dst as R, G and B planes; dst holds at least 3·cw·ch bytes.
+func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
+	defer d.Abort()
+	if d.buf == nil {
+		return errors.New("libjpeg: Decode without a header")
+	}
+	if num < 1 || num > 8 {
+		return fmt.Errorf("libjpeg: scale %d/8 outside 1/8..8/8", num)
+	}
+	if len(dst) < 3*cw*ch || cw <= 0 || ch <= 0 {
+		return fmt.Errorf("libjpeg: %d bytes for a %dx%d window", len(dst), cw, ch)
+	}
+	if C.pj_decode(d.d, C.int(num), C.int(x0), C.int(y0), C.int(cw), C.int(ch), (*C.uchar)(unsafe.Pointer(&dst[0]))) != 0 {
+		return d.err()
+	}
+	return nil
+}
+
+// Abort forgets the current image, if any.
+func (d *Decoder) Abort() {
+	if d.buf != nil {
+		C.pj_abort(d.d)
+		d.pin.Unpin()
+		d.buf = nil
+	}
+}
+
+func (d *Decoder) err() error { return errors.New(C.GoString(C.pj_msg(d.d))) }

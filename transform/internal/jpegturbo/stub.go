@@ -1,0 +1,22 @@
+//go:build !jpegturbo
+
+package jpegturbo
+
+import "errors"
+
+// Available reports whether this build decodes with libjpeg-turbo: build
+// with -tags jpegturbo for it.
+const Available = false
+
+// Version is empty without libjpeg-turbo.
+var Version = ""
+
+var errOff = errors.New("libjpeg-turbo is not in this build (go build -tags jpegturbo)")
+
+// Decoder is the jpegturbo build's decompressor; here every call fails.
+type Decoder struct{}
+
+func New() (*Decoder, error)                                        { return nil, errOff }
+func (d *Decoder) Header(data []byte) (w, h int, err error)         { return 0, 0, errOff }
+func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error { return errOff }
+func (d *Decoder) Abort()                                           {}
