@@ -168,6 +168,9 @@ func (p *Pipeline) openCache() error {
 	if c.random {
 		// Entries follow the plan, which the seed and the rank decide.
 		parts = append(parts, fmt.Sprintf("seed=%d order=plan rank=%d world=%d", p.seed, p.rank, p.world))
+		if b := p.plan.Buffer(); b > 0 {
+			parts = append(parts, fmt.Sprintf("shuffle buffer=%d", b))
+		}
 		c.samples = p.plan.Len()
 	}
 	var stages []string

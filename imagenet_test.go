@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,5 +165,78 @@ func TestWebDatasetPipeline(t *testing.T) {
 	}})
 	if err != nil || stats[0].Images != 90 || len(labels) != 90 {
 		t.Fatalf("%v, %+v", err, stats)
+	}
+}
+
+// TestFileDatasetRanksExactAndStreaming runs file datasets across ranks:
+// TFRecord's two real files (858 and 165 records, so unequal shards) with
+// a shuffle buffer, and the ImageNet folder with a full permutation. Every
+// rank gets ⌊n / world⌋ samples, the ranks' samples are disjoint, and the
+// streaming order reads mostly from one file at a time.
+func TestFileDatasetRanksExactAndStreaming(t *testing.T) {
+	tf := shareddata.Path(t, "tfrecord")
+	inet := shareddata.Path(t, "imagenet-sample")
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, source, shuffle string
+		n, world              int
+	}{
+		{"tfrecord", "source tfrecord path=" + tf + "/*-of-* index_dir=" + dir + " label_offset=1", "shuffle seed=4 buffer=64", 858 + 165, 3},
+		{"image_folder", "source image_folder path=" + inet + " labels=" + inet + "/labels.csv", "shuffle seed=4", 100, 3},
+		{"tfrecord-one-rank", "source tfrecord path=" + tf + "/*-of-* index_dir=" + dir + " label_offset=1", "shuffle seed=4 buffer=64", 858 + 165, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			seen := map[int]int{}
+			per := c.n / c.world
+			for rank := range c.world {
+				f := filepath.Join(dir, c.name+".pipe")
+				cfg := fmt.Sprintf("%s\ndecode\n%s\ncenter_crop 24\nbatch 50\nto_tensor layout=nchw dtype=uint8\npipeline rank=%d world=%d\n", c.source, c.shuffle, rank, c.world)
+				os.WriteFile(f, []byte(cfg), 0o644)
+				p, err := Load(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var order []int
+				for e := range 2 {
+					var got []int
+					_, err = p.Run(context.Background(), RunOptions{FirstEpoch: e, Epochs: 1, OnBatch: func(b *Batch) error {
+						got = append(got, b.Samples...)
+						return nil
+					}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(got) != per {
+						t.Fatalf("rank %d epoch %d: %d samples, want %d", rank, e, len(got), per)
+					}
+					if e == 0 {
+						order = got
+						for _, s := range got {
+							seen[s]++
+						}
+					} else if slices.Equal(order, got) {
+						t.Errorf("rank %d: epochs 0 and 1 in the same order", rank)
+					}
+				}
+				p.Close()
+				if c.world == 1 && strings.Contains(c.shuffle, "buffer") {
+					// Two files: a stream switches file once, the buffer
+					// blurs that over about 64 samples; a full
+					// permutation would switch ~500 times.
+					switches := 0
+					for i := 1; i < len(order); i++ {
+						if (order[i] < 858) != (order[i-1] < 858) {
+							switches++
+						}
+					}
+					if switches > 100 {
+						t.Errorf("streaming order switches file %d times", switches)
+					}
+				}
+			}
+			if len(seen) != per*c.world {
+				t.Errorf("%d distinct samples over the ranks, want %d (disjoint shares)", len(seen), per*c.world)
+			}
+		})
 	}
 }

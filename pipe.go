@@ -71,12 +71,26 @@ func Source(src source.Source) Stage {
 
 // Shuffle permutes the samples anew every epoch; seed also keys the random
 // augmentations (it is the pipeline's seed).
-func Shuffle(seed uint64) Stage {
-	return Stage{name: "shuffle", desc: fmt.Sprintf("shuffle seed=%d", seed), apply: func(b *builder) error {
+func Shuffle(seed uint64) Stage { return ShuffleBuffer(seed, 0) }
+
+// ShuffleBuffer is Shuffle as a streaming reader does it, for sharded
+// sources (tfrecord, webdataset): shards in a new random order each epoch,
+// read in sequence through a shuffle buffer of buffer samples (see
+// sharding.WithShuffleBuffer); a source without shards is one. Buffer 0 is
+// Shuffle's full permutation.
+func ShuffleBuffer(seed uint64, buffer int) Stage {
+	desc := fmt.Sprintf("shuffle seed=%d", seed)
+	if buffer > 0 {
+		desc += fmt.Sprintf(" buffer=%d", buffer)
+	}
+	return Stage{name: "shuffle", desc: desc, apply: func(b *builder) error {
 		if b.seedSet && b.p.seed != seed {
 			return fmt.Errorf("seed=%d conflicts with seed=%d set earlier", seed, b.p.seed)
 		}
-		b.p.shuffle, b.p.seed, b.seedSet = true, seed, true
+		if buffer < 0 {
+			return fmt.Errorf("buffer=%d: want 0 (a full permutation) or more", buffer)
+		}
+		b.p.shuffle, b.p.seed, b.seedSet, b.p.shuffleBuffer = true, seed, true, buffer
 		return nil
 	}}
 }
@@ -229,27 +243,28 @@ func both(a, b Stage) Stage {
 // Pipeline is a built, validated pipeline. It is safe to run epochs of it one
 // after another; one epoch runs at a time.
 type Pipeline struct {
-	stages   []Stage
-	src      source.Source
-	ops      []transform.Op
-	norm     *transform.Normalization
-	tensor   *transform.Tensor
-	direct   bool // uint8 NCHW: images are written into slabs as they are
-	inShape  transform.Shape
-	shuffle  bool
-	reduce   bool // decode at reduced DCT scale where it can
-	seed     uint64
-	rank     int
-	world    int
-	batch    int
-	dropLast bool
-	workers  int
-	onError  Policy
-	plan     *sharding.Plan
-	indices  [][]int // per slab: the sample indices of its batch
-	cacheCfg *CacheConfig
-	cacheAt  int // ops[:cacheAt] run before the cache stage (0 without one)
-	cache    *pipeCache
+	stages        []Stage
+	src           source.Source
+	ops           []transform.Op
+	norm          *transform.Normalization
+	tensor        *transform.Tensor
+	direct        bool // uint8 NCHW: images are written into slabs as they are
+	inShape       transform.Shape
+	shuffle       bool
+	reduce        bool // decode at reduced DCT scale where it can
+	shuffleBuffer int
+	seed          uint64
+	rank          int
+	world         int
+	batch         int
+	dropLast      bool
+	workers       int
+	onError       Policy
+	plan          *sharding.Plan
+	indices       [][]int // per slab: the sample indices of its batch
+	cacheCfg      *CacheConfig
+	cacheAt       int // ops[:cacheAt] run before the cache stage (0 without one)
+	cache         *pipeCache
 	// cacheClosed builds the cache's fingerprint without opening it.
 	cacheClosed bool
 	prefetch    *PrefetchConfig
@@ -374,7 +389,14 @@ func New(stages ...Stage) (*Pipeline, error) {
 	t = p.tensor
 	p.direct = t.DType == transform.Uint8 && (t.Layout == transform.NCHW || shape.C == 1)
 	var opts []sharding.Option
-	if p.shuffle {
+	switch {
+	case p.shuffleBuffer > 0:
+		shards := []int{p.src.Len()}
+		if s, ok := p.src.(source.Sharded); ok {
+			shards = s.Shards()
+		}
+		opts = append(opts, sharding.WithShuffleBuffer(p.seed, shards, p.shuffleBuffer))
+	case p.shuffle:
 		opts = append(opts, sharding.WithShuffle(p.seed))
 	}
 	opts = append(opts, sharding.WithRank(p.rank, p.world))

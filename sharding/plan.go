@@ -2,7 +2,10 @@ package sharding
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
+	"slices"
+	"sync"
 
 	"github.com/pipefeed/pipe/internal/splitmix"
 )
@@ -10,9 +13,22 @@ import (
 // Plan is the sample order of a dataset across epochs for one rank.
 type Plan struct {
 	n           int
+	streamTotal int // samples in shards, checked against n
 	shuffle     bool
 	seed        uint64
 	rank, world int
+
+	// A streaming plan (WithShuffleBuffer): shard sizes and buffer length,
+	// and the global order of the epochs asked for last, computed once.
+	shards []int
+	buffer int
+	mu     sync.Mutex
+	orders [2]streamOrder
+}
+
+type streamOrder struct {
+	epoch int
+	order []int32
 }
 
 // Option configures a Plan.
@@ -22,6 +38,37 @@ type Option func(*Plan) error
 // shuffle, samples in index order.
 func WithShuffle(seed uint64) Option {
 	return func(p *Plan) error { p.shuffle, p.seed = true, seed; return nil }
+}
+
+// WithShuffleBuffer makes the epochs' order that of a streaming reader (as
+// tf.data and WebDataset shuffle): the shards, of the given sizes in index
+// order, are read in a new random order each epoch, one after another,
+// through a shuffle buffer of buffer samples that emits a random one of
+// those it holds for each sample it takes in. Reads stay sequential within
+// a shard; samples move at most about buffer places from their shard's
+// stream. Each rank takes an equal contiguous block of the epoch's order,
+// so it reads few shards, and the ranks still get ⌊n / world⌋ samples each
+// whatever the shards' sizes. The plan keeps the order of the last two
+// epochs asked for (4 bytes a sample each).
+func WithShuffleBuffer(seed uint64, shards []int, buffer int) Option {
+	return func(p *Plan) error {
+		if buffer < 1 {
+			return fmt.Errorf("sharding: shuffle buffer %d: want at least 1", buffer)
+		}
+		total := 0
+		for i, s := range shards {
+			if s < 0 {
+				return fmt.Errorf("sharding: shard %d has %d samples", i, s)
+			}
+			total += s
+		}
+		if total > math.MaxInt32 {
+			return fmt.Errorf("sharding: %d samples is more than a streaming plan's %d", total, math.MaxInt32)
+		}
+		p.shuffle, p.seed, p.shards, p.buffer = true, seed, shards, buffer
+		p.streamTotal = total
+		return nil
+	}
 }
 
 // WithRank makes the plan that of rank of world ranks. Default: rank 0 of 1.
@@ -46,8 +93,14 @@ func New(n int, opts ...Option) (*Plan, error) {
 	if n < p.world {
 		return nil, fmt.Errorf("sharding: %d samples cannot give each of %d ranks one", n, p.world)
 	}
+	if p.buffer > 0 && p.streamTotal != n {
+		return nil, fmt.Errorf("sharding: shards hold %d samples, the dataset %d", p.streamTotal, n)
+	}
 	return p, nil
 }
+
+// Buffer is the shuffle buffer's length, or 0 for a full permutation.
+func (p *Plan) Buffer() int { return p.buffer }
 
 // Len is the number of samples the rank reads per epoch: ⌊n / world⌋.
 func (p *Plan) Len() int { return p.n / p.world }
@@ -62,10 +115,14 @@ func (p *Plan) Seed() uint64 { return p.seed }
 func (p *Plan) Rank() int  { return p.rank }
 func (p *Plan) World() int { return p.world }
 
-// At returns the k-th sample (0 ≤ k < Len()) of the rank's epoch e. It
-// needs no per-epoch state, so a plan's memory does not grow with the
-// dataset: the shuffle is a keyed permutation computed index by index.
+// At returns the k-th sample (0 ≤ k < Len()) of the rank's epoch e. A
+// full permutation needs no per-epoch state, so a plan's memory does not
+// grow with the dataset: the shuffle is a keyed permutation computed index
+// by index. A streaming plan computes the epoch's order once.
 func (p *Plan) At(e, k int) int {
+	if p.buffer > 0 {
+		return int(p.stream(e)[p.rank*p.Len()+k])
+	}
 	j := p.rank + k*p.world
 	if !p.shuffle {
 		return j
@@ -77,20 +134,20 @@ func (p *Plan) At(e, k int) int {
 // Epoch appends the rank's sample indices for epoch e, in order, to dst[:0]
 // and returns it; pass the previous result to reuse its memory.
 func (p *Plan) Epoch(e int, dst []int) []int {
-	dst = dst[:0]
-	perm := newPerm(p.n, p.seed, e)
-	for k := range p.Len() {
-		j := p.rank + k*p.world
-		if p.shuffle {
-			j = perm.at(j)
-		}
-		dst = append(dst, j)
-	}
+	dst = slices.Grow(dst[:0], p.Len())[:p.Len()]
+	p.Fill(e, 0, dst)
 	return dst
 }
 
 // Fill writes the rank's samples k0, k0+1, … of epoch e into dst.
 func (p *Plan) Fill(e, k0 int, dst []int) {
+	if p.buffer > 0 {
+		order := p.stream(e)[p.rank*p.Len()+k0:]
+		for i := range dst {
+			dst[i] = int(order[i])
+		}
+		return
+	}
 	perm := newPerm(p.n, p.seed, e)
 	for i := range dst {
 		j := p.rank + (k0+i)*p.world
@@ -99,6 +156,62 @@ func (p *Plan) Fill(e, k0 int, dst []int) {
 		}
 		dst[i] = j
 	}
+}
+
+// stream returns the global order of epoch e of a streaming plan.
+func (p *Plan) stream(e int) []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, o := range p.orders {
+		if o.order != nil && o.epoch == e {
+			return o.order
+		}
+	}
+	// Replace the older of the two (the one not asked for last).
+	p.orders[1] = p.orders[0]
+	p.orders[0] = streamOrder{epoch: e, order: streamOrderOf(p.shards, p.buffer, p.seed, e)}
+	return p.orders[0].order
+}
+
+// streamOrderOf is the order in which a reader of shards (their sizes, in
+// index order) in a keyed random order, through a shuffle buffer of buffer
+// samples, emits them in epoch e.
+func streamOrderOf(shards []int, buffer int, seed uint64, e int) []int32 {
+	starts := make([]int, len(shards))
+	n := 0
+	for i, s := range shards {
+		starts[i] = n
+		n += s
+	}
+	out := make([]int32, 0, n)
+	buf := make([]int32, 0, min(buffer, n))
+	shardPerm := newPerm(len(shards), seed^0x243f6a8885a308d3, e)
+	g := splitmix.Mix(splitmix.Mix(seed^0x13198a2e03707344) ^ uint64(e))
+	pick := func(m int) int {
+		g += splitmix.Golden
+		hi, _ := bits.Mul64(splitmix.Mix(g), uint64(m))
+		return int(hi)
+	}
+	for i := range shards {
+		si := shardPerm.at(i)
+		for j := range shards[si] {
+			idx := int32(starts[si] + j)
+			if len(buf) < buffer {
+				buf = append(buf, idx)
+				continue
+			}
+			k := pick(len(buf))
+			out = append(out, buf[k])
+			buf[k] = idx
+		}
+	}
+	for len(buf) > 0 {
+		k := pick(len(buf))
+		out = append(out, buf[k])
+		buf[k] = buf[len(buf)-1]
+		buf = buf[:len(buf)-1]
+	}
+	return out
 }
 
 // Batches returns how many batches of size b an epoch makes.

@@ -188,3 +188,106 @@ func BenchmarkAt(b *testing.B) {
 		k++
 	}
 }
+
+// TestShuffleBuffer checks a streaming plan: each epoch is a permutation;
+// with a buffer of 1 it is the shards whole, in a shuffled order; a sample
+// leaves at most buffer places before its position in the shard stream;
+// epochs differ; and ranks get equal, disjoint, contiguous blocks whatever
+// the shard sizes.
+func TestShuffleBuffer(t *testing.T) {
+	shards := []int{7, 100, 1, 0, 33, 59}
+	n := 200
+	// Buffer 1: whole shards in some order.
+	p, err := New(n, WithShuffleBuffer(5, shards, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := p.Epoch(0, nil)
+	starts := map[int]int{0: 7, 7: 100, 107: 1, 108: 33, 141: 59}
+	for k := 0; k < n; {
+		size, ok := starts[order[k]]
+		if !ok {
+			t.Fatalf("position %d starts with sample %d, not a shard's first", k, order[k])
+		}
+		for j := range size {
+			if order[k+j] != order[k]+j {
+				t.Fatalf("buffer 1: shard starting at %d read out of order", order[k])
+			}
+		}
+		k += size
+	}
+	if slices.IsSorted(order) {
+		t.Error("buffer 1: shards in index order, not shuffled")
+	}
+	for _, buffer := range []int{1, 16, 1000} {
+		p, err := New(n, WithShuffleBuffer(5, shards, buffer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e0, e1 := p.Epoch(0, nil), p.Epoch(1, nil)
+		for _, o := range [][]int{e0, e1} {
+			if s := slices.Sorted(slices.Values(o)); !slices.Equal(s, seq(n)) {
+				t.Fatalf("buffer %d: an epoch is not a permutation", buffer)
+			}
+		}
+		if slices.Equal(e0, e1) {
+			t.Errorf("buffer %d: epochs 0 and 1 equal", buffer)
+		}
+		if again := p.Epoch(0, nil); !slices.Equal(e0, again) {
+			t.Errorf("buffer %d: epoch 0 not reproduced", buffer)
+		}
+		// The stream position of each sample (shards in the epoch's order,
+		// which buffer 1 reveals) bounds how early it can come out.
+		q, _ := New(n, WithShuffleBuffer(5, shards, 1))
+		stream := q.Epoch(0, nil)
+		at := make([]int, n)
+		for i, s := range stream {
+			at[s] = i
+		}
+		for k, s := range e0 {
+			if at[s] > k+buffer-1 {
+				t.Fatalf("buffer %d: sample %d emitted at %d, read at %d", buffer, s, k, at[s])
+			}
+		}
+	}
+	// Ranks: 3 of them, 66 each, disjoint blocks of the global order.
+	var all []int
+	for r := range 3 {
+		p, err := New(n, WithShuffleBuffer(9, shards, 8), WithRank(r, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := p.Epoch(2, nil)
+		if len(e) != 66 || p.Len() != 66 {
+			t.Fatalf("rank %d: %d samples, want 66", r, len(e))
+		}
+		for k := range e {
+			if p.At(2, k) != e[k] {
+				t.Fatalf("rank %d: At(2, %d) = %d, Epoch says %d", r, k, p.At(2, k), e[k])
+			}
+		}
+		part := make([]int, 10)
+		p.Fill(2, 30, part)
+		if !slices.Equal(part, e[30:40]) {
+			t.Fatalf("rank %d: Fill from 30 differs from Epoch", r)
+		}
+		all = append(all, e...)
+	}
+	global, _ := New(n, WithShuffleBuffer(9, shards, 8))
+	if !slices.Equal(all, global.Epoch(2, nil)[:198]) {
+		t.Error("ranks' blocks are not the global order cut in three")
+	}
+	for _, bad := range []Option{WithShuffleBuffer(1, shards, 0), WithShuffleBuffer(1, []int{10, 10}, 4), WithShuffleBuffer(1, []int{-1, 201}, 4)} {
+		if _, err := New(n, bad); err == nil {
+			t.Error("a bad streaming plan was accepted")
+		}
+	}
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}

@@ -60,6 +60,14 @@ type Checker interface {
 	Corrupt() []*RecordError
 }
 
+// Sharded is implemented by sources whose samples live in shards (files)
+// that read best in sequence, such as TFRecord and WebDataset. Shards
+// returns the number of samples in each, in index order: the samples of
+// shard 0 come first.
+type Sharded interface {
+	Shards() []int
+}
+
 var (
 	// ErrLabel means a record's label is outside the dataset's classes.
 	ErrLabel = errors.New("label out of range")

@@ -511,3 +511,12 @@ func firstInt(list []byte) (int64, bool) {
 	}
 	return 0, false
 }
+
+// Shards returns the number of records in each file, in index order.
+func (t *TFRecord) Shards() []int {
+	n := make([]int, len(t.files))
+	for i, f := range t.files {
+		n[i] = len(f.offsets)
+	}
+	return n
+}

@@ -270,3 +270,12 @@ func (w *WebDataset) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Shards returns the number of samples in each shard, in index order.
+func (w *WebDataset) Shards() []int {
+	n := make([]int, len(w.shards))
+	for _, s := range w.samples {
+		n[s.shard]++
+	}
+	return n
+}
