@@ -111,6 +111,9 @@ type resampleScratch struct {
 	tx, ty []taps
 	bx, by []float32
 	mid    []float32
+	row    []float32 // one source row as floats (AVX2 path)
+	idx    []int32   // horizontal taps, tap-major, padded (AVX2 path)
+	wgt    []float32
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(resampleScratch) }}
@@ -135,6 +138,10 @@ func resample(dst, src *Image, y0, x0, h, w float64, oh, ow int, f Interp) {
 	}
 	mid := s.mid[:rows*ow]
 	dst.Resize(src.C, oh, ow)
+	if resampleKernel {
+		resampleAVX2(dst, src, s, mid, r0, r1, oh, ow)
+		return
+	}
 	for c := range src.C {
 		plane := src.Plane(c)
 		for y := r0; y < r1; y++ {
@@ -144,7 +151,7 @@ func resample(dst, src *Image, y0, x0, h, w float64, oh, ow int, f Interp) {
 				var acc float32
 				px := in[t.start : t.start+len(t.w)]
 				for k, wt := range t.w {
-					acc += wt * float32(px[k])
+					acc += float32(wt * float32(px[k])) // no FMA: the AVX2 kernel's bits
 				}
 				out[x] = acc
 			}
@@ -155,7 +162,89 @@ func resample(dst, src *Image, y0, x0, h, w float64, oh, ow int, f Interp) {
 			for x := range out {
 				var acc float32
 				for k, wt := range t.w {
-					acc += wt * mid[(t.start-r0+k)*ow+x]
+					acc += float32(wt * mid[(t.start-r0+k)*ow+x])
+				}
+				out[x] = clampByte(acc)
+			}
+		}
+	}
+}
+
+// resampleAVX2 is resample's two passes with the AVX2 kernels, giving the
+// same bits: each source row the vertical taps read is converted to floats
+// and filtered horizontally eight outputs at a time (a gather per tap,
+// taps padded with zero weights to the longest), then each output row is
+// filtered vertically eight pixels at a time. Outputs past the last
+// multiple of eight run the Go loops.
+func resampleAVX2(dst, src *Image, s *resampleScratch, mid []float32, r0, r1, oh, ow int) {
+	c0, c1, T := src.W, 0, 0
+	for _, t := range s.tx {
+		if len(t.w) > 0 {
+			c0, c1 = min(c0, t.start), max(c1, t.start+len(t.w))
+		}
+		T = max(T, len(t.w))
+	}
+	if T == 0 {
+		clear(dst.Pix)
+		return
+	}
+	n := c1 - c0
+	if cap(s.row) < n {
+		s.row = make([]float32, n)
+	}
+	row := s.row[:n]
+	if cap(s.idx) < T*ow {
+		s.idx, s.wgt = make([]int32, T*ow), make([]float32, T*ow)
+	}
+	idx, wgt := s.idx[:T*ow], s.wgt[:T*ow]
+	for x, t := range s.tx {
+		for k := range T {
+			if k < len(t.w) {
+				idx[k*ow+x], wgt[k*ow+x] = int32(t.start+k-c0), t.w[k]
+			} else {
+				idx[k*ow+x], wgt[k*ow+x] = int32(max(t.start-c0, 0)), 0
+			}
+		}
+	}
+	n8, o8 := n/8, ow/8
+	for c := range src.C {
+		plane := src.Plane(c)
+		for y := r0; y < r1; y++ {
+			in := plane[y*src.W+c0 : y*src.W+c1]
+			if n8 > 0 {
+				cvtRowAVX2(&row[0], &in[0], n8)
+			}
+			for x := 8 * n8; x < n; x++ {
+				row[x] = float32(in[x])
+			}
+			out := mid[(y-r0)*ow : (y-r0+1)*ow]
+			if o8 > 0 {
+				hpassAVX2(&out[0], &row[0], &idx[0], &wgt[0], T, o8, ow)
+			}
+			for x := 8 * o8; x < ow; x++ {
+				t := s.tx[x]
+				var acc float32
+				for k, wt := range t.w {
+					acc += float32(wt * row[t.start-c0+k])
+				}
+				out[x] = acc
+			}
+		}
+		op := dst.Plane(c)
+		for y, t := range s.ty {
+			out := op[y*ow : (y+1)*ow]
+			if len(t.w) == 0 {
+				clear(out)
+				continue
+			}
+			base := mid[(t.start-r0)*ow:]
+			if o8 > 0 {
+				vpassAVX2(&out[0], &base[0], ow, &t.w[0], len(t.w), o8)
+			}
+			for x := 8 * o8; x < ow; x++ {
+				var acc float32
+				for k, wt := range t.w {
+					acc += float32(wt * base[k*ow+x])
 				}
 				out[x] = clampByte(acc)
 			}

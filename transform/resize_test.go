@@ -293,3 +293,30 @@ func TestDecodeRealImageNet(t *testing.T) {
 		t.Log("no greyscale JPEG in the sample")
 	}
 }
+
+// TestResampleKernelMatchesGo checks the AVX2 resampling kernels against
+// the Go loops bit for bit, over random images, windows, output sizes
+// (multiples of eight and not) and filters, shrinking and enlarging.
+func TestResampleKernelMatchesGo(t *testing.T) {
+	if !resampleKernel {
+		t.Skip("no AVX2 resampling kernel in this build or on this CPU")
+	}
+	defer func() { resampleKernel = true }()
+	r := NewRand(11, 0, 0, 0)
+	var a, b Image
+	for trial := range 300 {
+		h, w := 1+r.Intn(300), 1+r.Intn(300)
+		src := img(1+2*r.Intn(2), h, w, func(c, y, x int) uint8 { return uint8(r.Intn(256)) })
+		wy, wx := r.Uniform(0, float64(h)/2), r.Uniform(0, float64(w)/2)
+		wh, ww := r.Uniform(0.5, float64(h)-wy), r.Uniform(0.5, float64(w)-wx)
+		oh, ow := 1+r.Intn(260), 1+r.Intn(260)
+		f := Interp(r.Intn(3))
+		resampleKernel = true
+		resample(&a, src, wy, wx, wh, ww, oh, ow, f)
+		resampleKernel = false
+		resample(&b, src, wy, wx, wh, ww, oh, ow, f)
+		if !bytes.Equal(a.Pix, b.Pix) {
+			t.Fatalf("trial %d (%dx%d window %.1f,%.1f %.1fx%.1f to %dx%d %s): AVX2 and Go differ", trial, w, h, wx, wy, ww, wh, ow, oh, f)
+		}
+	}
+}
