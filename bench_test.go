@@ -2,6 +2,10 @@ package pipe
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pipefeed/pipe/internal/shareddata"
@@ -122,4 +126,76 @@ func benchEpochs(b *testing.B, p *Pipeline, cycle int) {
 		e++
 	}
 	b.ReportMetric(float64(b.N*p.Samples())/b.Elapsed().Seconds(), "images/s")
+}
+
+// imagenetCopies returns a flat directory and labels CSV holding the real
+// ImageNet sample n times over (symbolic links), so an epoch is long
+// enough to measure.
+func imagenetCopies(b *testing.B, n int) (dir, labels string) {
+	src := shareddata.Path(b, "imagenet-sample")
+	rows, err := os.ReadFile(filepath.Join(src, "labels.csv"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir = b.TempDir()
+	var csv strings.Builder
+	csv.WriteString("file,label\n")
+	for _, line := range strings.Split(strings.TrimSpace(string(rows)), "\n")[1:] {
+		file, label, _ := strings.Cut(line, ",")
+		for i := range n {
+			name := fmt.Sprintf("%d_%s", i, file)
+			if err := os.Symlink(filepath.Join(src, file), filepath.Join(dir, name)); err != nil {
+				b.Fatal(err)
+			}
+			fmt.Fprintf(&csv, "%s,%s\n", name, label)
+		}
+	}
+	labels = filepath.Join(b.TempDir(), "labels.csv")
+	if err := os.WriteFile(labels, []byte(csv.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return dir, labels
+}
+
+// BenchmarkImageNet runs the ImageNet training recipe (decode,
+// random_resized_crop 224, flip, normalize, batch 64, float32 NCHW) over the
+// real sample (10 copies: 1,000 JPEGs an epoch) at the files' own sizes:
+// live, and from a warm cache after decode + resize 256 (3 epochs,
+// warmed before the timer). With -tags jpegturbo, decode is libjpeg-turbo's
+// and "live" decodes only the crop's window; "live-full" turns that off
+// (decode reduce=false). Compare images/s with bench/torch/imagenet.py
+// loader --workers 2.
+func BenchmarkImageNet(b *testing.B) {
+	dir, labels := imagenetCopies(b, 10)
+	cacheDir := b.TempDir()
+	rrc, _ := transform.RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3.0 / 4, 4.0 / 3}, transform.Bilinear)
+	flip, _ := transform.Flip(transform.Horizontal, 0.5)
+	norm, _ := transform.Normalize([]float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225})
+	resize, _ := transform.Resize(256, transform.Bilinear)
+	for _, c := range []struct {
+		name   string
+		reduce bool
+		pre    []Stage
+	}{
+		{"live", true, nil},
+		{"live-full", false, nil},
+		{"warm-cache", true, []Stage{Map(resize), Cache(CacheConfig{Dir: cacheDir, Epochs: 1})}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			src, err := source.OpenFolder(dir, source.WithLabels(labels))
+			if err != nil {
+				b.Fatal(err)
+			}
+			stages := append([]Stage{Source(src), Decode(c.reduce), Shuffle(1)}, c.pre...)
+			stages = append(stages, Map(rrc), Map(flip), Normalize(norm), Batching(64, false), ToTensor(transform.NCHW, transform.Float32))
+			p := mustBench(b, stages...)
+			defer p.Close()
+			if c.pre != nil {
+				if _, err := p.Warm(context.Background(), 0, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			benchEpochs(b, p, 0)
+		})
+	}
 }

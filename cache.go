@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,10 @@ type CacheConfig struct {
 	// (data echoing). Default 1. Ignored when nothing random precedes the
 	// cache: then one copy serves every epoch.
 	Epochs int
-	// ShardSize is the number of samples per cache entry. Default 256.
+	// ShardSize is the number of samples per cache entry. Default (0):
+	// as many as make about 1 MiB, at most 256 (256 CIFAR images, 4
+	// ImageNet images resized to 256): a miss in a shuffled read
+	// decompresses a whole entry, so large samples need small entries.
 	ShardSize int
 	// Ahead is how many epochs Run warms in the background ahead of the
 	// one being consumed. Default 0.
@@ -49,14 +53,11 @@ func (c *CacheConfig) defaults() error {
 	if c.Epochs == 0 {
 		c.Epochs = 1
 	}
-	if c.ShardSize == 0 {
-		c.ShardSize = 256
-	}
 	if c.Memory == 0 {
 		c.Memory = 128 << 20
 	}
-	if c.Epochs < 1 || c.ShardSize < 1 || c.Ahead < 0 || c.Memory < 0 {
-		return fmt.Errorf("epochs=%d shard=%d ahead=%d: want epochs ≥ 1, shard ≥ 1, ahead ≥ 0", c.Epochs, c.ShardSize, c.Ahead)
+	if c.Epochs < 1 || c.ShardSize < 0 || c.Ahead < 0 || c.Memory < 0 {
+		return fmt.Errorf("epochs=%d shard=%d ahead=%d: want epochs ≥ 1, shard ≥ 0 (0: automatic), ahead ≥ 0", c.Epochs, c.ShardSize, c.Ahead)
 	}
 	return nil
 }
@@ -64,7 +65,11 @@ func (c *CacheConfig) defaults() error {
 // Cache stores the output of every stage before it, per shard of samples, in
 // a Badger directory, and reads it back instead of recomputing it.
 func Cache(c CacheConfig) Stage {
-	desc := fmt.Sprintf("cache dir=%s epochs=%d shard=%d ahead=%d", c.Dir, max(c.Epochs, 1), c.ShardSize, c.Ahead)
+	shard := "auto"
+	if c.ShardSize != 0 {
+		shard = strconv.Itoa(c.ShardSize)
+	}
+	desc := fmt.Sprintf("cache dir=%s epochs=%d shard=%s ahead=%d", c.Dir, max(c.Epochs, 1), shard, c.Ahead)
 	return Stage{name: "cache", desc: desc, apply: func(b *builder) error {
 		if b.p.cacheCfg != nil {
 			return errors.New("a pipeline has at most one cache stage")
@@ -83,6 +88,24 @@ func Cache(c CacheConfig) Stage {
 		b.p.cacheAt = len(b.p.ops)
 		return nil
 	}}
+}
+
+// autoShardSize is the default samples per cache entry: about 1 MiB of
+// the images the stages before the cache make from in, at most 256. Where
+// their size varies (decode, resize), it assumes a 3×256×341 image, a
+// photo resized to 256.
+func autoShardSize(in transform.Shape, pre []transform.Op) int {
+	s := in
+	for _, op := range pre {
+		if next, err := op.OutShape(s); err == nil {
+			s = next
+		}
+	}
+	bytes := 3 * 256 * 341
+	if s.Fixed() {
+		bytes = s.Len()
+	}
+	return min(256, max(1, (1<<20)/bytes))
 }
 
 // orderedBudget bounds the decoded shards an ordered cache keeps in memory.
@@ -148,8 +171,11 @@ func (c *pipeCache) warn(key, msg string) {
 // a live recompute; a directory of a newer format is an error.
 func (p *Pipeline) openCache() error {
 	cfg := p.cacheCfg
-	c := &pipeCache{cfg: *cfg, warned: map[string]bool{}, samples: p.src.Len()}
 	pre := p.ops[:p.cacheAt]
+	if cfg.ShardSize == 0 {
+		cfg.ShardSize = autoShardSize(p.inShape, pre)
+	}
+	c := &pipeCache{cfg: *cfg, warned: map[string]bool{}, samples: p.src.Len()}
 	for _, op := range pre {
 		c.random = c.random || op.Random()
 	}
