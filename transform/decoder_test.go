@@ -239,3 +239,40 @@ func TestChainApplyEncoded(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderCMYKAndGrey decodes a CMYK JPEG with an Adobe marker (as
+// Photoshop and Pillow write them) and a greyscale one, made by Pillow in
+// testdata: the build's decoder gives RGB within a few levels of Go's, and
+// greyscale has three equal channels.
+func TestDecoderCMYKAndGrey(t *testing.T) {
+	d := NewDecoder(false)
+	for _, name := range []string{"cmyk.jpg", "gray.jpg"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b Image
+		if err := d.Decode(&a, data); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := Decode(&b, data); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if a.Shape() != (Shape{3, 16, 24}) || b.Shape() != a.Shape() {
+			t.Fatalf("%s: %s and %s", name, a.Shape(), b.Shape())
+		}
+		if diff := meanAbsDiff(a.Pix, b.Pix); diff > 3 {
+			t.Errorf("%s: %s and image/jpeg differ by %.2f levels on average", name, DecoderName(), diff)
+		}
+		if name == "gray.jpg" && (!bytes.Equal(a.Plane(0), a.Plane(1)) || !bytes.Equal(a.Plane(0), a.Plane(2))) {
+			t.Errorf("greyscale decoded with unequal channels")
+		}
+		// Pixel (0, 0) of the CMYK image is C=0 M=0 Y=0 K=40: a grey of
+		// about 255·(1-40/255) = 215.
+		if name == "cmyk.jpg" {
+			if r := a.Pix[0]; r < 205 || r > 225 {
+				t.Errorf("cmyk pixel (0,0) red = %d, want about 215", r)
+			}
+		}
+	}
+}
