@@ -70,7 +70,7 @@ func TestExpand(t *testing.T) {
 }
 
 func TestExamplesParse(t *testing.T) {
-	files := []string{"examples/quickstart.pipe", "examples/cifar.pipe", "examples/cifar-keras.pipe"}
+	files := []string{"examples/quickstart.pipe", "examples/cifar.pipe", "examples/cifar-keras.pipe", "examples/imagenet.pipe", "examples/imagenet-cache.pipe", "examples/tfrecord.pipe", "examples/devices.pipe"}
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {

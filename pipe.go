@@ -138,6 +138,33 @@ func (p *Pipeline) decoding() string {
 	return "decode decoder=" + transform.DecoderName()
 }
 
+// ShuffleBuffer is the shuffle stage's buffer, or 0 for a full
+// permutation (or no shuffle).
+func (p *Pipeline) ShuffleBuffer() int { return p.shuffleBuffer }
+
+// Decoding says how the decode stage decodes JPEGs in this build, or ""
+// when the source gives pixels: for the summaries of run and bench.
+func (p *Pipeline) Decoding() string {
+	if !p.src.Info().Encoded {
+		return ""
+	}
+	if !transform.RegionDecoding() {
+		return transform.DecoderName() + " (Go; build with -tags jpegturbo for libjpeg-turbo)"
+	}
+	s := transform.DecoderName()
+	// The first operation runs in the chain that decodes, unless a cache
+	// comes right after decode.
+	if len(p.ops) > 0 && (p.cacheCfg == nil || p.cacheAt > 0) {
+		if _, ok := p.ops[0].(transform.RegionOp); ok {
+			s += ", only the window " + p.ops[0].Name() + " reads"
+			if p.reduce {
+				s += ", at reduced DCT scale where it allows"
+			}
+		}
+	}
+	return s
+}
+
 // apply runs chain c with generator r on a read record: on its pixels
 // (through img, the caller's scratch), or on its encoded bytes through d,
 // which may do c's first operation as it decodes. A decoding failure is a

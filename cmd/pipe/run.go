@@ -152,12 +152,19 @@ func describe(p *pipe.Pipeline) string {
 	t := p.Tensor()
 	d := t.Dims(p.BatchSize())
 	fmt.Fprintf(&b, "source   %s: %d samples, %d classes\n", info.Identity, p.Source().Len(), len(info.Classes))
-	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d\n", p.Samples(), p.Batches(), p.BatchSize(), p.Seed())
+	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d", p.Samples(), p.Batches(), p.BatchSize(), p.Seed())
+	if n := p.ShuffleBuffer(); n > 0 {
+		fmt.Fprintf(&b, "; shards in random order through a %d-sample shuffle buffer", n)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch", t.Layout, t.DType, d[0], d[1], d[2], d[3], p.BatchSize()*t.SampleBytes())
 	if h := p.HostTensor(); p.NormalizesOnDevice() {
 		fmt.Fprintf(&b, "; crosses to the devices as %s (%d bytes) and is normalized there", h.DType, p.BatchSize()*h.SampleBytes())
 	}
 	b.WriteString("\n")
+	if d := p.Decoding(); d != "" {
+		fmt.Fprintf(&b, "decode   %s\n", d)
+	}
 	fmt.Fprintf(&b, "workers  %d, on_error=%s\n", p.Workers(), p.OnError())
 	if n := p.Devices(); p.HasPrefetch() {
 		fmt.Fprintf(&b, "devices  %d × %s: per-device batch %d, global batch %d\n", n, p.DeviceKind(), p.BatchSize()/n, p.BatchSize())
