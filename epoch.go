@@ -342,20 +342,13 @@ func (x *Epoch) write(w *worker, j *job, k, sb int, r transform.Rand, label int,
 		// uint8 NCHW is the image's own layout: the last operation writes
 		// straight into the slab.
 		w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
-		if enc == nil {
-			w.chain.ApplyTo(&w.out, &w.img, r)
-		} else if err := w.chain.ApplyEncodedTo(w.dec, &w.out, enc, r); err != nil {
+		if _, err := runChain(w.chain, w.dec, &w.img, enc, r, &w.out); err != nil {
 			return err
 		}
 	} else {
-		out := &w.img
-		if enc == nil {
-			out = w.chain.Apply(&w.img, r)
-		} else {
-			var err error
-			if out, err = w.chain.ApplyEncoded(w.dec, enc, r); err != nil {
-				return err
-			}
+		out, err := runChain(w.chain, w.dec, &w.img, enc, r, nil)
+		if err != nil {
+			return err
 		}
 		x.p.tensor.Write(j.slab.Data[k*sb:(k+1)*sb], out)
 	}

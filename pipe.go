@@ -170,15 +170,29 @@ func (p *Pipeline) Decoding() string {
 // which may do c's first operation as it decodes. A decoding failure is a
 // *source.RecordError.
 func (p *Pipeline) apply(c *transform.Chain, d *transform.Decoder, img *transform.Image, idx int, rec *source.Record, r transform.Rand) (*transform.Image, error) {
-	if rec.Enc == nil {
-		*img = transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
-		return c.Apply(img, r), nil
-	}
-	out, err := c.ApplyEncoded(d, rec.Enc, r)
+	*img = transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
+	out, err := runChain(c, d, img, rec.Enc, r, nil)
 	if err != nil {
 		return nil, &source.RecordError{File: rec.Path, Index: idx, Err: err}
 	}
 	return out, nil
+}
+
+// runChain runs c with generator r on the encoded image enc through d when
+// enc is not nil, else on img; with dst, the last operation writes into
+// dst (Chain.ApplyTo), and dst is the result.
+func runChain(c *transform.Chain, d *transform.Decoder, img *transform.Image, enc []byte, r transform.Rand, dst *transform.Image) (*transform.Image, error) {
+	switch {
+	case enc == nil && dst == nil:
+		return c.Apply(img, r), nil
+	case enc == nil:
+		c.ApplyTo(dst, img, r)
+		return dst, nil
+	case dst == nil:
+		return c.ApplyEncoded(d, enc, r)
+	default:
+		return dst, c.ApplyEncodedTo(d, dst, enc, r)
+	}
 }
 
 // Normalize maps pixels to (v/255 - mean) / std per channel as the tensor

@@ -36,8 +36,8 @@ func Decode(dst *Image, data []byte) error {
 	}
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
-	if w == 0 || h == 0 || w > 1<<15 || h > 1<<15 {
-		return fmt.Errorf("%w: %dx%d pixels", ErrDecode, w, h)
+	if err := checkSize(w, h); err != nil {
+		return err
 	}
 	dst.Resize(3, h, w)
 	r, g, bl := dst.Plane(0), dst.Plane(1), dst.Plane(2)

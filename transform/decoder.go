@@ -60,7 +60,7 @@ func (d *Decoder) jpeg() (*jpegturbo.Decoder, error) {
 	if d.turbo == nil {
 		t, err := jpegturbo.New()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrDecode, err)
+			return nil, decodeErr(err)
 		}
 		d.turbo = t
 	}
@@ -73,23 +73,38 @@ func (d *Decoder) Decode(dst *Image, data []byte) error {
 	if !jpegturbo.Available || !isJPEG(data) {
 		return Decode(dst, data)
 	}
-	t, err := d.jpeg()
+	t, w, h, err := d.header(data)
 	if err != nil {
-		return err
-	}
-	w, h, err := t.Header(data)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrDecode, err)
-	}
-	if err := checkSize(w, h); err != nil {
-		t.Abort()
 		return err
 	}
 	dst.Resize(3, h, w)
-	if err := t.Decode(dst.Pix, 8, 0, 0, w, h); err != nil {
-		return fmt.Errorf("%w: %v", ErrDecode, err)
+	return decodeErr(t.Decode(dst.Pix, 8, 0, 0, w, h))
+}
+
+// header reads the JPEG header of data with libjpeg: the decompressor,
+// ready to decode, and the image's width and height.
+func (d *Decoder) header(data []byte) (*jpegturbo.Decoder, int, int, error) {
+	t, err := d.jpeg()
+	if err != nil {
+		return nil, 0, 0, err
 	}
-	return nil
+	w, h, err := t.Header(data)
+	if err != nil {
+		return nil, 0, 0, decodeErr(err)
+	}
+	if err := checkSize(w, h); err != nil {
+		t.Abort()
+		return nil, 0, 0, err
+	}
+	return t, w, h, nil
+}
+
+// decodeErr wraps a libjpeg error in ErrDecode.
+func decodeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", ErrDecode, err)
 }
 
 func checkSize(w, h int) error {
@@ -104,10 +119,10 @@ func checkSize(w, h int) error {
 // op choose its window, and decodes only that window (plus the margin the
 // filter reads), at the smallest DCT scale M/8 that keeps the window at
 // least as large as op's output when Reduce is set: a 224-pixel crop of a
-// 2000-pixel photograph decodes at 1/4 or 1/8 of the work. Elsewhere, and
-// for PNGs, it decodes in full into scratch and applies op. It reports
-// whether dst holds the result; false means op left the decoded image as it
-// was, and the result is in Decoded.
+// 2000-pixel photograph decodes a quarter of the pixels or fewer.
+// Elsewhere, and for PNGs, it decodes in full into scratch and applies op.
+// It reports whether dst holds the result; false means op left the decoded
+// image as it was, and the result is in Decoded.
 func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool, error) {
 	if !jpegturbo.Available || !isJPEG(data) {
 		if err := d.Decode(&d.win, data); err != nil {
@@ -115,26 +130,15 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 		}
 		return op.Apply(dst, &d.win, r), nil
 	}
-	t, err := d.jpeg()
+	t, W, H, err := d.header(data)
 	if err != nil {
-		return false, err
-	}
-	W, H, err := t.Header(data)
-	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrDecode, err)
-	}
-	if err := checkSize(W, H); err != nil {
-		t.Abort()
 		return false, err
 	}
 	reg := op.Region(H, W, r)
 	if reg.H == H && reg.W == W && reg.OH == H && reg.OW == W {
 		// The op changes nothing: decode the whole image, as Decode would.
 		d.win.Resize(3, H, W)
-		if err := t.Decode(d.win.Pix, 8, 0, 0, W, H); err != nil {
-			return false, fmt.Errorf("%w: %v", ErrDecode, err)
-		}
-		return false, nil
+		return false, decodeErr(t.Decode(d.win.Pix, 8, 0, 0, W, H))
 	}
 	num := 8
 	if d.Reduce {
@@ -147,10 +151,7 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	if num == 8 && reg.OH == reg.H && reg.OW == reg.W {
 		// A crop at full scale: decode the window straight into dst.
 		dst.Resize(3, reg.H, reg.W)
-		if err := t.Decode(dst.Pix, 8, reg.X, reg.Y, reg.W, reg.H); err != nil {
-			return false, fmt.Errorf("%w: %v", ErrDecode, err)
-		}
-		return true, nil
+		return true, decodeErr(t.Decode(dst.Pix, 8, reg.X, reg.Y, reg.W, reg.H))
 	}
 	// The filter reads support·scale pixels either side of an output
 	// pixel's centre; with that margin (and one for rounding), every tap
@@ -161,8 +162,8 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	y0, y1 := max(0, int(math.Floor(wy))-my), min(sh, int(math.Ceil(wy+wh))+my)
 	x0, x1 := max(0, int(math.Floor(wx))-mx), min(sw, int(math.Ceil(wx+ww))+mx)
 	d.win.Resize(3, y1-y0, x1-x0)
-	if err := t.Decode(d.win.Pix, num, x0, y0, x1-x0, y1-y0); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrDecode, err)
+	if err := decodeErr(t.Decode(d.win.Pix, num, x0, y0, x1-x0, y1-y0)); err != nil {
+		return false, err
 	}
 	resample(dst, &d.win, wy-float64(y0), wx-float64(x0), wh, ww, reg.OH, reg.OW, f)
 	return true, nil
