@@ -416,7 +416,7 @@ func init() {
 		Params: []Param{
 			{Name: "dir", Type: String, Required: true, Doc: "cache directory (created if missing; one pipe process at a time)"},
 			{Name: "epochs", Type: Int, Default: "1", Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"},
-			{Name: "shard", Type: Int, Default: "0", Min: bound(0), Doc: "samples per cache entry (0: about 1 MiB of images, at most 256)"},
+			{Name: "shard", Type: Int, Default: "0", Min: bound(0), Doc: "samples per cache entry (0: about 1 MiB of images after random stages, 256 KiB otherwise, at most 256)"},
 			{Name: "ahead", Type: Int, Default: "0", Min: bound(0), Doc: "epochs pipe run warms in the background ahead of the one being read"},
 			{Name: "memory", Type: Int, Default: "128", Min: bound(1), Doc: "MiB of decoded entries kept in memory"},
 		},
