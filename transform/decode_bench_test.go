@@ -38,15 +38,23 @@ func BenchmarkDecodeImageNet(b *testing.B) {
 // BenchmarkDecodeRandomResizedCrop is the recipe's first two steps on one
 // core: decode and random_resized_crop 224, as a chain on the encoded bytes
 // runs them (with -tags jpegturbo: the crop's window only, at a reduced
-// scale when reduce is on), against decoding in full then cropping.
+// scale when reduce is on), against decoding in full then cropping; over
+// the ImageNet sample, and over a 2000×1500 photo-like JPEG (made here),
+// where reduced scales apply to most crops.
 func BenchmarkDecodeRandomResizedCrop(b *testing.B) {
-	_, data := imagenetJPEGs(b)
+	_, imagenet := imagenetJPEGs(b)
+	large := [][]byte{photo(b, 2000, 1500)}
 	rrc, _ := RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
 	for _, bc := range []struct {
 		name   string
+		data   [][]byte
 		fused  bool
 		reduce bool
-	}{{"full-then-crop", false, false}, {"window", true, false}, {"window-reduced", true, true}} {
+	}{
+		{"imagenet/full-then-crop", imagenet, false, false}, {"imagenet/window", imagenet, true, false}, {"imagenet/window-reduced", imagenet, true, true},
+		{"2000x1500/full-then-crop", large, false, false}, {"2000x1500/window", large, true, false}, {"2000x1500/window-reduced", large, true, true},
+	} {
+		data := bc.data
 		b.Run(bc.name, func(b *testing.B) {
 			d := NewDecoder(bc.reduce)
 			c := NewChain([]Op{rrc})
