@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -90,9 +91,23 @@ func TestDecoderMatchesGo(t *testing.T) {
 // image and applying the op, for resize and random_resized_crop under
 // every filter, and leaves the generator in the same state.
 func TestDecodeForEqualsDecodeThenOp(t *testing.T) {
-	names, data := imagenetJPEGs(t)
-	// A quarter of the sample keeps the test short under Go's decoder.
-	names, data = append(names[:25], "photo"), append(data[:25], photo(t, 1200, 900))
+	// A photo-like 4:2:0 JPEG, and Pillow-made progressive and 4:4:4 ones;
+	// then a quarter of the real ImageNet sample where it is present (a
+	// quarter keeps the test short under Go's decoder).
+	names, data := []string{"photo"}, [][]byte{photo(t, 1200, 900)}
+	for _, name := range []string{"progressive.jpg", "subsample444.jpg"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, data = append(names, name), append(data, b)
+	}
+	if _, err := os.Stat(filepath.Join(shareddata.Root(), "imagenet-sample")); err == nil {
+		n, d := imagenetJPEGs(t)
+		names, data = append(names, n[:25]...), append(data, d[:25]...)
+	} else {
+		t.Logf("without the real ImageNet sample: %v", err)
+	}
 	var ops []RegionOp
 	for _, f := range []Interp{Bilinear, Bicubic, Lanczos} {
 		rrc, _ := RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, f)
@@ -211,10 +226,19 @@ func TestDecoderErrors(t *testing.T) {
 // TestChainApplyEncoded: a chain on encoded bytes gives what decoding and
 // then applying the chain gives, the first op fused or not.
 func TestChainApplyEncoded(t *testing.T) {
-	data := photo(t, 320, 240)
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, 90, 70))); err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range [][]byte{photo(t, 320, 240), buf.Bytes()} {
+		testChainApplyEncoded(t, data)
+	}
+}
+
+func testChainApplyEncoded(t *testing.T, data []byte) {
 	rrc, _ := RandomResizedCrop(64, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
 	flip, _ := Flip(Horizontal, 0.5)
-	cc, _ := CenterCrop(100)
+	cc, _ := CenterCrop(60)
 	d := NewDecoder(false)
 	var full Image
 	if err := d.Decode(&full, data); err != nil {
