@@ -421,6 +421,12 @@ func (c *Cache) parseEntry(v []byte, layout string, dst []byte, e *Entry) error 
 // It returns an error wrapping ErrMiss when there is no such entry, and
 // ErrCorrupt when its header is damaged; fn's own error is returned as is.
 func (c *Cache) View(fp Fingerprint, epoch, shard int, layout string, fn func(*Entry) error) error {
+	return c.view(fp, epoch, shard, layout, nil, fn)
+}
+
+// view is View with dst as the memory a compressed entry is decompressed
+// into.
+func (c *Cache) view(fp Fingerprint, epoch, shard int, layout string, dst []byte, fn func(*Entry) error) error {
 	var inner error
 	err := c.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(shardKey(fp, epoch, shard))
@@ -432,7 +438,7 @@ func (c *Cache) View(fp Fingerprint, epoch, shard int, layout string, fn func(*E
 		}
 		return item.Value(func(v []byte) error {
 			var e Entry
-			if err := c.parseEntry(v, layout, nil, &e); err != nil {
+			if err := c.parseEntry(v, layout, dst, &e); err != nil {
 				return err
 			}
 			inner = fn(&e)
@@ -454,12 +460,16 @@ func (c *Cache) View(fp Fingerprint, epoch, shard int, layout string, fn func(*E
 // is damaged.
 func (c *Cache) Get(fp Fingerprint, epoch, shard int, layout string, dst []byte) ([]byte, error) {
 	var out []byte
-	err := c.View(fp, epoch, shard, layout, func(e *Entry) error {
+	err := c.view(fp, epoch, shard, layout, dst, func(e *Entry) error {
 		b, err := e.Bytes(0, e.Len())
 		if err != nil {
 			return err
 		}
-		out = append(dst[:0], b...)
+		if e.mapped {
+			out = append(dst[:0], b...) // a view of Badger's memory
+		} else {
+			out = b // decompressed into dst (or a larger buffer)
+		}
 		return nil
 	})
 	if err != nil && !strings.HasPrefix(err.Error(), "cache ") {
