@@ -11,6 +11,54 @@ package jpegturbo
 #include <jpeglib.h>
 #include <jerror.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <tmmintrin.h>
+
+// pj_split3_ssse3 splits n packed RGB pixels into three planes, 16 at a
+// time with PSHUFB; the rest one by one.
+__attribute__((target("ssse3")))
+static void pj_split3_ssse3(const unsigned char *s, unsigned char *r, unsigned char *g, unsigned char *b, int n) {
+	const __m128i r0 = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i r1 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
+	const __m128i r2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13);
+	const __m128i g0 = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i g1 = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1);
+	const __m128i g2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14);
+	const __m128i b0 = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i b1 = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1);
+	const __m128i b2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15);
+	int x = 0;
+	for (; x + 16 <= n; x += 16) {
+		__m128i v0 = _mm_loadu_si128((const __m128i *)(s + 3 * x));
+		__m128i v1 = _mm_loadu_si128((const __m128i *)(s + 3 * x + 16));
+		__m128i v2 = _mm_loadu_si128((const __m128i *)(s + 3 * x + 32));
+		_mm_storeu_si128((__m128i *)(r + x), _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(v0, r0), _mm_shuffle_epi8(v1, r1)), _mm_shuffle_epi8(v2, r2)));
+		_mm_storeu_si128((__m128i *)(g + x), _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(v0, g0), _mm_shuffle_epi8(v1, g1)), _mm_shuffle_epi8(v2, g2)));
+		_mm_storeu_si128((__m128i *)(b + x), _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(v0, b0), _mm_shuffle_epi8(v1, b1)), _mm_shuffle_epi8(v2, b2)));
+	}
+	for (; x < n; x++) {
+		r[x] = s[3 * x];
+		g[x] = s[3 * x + 1];
+		b[x] = s[3 * x + 2];
+	}
+}
+#endif
+
+// pj_split3 splits n packed RGB pixels into three planes.
+static void pj_split3(const unsigned char *s, unsigned char *r, unsigned char *g, unsigned char *b, int n) {
+#if defined(__x86_64__) || defined(__i386__)
+	if (__builtin_cpu_supports("ssse3")) {
+		pj_split3_ssse3(s, r, g, b, n);
+		return;
+	}
+#endif
+	for (int x = 0; x < n; x++) {
+		r[x] = s[3 * x];
+		g[x] = s[3 * x + 1];
+		b[x] = s[3 * x + 2];
+	}
+}
+
 typedef struct {
 	struct jpeg_error_mgr pub;
 	jmp_buf jump;
@@ -143,11 +191,7 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 		const JSAMPLE *s = row + (size_t)skip * nc;
 		size_t o = (size_t)y * cw;
 		if (nc == 3) {
-			for (int x = 0; x < cw; x++) {
-				r[o + x] = s[3 * x];
-				g[o + x] = s[3 * x + 1];
-				b[o + x] = s[3 * x + 2];
-			}
+			pj_split3(s, r + o, g + o, b + o, cw);
 		} else if (nc == 1) {
 			memcpy(r + o, s, cw);
 			memcpy(g + o, s, cw);
@@ -259,3 +303,12 @@ func (d *Decoder) Abort() {
 }
 
 func (d *Decoder) err() error { return errors.New(C.GoString(C.pj_msg(d.d))) }
+
+// split3 splits len(r) packed RGB pixels of s into r, g and b, as decoding
+// does (for its test).
+func split3(s, r, g, b []byte) {
+	if len(r) == 0 {
+		return
+	}
+	C.pj_split3((*C.uchar)(&s[0]), (*C.uchar)(&r[0]), (*C.uchar)(&g[0]), (*C.uchar)(&b[0]), C.int(len(r)))
+}
