@@ -114,7 +114,7 @@ func Map(op transform.Op) Stage {
 // operation; a cache after it stores decoded images, so later epochs skip
 // the decoding. In the jpegturbo build, when the first operation is resize
 // or random_resized_crop, only the window it reads is decoded, and with
-// reduce at the smallest DCT scale M/8 (M = 1..7) that still gives it at
+// reduce at the smallest DCT scale of 1/8, 1/4 and 1/2 that still gives it at
 // least as many pixels as it outputs.
 func Decode(reduce bool) Stage {
 	return Stage{name: "decode", desc: fmt.Sprintf("decode reduce=%t", reduce), apply: func(b *builder) error {

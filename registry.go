@@ -428,7 +428,7 @@ func init() {
 		Doc: "resampling filter, antialiased when shrinking (as PIL)"}
 	Register(&Spec{Name: "decode", Kind: "stage", Summary: "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
 		Params: []Param{
-			{Name: "reduce", Type: Bool, Default: "true", Doc: "jpegturbo build: decode only the window a following resize/random_resized_crop reads, at the smallest DCT scale M/8 that keeps it at least its output size"},
+			{Name: "reduce", Type: Bool, Default: "true", Doc: "jpegturbo build: decode only the window a following resize/random_resized_crop reads, at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size"},
 		},
 		Build: func(a Args) (Stage, error) { return Decode(a.Bool("reduce")), nil }})
 	Register(&Spec{Name: "resize", Kind: "stage", Summary: "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",

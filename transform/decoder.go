@@ -117,7 +117,7 @@ func checkSize(w, h int) error {
 // DecodeFor decodes data and applies op to it, drawing op's parameters from
 // r, into dst. In the jpegturbo build it first reads the JPEG's size, lets
 // op choose its window, and decodes only that window (plus the margin the
-// filter reads), at the smallest DCT scale M/8 that keeps the window at
+// filter reads), at the smallest DCT scale (1/8, 1/4, 1/2) that keeps the window at
 // least as large as op's output when Reduce is set: a 224-pixel crop of a
 // 2000-pixel photograph decodes a quarter of the pixels or fewer.
 // Elsewhere, and for PNGs, it decodes in full into scratch and applies op.
@@ -173,13 +173,15 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 // call: the result when DecodeFor returned false.
 func (d *Decoder) Decoded() *Image { return &d.win }
 
-// scaleFor returns the smallest M of libjpeg's DCT scales M/8 at which
-// reg's window still has at least as many pixels as its output on both
-// axes, so the resampling only ever shrinks. (Restricting M to 1, 2, 4 and
-// 8, the scales libjpeg-turbo has SIMD IDCTs for, measured no faster on
-// the ImageNet sample: ImageNet-sized crops then mostly decode at 8/8.)
+// scaleFor returns the smallest M of the DCT scales M/8 that libjpeg-turbo
+// decodes with SIMD (1/8, 1/4, 1/2, 1) at which reg's window still has at
+// least as many pixels as its output on both axes, so the resampling only
+// ever shrinks. libjpeg's other scales (3/8 … 7/8) have plain C IDCTs:
+// allowing them made the ImageNet recipe slower (12 pairs of runs, the
+// pipeline with reduce=false faster in 11), since ImageNet-sized crops
+// then decode at 6/8 or 7/8 instead of at full scale with SIMD.
 func scaleFor(reg Region) int {
-	for m := 1; m < 8; m++ {
+	for _, m := range []int{1, 2, 4} {
 		if reg.H*m >= 8*reg.OH && reg.W*m >= 8*reg.OW {
 			return m
 		}
