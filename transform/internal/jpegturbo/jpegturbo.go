@@ -14,10 +14,11 @@ package jpegturbo
 #if defined(__x86_64__) || defined(__i386__)
 #include <tmmintrin.h>
 
-// pj_split3_ssse3 splits n packed RGB pixels into three planes, 16 at a
-// time with PSHUFB; the rest one by one.
+// pj_split3_ssse3 splits the packed RGB pixels of s into three planes, 16
+// at a time with PSHUFB, and returns how many it did (n rounded down to
+// a multiple of 16).
 __attribute__((target("ssse3")))
-static void pj_split3_ssse3(const unsigned char *s, unsigned char *r, unsigned char *g, unsigned char *b, int n) {
+static int pj_split3_ssse3(const unsigned char *s, unsigned char *r, unsigned char *g, unsigned char *b, int n) {
 	const __m128i r0 = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
 	const __m128i r1 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
 	const __m128i r2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13);
@@ -36,23 +37,17 @@ static void pj_split3_ssse3(const unsigned char *s, unsigned char *r, unsigned c
 		_mm_storeu_si128((__m128i *)(g + x), _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(v0, g0), _mm_shuffle_epi8(v1, g1)), _mm_shuffle_epi8(v2, g2)));
 		_mm_storeu_si128((__m128i *)(b + x), _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(v0, b0), _mm_shuffle_epi8(v1, b1)), _mm_shuffle_epi8(v2, b2)));
 	}
-	for (; x < n; x++) {
-		r[x] = s[3 * x];
-		g[x] = s[3 * x + 1];
-		b[x] = s[3 * x + 2];
-	}
+	return x;
 }
 #endif
 
 // pj_split3 splits n packed RGB pixels into three planes.
 static void pj_split3(const unsigned char *s, unsigned char *r, unsigned char *g, unsigned char *b, int n) {
+	int x = 0;
 #if defined(__x86_64__) || defined(__i386__)
-	if (__builtin_cpu_supports("ssse3")) {
-		pj_split3_ssse3(s, r, g, b, n);
-		return;
-	}
+	if (__builtin_cpu_supports("ssse3")) x = pj_split3_ssse3(s, r, g, b, n);
 #endif
-	for (int x = 0; x < n; x++) {
+	for (; x < n; x++) {
 		r[x] = s[3 * x];
 		g[x] = s[3 * x + 1];
 		b[x] = s[3 * x + 2];
