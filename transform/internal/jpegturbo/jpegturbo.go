@@ -10,6 +10,7 @@ package jpegturbo
 #include <setjmp.h>
 #include <jpeglib.h>
 #include <jerror.h>
+#include "huff.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <tmmintrin.h>
@@ -65,6 +66,9 @@ typedef struct {
 	struct jpeg_decompress_struct d;
 	pj_err err;
 	int started; // jpeg_read_header succeeded on the current buffer
+	int libhuff; // decode Huffman scans with libjpeg's own decoder, not huff.c's
+	int own;     // the last decode used huff.c's
+	pj_huff huff;
 } pj_dec;
 
 static void pj_error_exit(j_common_ptr c) {
@@ -100,6 +104,9 @@ static void pj_free(pj_dec *p) {
 }
 
 static const char *pj_msg(pj_dec *p) { return p->err.msg; }
+
+static void pj_set_libhuff(pj_dec *p, int on) { p->libhuff = on; }
+static int pj_own(pj_dec *p) { return p->own; }
 
 // pj_header reads the header of buf; buf must stay valid until pj_decode
 // or pj_abort. Returns 0, or -1 with the message in pj_msg.
@@ -145,6 +152,7 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 	int cmyk = d->jpeg_color_space == JCS_CMYK || d->jpeg_color_space == JCS_YCCK;
 	d->out_color_space = gray ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_RGB;
 	jpeg_start_decompress(d);
+	int own = p->own = !p->libhuff && pj_huff_install(d, &p->huff);
 	if (x0 < 0 || y0 < 0 || cw <= 0 || ch <= 0 ||
 	    x0 + cw > (int)d->output_width || y0 + ch > (int)d->output_height) {
 		snprintf(p->err.msg, sizeof p->err.msg, "window %dx%d+%d+%d outside the %dx%d output",
@@ -204,7 +212,7 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 		}
 	}
 	free(row);
-	int truncated = p->err.truncated;
+	int truncated = p->err.truncated || (own && p->huff.truncated);
 	jpeg_abort_decompress(d);
 	p->started = 0;
 	if (truncated) {
@@ -296,6 +304,29 @@ func (d *Decoder) Abort() {
 		d.buf = nil
 	}
 }
+
+// libHuffman makes d decode Huffman-coded scans with libjpeg-turbo's own
+// entropy decoder instead of huff.c's (for the tests that compare them).
+func (d *Decoder) libHuffman(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.pj_set_libhuff(d.d, v)
+}
+
+// plainHuffman makes huff.c's decoder the one built without BMI2 (for the
+// tests: both builds must decode alike).
+func plainHuffman(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.pj_no_bmi2 = v
+}
+
+// ownHuffman reports whether the last Decode used huff.c's decoder.
+func (d *Decoder) ownHuffman() bool { return C.pj_own(d.d) != 0 }
 
 func (d *Decoder) err() error { return errors.New(C.GoString(C.pj_msg(d.d))) }
 

@@ -2,7 +2,15 @@
 
 package jpegturbo
 
-import "testing"
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pipefeed/pipe/internal/shareddata"
+)
 
 // TestSplit3 checks the PSHUFB split of packed RGB into planes against a
 // plain loop, for every length up to 100 (whole blocks of 16 and tails).
@@ -18,6 +26,141 @@ func TestSplit3(t *testing.T) {
 			if r[x] != s[3*x] || g[x] != s[3*x+1] || b[x] != s[3*x+2] {
 				t.Fatalf("n=%d pixel %d: %d %d %d, want %d %d %d", n, x, r[x], g[x], b[x], s[3*x], s[3*x+1], s[3*x+2])
 			}
+		}
+	}
+}
+
+// huffmanFiles are JPEGs covering what huff.c must decode as libjpeg does:
+// 4:2:0, 4:2:2 at quality 100 (long codes, large coefficients), 4:4:4,
+// restart markers every 3 MCUs and every MCU row, greyscale and Adobe
+// CMYK, plus the ImageNet sample where present. The restart and q100 files
+// were made by libjpeg-turbo's cjpeg (-restart 3B / -restart 1,
+// -sample 2x1 -quality 100) from a synthetic 243x171 photograph.
+func huffmanFiles(t *testing.T) map[string][]byte {
+	t.Helper()
+	names, _ := filepath.Glob("../../testdata/*.jpg")
+	more, _ := filepath.Glob(filepath.Join(shareddata.Root(), "imagenet-sample", "*.JPEG"))
+	names = append(names, more...)
+	files := map[string][]byte{}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(n)] = b
+	}
+	if len(files) < 7 {
+		t.Fatalf("found %d test JPEGs under ../../testdata, want at least 7", len(files))
+	}
+	return files
+}
+
+// decodeWith decodes the window of data at scale num/8 with libjpeg's
+// Huffman decoder (lib) or huff.c's, and says whether huff.c's ran.
+func decodeWith(t *testing.T, d *Decoder, lib bool, data []byte, num, x0, y0, cw, ch int) ([]byte, bool, error) {
+	t.Helper()
+	d.libHuffman(lib)
+	if _, _, err := d.Header(data); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, 3*cw*ch)
+	err := d.Decode(out, num, x0, y0, cw, ch)
+	return out, d.ownHuffman(), err
+}
+
+// TestOwnHuffmanMatchesLibjpeg decodes every test image whole and in random
+// windows at every DCT scale with both entropy decoders: the pixels must be
+// the same bytes, and huff.c's must have run on every baseline file.
+func TestOwnHuffmanMatchesLibjpeg(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "best", true: "no-bmi2"}[plain], func(t *testing.T) {
+			plainHuffman(plain)
+			defer plainHuffman(false)
+			testOwnHuffman(t)
+		})
+	}
+}
+
+func testOwnHuffman(t *testing.T) {
+	d, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for name, data := range huffmanFiles(t) {
+		w, h, err := d.Header(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		progressive := name == "progressive.jpg"
+		for _, num := range []int{8, 4, 2, 1} {
+			sw, sh := Scaled(w, num), Scaled(h, num)
+			windows := [][4]int{{0, 0, sw, sh}}
+			for range 3 {
+				cw, ch := 1+rng.IntN(sw), 1+rng.IntN(sh)
+				windows = append(windows, [4]int{rng.IntN(sw - cw + 1), rng.IntN(sh - ch + 1), cw, ch})
+			}
+			for _, win := range windows {
+				want, _, err := decodeWith(t, d, true, data, num, win[0], win[1], win[2], win[3])
+				if err != nil {
+					t.Fatalf("%s %d/8 %v: libjpeg: %v", name, num, win, err)
+				}
+				got, own, err := decodeWith(t, d, false, data, num, win[0], win[1], win[2], win[3])
+				if err != nil {
+					t.Fatalf("%s %d/8 %v: %v", name, num, win, err)
+				}
+				if own == progressive {
+					t.Fatalf("%s: huff.c used=%v", name, own)
+				}
+				if !bytes.Equal(got, want) {
+					i := 0
+					for got[i] == want[i] {
+						i++
+					}
+					t.Fatalf("%s %d/8 window %v: byte %d is %d, libjpeg gives %d", name, num, win, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestOwnHuffmanBadData: a file cut short is an error with either entropy
+// decoder; corrupt entropy-coded bytes decode to something without
+// crashing or reading out of bounds, and leave the decoder usable.
+func TestOwnHuffmanBadData(t *testing.T) {
+	files := huffmanFiles(t)
+	d, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"restart420.jpg", "restart444.jpg", "q100-422.jpg", "subsample444.jpg"} {
+		data := files[name]
+		w, h, err := d.Header(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lib := range []bool{true, false} {
+			if _, _, err := decodeWith(t, d, lib, data[:len(data)*2/3], 8, 0, 0, w, h); err == nil {
+				t.Errorf("%s cut to 2/3 (libjpeg Huffman %v): no error", name, lib)
+			}
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		start := bytes.Index(data, []byte{0xFF, 0xDA}) + 16 // into the scan
+		for range 200 {
+			bad := bytes.Clone(data)
+			for range 1 + rng.IntN(4) {
+				bad[start+rng.IntN(len(bad)-start-2)] = byte(rng.Uint32())
+			}
+			decodeWith(t, d, false, bad, 8, 0, 0, w, h) // must not crash
+			decodeWith(t, d, false, bad, 2, 0, 0, Scaled(w, 2), Scaled(h, 2))
+		}
+		want, _, err := decodeWith(t, d, true, data, 8, 0, 0, w, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := decodeWith(t, d, false, data, 8, 0, 0, w, h)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s after corrupt inputs: err %v, equal %v", name, err, bytes.Equal(got, want))
 		}
 	}
 }
