@@ -183,6 +183,7 @@ func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) {
 			return nil, fmt.Errorf("%w%s", bad[0], more)
 		}
 	}
+	raiseProcs(p.cgoProcs())
 	nslabs := p.workers + extraSlabs
 	sb := p.tensor.SampleBytes()
 	if p.slabs == nil || p.slabs.Len() != nslabs || p.slabs.Pinned() != (p.hostAlloc != nil) {
