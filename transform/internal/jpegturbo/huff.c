@@ -138,6 +138,24 @@ static void pj_fill(pj_huff *h) {
 		}                                                                    \
 	} while (0)
 
+// PJ_TOPUP is PJ_REFILL without its test of nbits, which the branch
+// predictor misses every few symbols: where none of the next 8 bytes is
+// 0xFF it tops bits up unconditionally (taking no byte when bits is full).
+#define PJ_TOPUP()                                                           \
+	do {                                                                     \
+		uint64_t w_;                                                         \
+		if (__builtin_expect(end - p >= 8, 1) && (memcpy(&w_, p, 8), w_ = __builtin_bswap64(w_), \
+		                       ((~w_ - 0x0101010101010101ull) & w_ & 0x8080808080808080ull) == 0)) { \
+			bits |= w_ >> nbits;                                             \
+			p += (63 - nbits) >> 3;                                          \
+			nbits |= 56;                                                     \
+		} else if (nbits < 32) {                                             \
+			h->p = p, h->bits = bits, h->nbits = nbits;                      \
+			pj_fill(h);                                                      \
+			p = h->p, bits = h->bits, nbits = h->nbits;                      \
+		}                                                                    \
+	} while (0)
+
 #define PJ_DROP(n) \
 	do {           \
 		bits <<= (n); \
@@ -228,7 +246,7 @@ static inline __attribute__((always_inline)) boolean pj_mcu(j_decompress_ptr d, 
 		// AC: (run, size) symbols until end of block or position 63.
 		t = h->ac[b];
 		for (int k = 1; k < DCTSIZE2;) {
-			PJ_REFILL();
+			PJ_TOPUP();
 			e = t->fast[bits >> (64 - PJ_FAST)];
 			if (!(e & 0x80)) {
 				// e & 63 is e & 31 here, and a shift by it needs no mask

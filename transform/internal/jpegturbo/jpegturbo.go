@@ -11,6 +11,7 @@ package jpegturbo
 #include <jpeglib.h>
 #include <jerror.h>
 #include "huff.h"
+#include "rgb.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <tmmintrin.h>
@@ -68,7 +69,10 @@ typedef struct {
 	int started; // jpeg_read_header succeeded on the current buffer
 	int libhuff; // decode Huffman scans with libjpeg's own decoder, not huff.c's
 	int own;     // the last decode used huff.c's
+	int librgb;  // convert colours with libjpeg's converter and split its output, not rgb.c's
+	int direct;  // the last decode used rgb.c's
 	pj_huff huff;
+	pj_rgb rgb;
 } pj_dec;
 
 static void pj_error_exit(j_common_ptr c) {
@@ -107,6 +111,9 @@ static const char *pj_msg(pj_dec *p) { return p->err.msg; }
 
 static void pj_set_libhuff(pj_dec *p, int on) { p->libhuff = on; }
 static int pj_own(pj_dec *p) { return p->own; }
+static void pj_set_librgb(pj_dec *p, int on) { p->librgb = on; }
+static int pj_direct(pj_dec *p) { return p->direct; }
+static int pj_ycbcr(pj_dec *p) { return p->d.jpeg_color_space == JCS_YCbCr && p->d.num_components == 3; }
 
 // pj_header reads the header of buf; buf must stay valid until pj_decode
 // or pj_abort. Returns 0, or -1 with the message in pj_msg.
@@ -180,11 +187,13 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 		return -1;
 	}
 	if (y0 > 0) jpeg_skip_scanlines(d, y0);
+	// From here libjpeg's colour conversion may write the planes itself.
+	int direct = p->direct = nc == 3 && !p->librgb && pj_rgb_install(d, &p->rgb, out, skip, cw, ch);
 	size_t plane = (size_t)cw * ch;
 	unsigned char *r = out, *g = out + plane, *b = out + 2 * plane;
 	for (int y = 0; y < ch; y++) {
 		JSAMPROW rows[1] = {row};
-		if (jpeg_read_scanlines(d, rows, 1) != 1) {
+		if (jpeg_read_scanlines(d, rows, 1) != 1 || (direct && p->rgb.y != y + 1)) {
 			snprintf(p->err.msg, sizeof p->err.msg, "no scanline %d", y0 + y);
 			free(row);
 			jpeg_abort_decompress(d);
@@ -193,7 +202,9 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 		}
 		const JSAMPLE *s = row + (size_t)skip * nc;
 		size_t o = (size_t)y * cw;
-		if (nc == 3) {
+		if (direct) {
+			// rgb.c has written the row.
+		} else if (nc == 3) {
 			pj_split3(s, r + o, g + o, b + o, cw);
 		} else if (nc == 1) {
 			memcpy(r + o, s, cw);
@@ -325,10 +336,35 @@ func plainHuffman(on bool) {
 	C.pj_no_bmi2 = v
 }
 
+// libColor makes d convert colours with libjpeg's converter and split its
+// packed RGB into planes, instead of rgb.c's one pass (for the tests that
+// compare them).
+func (d *Decoder) libColor(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.pj_set_librgb(d.d, v)
+}
+
+// ycbcr reports whether the image whose header was read is YCbCr.
+func (d *Decoder) ycbcr() bool { return C.pj_ycbcr(d.d) != 0 }
+
+// directColor reports whether the last Decode converted with rgb.c's.
+func (d *Decoder) directColor() bool { return C.pj_direct(d.d) != 0 }
+
 // ownHuffman reports whether the last Decode used huff.c's decoder.
 func (d *Decoder) ownHuffman() bool { return C.pj_own(d.d) != 0 }
 
 func (d *Decoder) err() error { return errors.New(C.GoString(C.pj_msg(d.d))) }
+
+// yccRGB converts len(y) pixels into planes as decoding does (for its test).
+func yccRGB(y, cb, cr, r, g, b []byte) {
+	if len(y) == 0 {
+		return
+	}
+	C.pj_ycc_rgb((*C.uchar)(&y[0]), (*C.uchar)(&cb[0]), (*C.uchar)(&cr[0]), (*C.uchar)(&r[0]), (*C.uchar)(&g[0]), (*C.uchar)(&b[0]), C.int(len(y)))
+}
 
 // split3 splits len(r) packed RGB pixels of s into r, g and b, as decoding
 // does (for its test).

@@ -55,22 +55,31 @@ func huffmanFiles(t *testing.T) map[string][]byte {
 	return files
 }
 
-// decodeWith decodes the window of data at scale num/8 with libjpeg's
-// Huffman decoder (lib) or huff.c's, and says whether huff.c's ran.
+// decodeWith decodes the window of data at scale num/8, with libjpeg's
+// Huffman decoder (lib) or huff.c's, and with libjpeg's colour conversion
+// and a split into planes (lib) or rgb.c's; it says which of ours ran.
 func decodeWith(t *testing.T, d *Decoder, lib bool, data []byte, num, x0, y0, cw, ch int) ([]byte, bool, error) {
+	out, own, _, err := decodeWith2(t, d, lib, lib, data, num, x0, y0, cw, ch)
+	return out, own, err
+}
+
+func decodeWith2(t *testing.T, d *Decoder, libHuff, libRGB bool, data []byte, num, x0, y0, cw, ch int) (out []byte, own, direct bool, err error) {
 	t.Helper()
-	d.libHuffman(lib)
+	d.libHuffman(libHuff)
+	d.libColor(libRGB)
 	if _, _, err := d.Header(data); err != nil {
 		t.Fatal(err)
 	}
-	out := make([]byte, 3*cw*ch)
-	err := d.Decode(out, num, x0, y0, cw, ch)
-	return out, d.ownHuffman(), err
+	out = make([]byte, 3*cw*ch)
+	err = d.Decode(out, num, x0, y0, cw, ch)
+	return out, d.ownHuffman(), d.directColor(), err
 }
 
 // TestOwnHuffmanMatchesLibjpeg decodes every test image whole and in random
-// windows at every DCT scale with both entropy decoders: the pixels must be
-// the same bytes, and huff.c's must have run on every baseline file.
+// windows at every DCT scale with libjpeg-turbo's entropy decoder and
+// colour converter, and with huff.c's and rgb.c's, one and both: the pixels
+// must be the same bytes, and ours must have run on every baseline (and
+// colour) file.
 func TestOwnHuffmanMatchesLibjpeg(t *testing.T) {
 	for _, plain := range []bool{false, true} {
 		t.Run(map[bool]string{false: "best", true: "no-bmi2"}[plain], func(t *testing.T) {
@@ -93,6 +102,7 @@ func testOwnHuffman(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		progressive := name == "progressive.jpg"
+		colour := d.ycbcr()
 		for _, num := range []int{8, 4, 2, 1} {
 			sw, sh := Scaled(w, num), Scaled(h, num)
 			windows := [][4]int{{0, 0, sw, sh}}
@@ -101,25 +111,55 @@ func testOwnHuffman(t *testing.T) {
 				windows = append(windows, [4]int{rng.IntN(sw - cw + 1), rng.IntN(sh - ch + 1), cw, ch})
 			}
 			for _, win := range windows {
-				want, _, err := decodeWith(t, d, true, data, num, win[0], win[1], win[2], win[3])
+				want, _, _, err := decodeWith2(t, d, true, true, data, num, win[0], win[1], win[2], win[3])
 				if err != nil {
 					t.Fatalf("%s %d/8 %v: libjpeg: %v", name, num, win, err)
 				}
-				got, own, err := decodeWith(t, d, false, data, num, win[0], win[1], win[2], win[3])
-				if err != nil {
-					t.Fatalf("%s %d/8 %v: %v", name, num, win, err)
-				}
-				if own == progressive {
-					t.Fatalf("%s: huff.c used=%v", name, own)
-				}
-				if !bytes.Equal(got, want) {
-					i := 0
-					for got[i] == want[i] {
-						i++
+				for _, c := range []struct{ libHuff, libRGB bool }{{false, true}, {true, false}, {false, false}} {
+					got, own, direct, err := decodeWith2(t, d, c.libHuff, c.libRGB, data, num, win[0], win[1], win[2], win[3])
+					if err != nil {
+						t.Fatalf("%s %d/8 %v %+v: %v", name, num, win, c, err)
 					}
-					t.Fatalf("%s %d/8 window %v: byte %d is %d, libjpeg gives %d", name, num, win, i, got[i], want[i])
+					if !c.libHuff && own == progressive {
+						t.Fatalf("%s: huff.c used=%v", name, own)
+					}
+					if !c.libRGB && colour && !direct {
+						t.Fatalf("%s: rgb.c not used", name)
+					}
+					if !bytes.Equal(got, want) {
+						i := 0
+						for got[i] == want[i] {
+							i++
+						}
+						t.Fatalf("%s %d/8 window %v, lib Huffman %v, lib colour %v: byte %d (plane %d) is %d, libjpeg gives %d",
+							name, num, win, c.libHuff, c.libRGB, i, i/(win[2]*win[3]), got[i], want[i])
+					}
 				}
 			}
+		}
+	}
+}
+
+// TestYCCRGB checks rgb.c's conversion (AVX2 for whole blocks of 16, plain
+// C for the rest) against libjpeg-turbo's SIMD arithmetic written out in
+// Go, for every Y, Cb and Cr.
+func TestYCCRGB(t *testing.T) {
+	const n = 1 << 24
+	y, cb, cr := make([]byte, n), make([]byte, n), make([]byte, n)
+	for i := range n {
+		y[i], cb[i], cr[i] = byte(i), byte(i>>8), byte(i>>16)
+	}
+	r, g, b := make([]byte, n), make([]byte, n), make([]byte, n)
+	yccRGB(y, cb, cr, r, g, b)
+	yccRGB(y[:7], cb[:7], cr[:7], r[:7], g[:7], b[:7]) // the plain C path
+	clamp := func(v int) byte { return byte(min(max(v, 0), 255)) }
+	for i := range n {
+		Y, Cb, Cr := int(y[i]), int(cb[i])-128, int(cr[i])-128
+		by := (((2*Cb*-14942)>>16)+1)>>1 + 2*Cb
+		ry := (((2*Cr*26345)>>16)+1)>>1 + Cr
+		gy := (Cb*-22554+Cr*18734+1<<15)>>16 - Cr
+		if r[i] != clamp(Y+ry) || g[i] != clamp(Y+gy) || b[i] != clamp(Y+by) {
+			t.Fatalf("Y %d Cb %d Cr %d: %d %d %d, want %d %d %d", y[i], cb[i], cr[i], r[i], g[i], b[i], clamp(Y+ry), clamp(Y+gy), clamp(Y+by))
 		}
 	}
 }
