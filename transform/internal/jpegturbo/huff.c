@@ -116,32 +116,14 @@ static void pj_fill(pj_huff *h) {
 	h->p = p;
 }
 
-// PJ_REFILL leaves at least 32 bits in bits (the locals p, end, bits and
-// nbits of the decoding loop, kept out of h so they stay in registers): a code (16 at most) and its
-// extra bits (15). It loads 8 bytes and keeps the whole ones that fit, when
-// none of the 8 is 0xFF (stale low bits are the next byte's own, so or-ing
-// it in again later changes nothing).
-#define PJ_REFILL()                                                          \
-	do {                                                                     \
-		if (nbits < 32) {                                                    \
-			uint64_t w_;                                                     \
-			if (end - p >= 8 && (memcpy(&w_, p, 8), w_ = __builtin_bswap64(w_), \
-			                       ((~w_ - 0x0101010101010101ull) & w_ & 0x8080808080808080ull) == 0)) { \
-				bits |= w_ >> nbits;                                         \
-				p += (63 - nbits) >> 3;                                      \
-				nbits |= 56;                                                 \
-			} else {                                                         \
-				h->p = p, h->bits = bits, h->nbits = nbits;                  \
-				pj_fill(h);                                                  \
-				p = h->p, bits = h->bits, nbits = h->nbits;                  \
-			}                                                                \
-		}                                                                    \
-	} while (0)
-
-// PJ_TOPUP is PJ_REFILL without its test of nbits, which the branch
-// predictor misses every few symbols: where none of the next 8 bytes is
-// 0xFF it tops bits up unconditionally (taking no byte when bits is full).
-#define PJ_TOPUP()                                                           \
+// PJ_FILL56 leaves at least 56 bits in bits (the locals p, end, bits and
+// nbits of the decoding loop, kept out of h so they stay in registers;
+// stale low bits are the next byte's own, so or-ing it in again later
+// changes nothing), without testing how many it
+// has, a branch the predictor misses at every other refill: where none of
+// the next 8 bytes is 0xFF it ors them in (taking no byte when bits is
+// already full), else pj_fill does it a byte at a time.
+#define PJ_FILL56()                                                          \
 	do {                                                                     \
 		uint64_t w_;                                                         \
 		if (__builtin_expect(end - p >= 8, 1) && (memcpy(&w_, p, 8), w_ = __builtin_bswap64(w_), \
@@ -149,7 +131,7 @@ static void pj_fill(pj_huff *h) {
 			bits |= w_ >> nbits;                                             \
 			p += (63 - nbits) >> 3;                                          \
 			nbits |= 56;                                                     \
-		} else if (nbits < 32) {                                             \
+		} else {                                                             \
 			h->p = p, h->bits = bits, h->nbits = nbits;                      \
 			pj_fill(h);                                                      \
 			p = h->p, bits = h->bits, nbits = h->nbits;                      \
@@ -161,6 +143,38 @@ static void pj_fill(pj_huff *h) {
 		bits <<= (n); \
 		nbits -= (n); \
 	} while (0)
+
+// PJ_AC_SYMBOL decodes one AC symbol of block blk with table t at
+// zigzag position k, leaving the loop at end of block; bits must hold 32.
+#define PJ_AC_SYMBOL()                                                       \
+	e = t->fast[bits >> (64 - PJ_FAST)];                                     \
+	if (__builtin_expect(!(e & 0x80), 1)) {                                  \
+		/* e & 63 is e & 31 here, and a shift by it needs no mask            \
+		   instruction with BMI2's shlx, which ignores the high bits. */     \
+		bits <<= e & 63;                                                     \
+		nbits -= e & 31;                                                     \
+		k += (e >> 8) & 0xFF;                                                \
+		blk[pj_nat[k]] = (JCOEF)((int32_t)e >> 16);                          \
+		k++;                                                                 \
+	} else {                                                                 \
+		int n_ = e & 31, sym_;                                               \
+		if (n_)                                                              \
+			sym_ = (e >> 8) & 0xFF;                                          \
+		else                                                                 \
+			sym_ = pj_slow(t, bits, &n_);                                    \
+		PJ_DROP(n_);                                                         \
+		int s_ = sym_ & 15, r_ = sym_ >> 4;                                  \
+		if (s_) {                                                            \
+			k += r_;                                                         \
+			blk[pj_nat[k]] = (JCOEF)pj_extend((unsigned)(bits >> (64 - s_)), s_); \
+			PJ_DROP(s_);                                                     \
+			k++;                                                             \
+		} else if (r_ == 15) {                                               \
+			k += 16;                                                         \
+		} else {                                                             \
+			break;                                                           \
+		}                                                                    \
+	}
 
 // pj_slow decodes a code longer than PJ_FAST bits (F.16) and returns its
 // symbol; a code no table has decodes as 0, as in libjpeg.
@@ -220,7 +234,7 @@ static inline __attribute__((always_inline)) boolean pj_mcu(j_decompress_ptr d, 
 		const pj_htab *t = h->dc[b];
 
 		// DC: a size category s, then s bits of difference.
-		PJ_REFILL();
+		PJ_FILL56();
 		uint32_t e = t->fast[bits >> (64 - PJ_FAST)];
 		int diff;
 		if (!(e & 0x80)) {
@@ -243,38 +257,22 @@ static inline __attribute__((always_inline)) boolean pj_mcu(j_decompress_ptr d, 
 		h->last_dc[h->ci[b]] = dc;
 		blk[0] = (JCOEF)dc;
 
-		// AC: (run, size) symbols until end of block or position 63.
+		// AC: (run, size) symbols until end of block or position 63, three
+		// to a refill: a symbol whose code and extra bits the table holds
+		// takes at most PJ_FAST (11) bits, so 56 bits last three of them;
+		// only a longer one (3 % of them in ImageNet) makes the loop
+		// refill early.
 		t = h->ac[b];
-		for (int k = 1; k < DCTSIZE2;) {
-			PJ_TOPUP();
-			e = t->fast[bits >> (64 - PJ_FAST)];
-			if (!(e & 0x80)) {
-				// e & 63 is e & 31 here, and a shift by it needs no mask
-				// instruction with BMI2's shlx, which ignores the high bits.
-				bits <<= e & 63;
-				nbits -= e & 31;
-				k += (e >> 8) & 0xFF;
-				blk[pj_nat[k]] = (JCOEF)((int32_t)e >> 16);
-				k++;
-				continue;
-			}
-			int n = e & 31, sym;
-			if (n)
-				sym = (e >> 8) & 0xFF;
-			else
-				sym = pj_slow(t, bits, &n);
-			PJ_DROP(n);
-			int s = sym & 15, r = sym >> 4;
-			if (s) {
-				k += r;
-				blk[pj_nat[k]] = (JCOEF)pj_extend((unsigned)(bits >> (64 - s)), s);
-				PJ_DROP(s);
-				k++;
-			} else if (r == 15) {
-				k += 16;
-			} else {
-				break;
-			}
+		for (int k = 1;;) {
+			PJ_FILL56();
+			PJ_AC_SYMBOL();
+			if (k >= DCTSIZE2) break;
+			if (nbits < 32) continue;
+			PJ_AC_SYMBOL();
+			if (k >= DCTSIZE2) break;
+			if (nbits < 32) continue;
+			PJ_AC_SYMBOL();
+			if (k >= DCTSIZE2) break;
 		}
 	}
 	h->p = p;
