@@ -204,3 +204,49 @@ func TestOwnHuffmanBadData(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWholeImage decodes the ImageNet sample whole on one goroutine:
+// libjpeg-turbo alone (its Huffman decoder and colour converter, then the
+// split into planes), with huff.c's Huffman decoder, and with rgb.c's
+// conversion as well (what the jpegturbo build does).
+func BenchmarkWholeImage(b *testing.B) {
+	names, _ := filepath.Glob(filepath.Join(shareddata.Path(b, "imagenet-sample"), "*.JPEG"))
+	var files [][]byte
+	for _, n := range names {
+		data, err := os.ReadFile(n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		files = append(files, data)
+	}
+	for _, c := range []struct {
+		name            string
+		libHuff, libRGB bool
+	}{{"libjpeg", true, true}, {"huffman", false, true}, {"huffman+rgb", false, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			d, err := New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			d.libHuffman(c.libHuff)
+			d.libColor(c.libRGB)
+			var out []byte
+			i := 0
+			for b.Loop() {
+				data := files[i%len(files)]
+				i++
+				w, h, err := d.Header(data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n := 3 * w * h; len(out) < n {
+					out = make([]byte, n)
+				}
+				if err := d.Decode(out, 8, 0, 0, w, h); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
+		})
+	}
+}
