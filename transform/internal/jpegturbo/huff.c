@@ -297,6 +297,9 @@ static boolean pj_decode_mcu_bmi2(j_decompress_ptr d, JBLOCKROW *mcu) { return p
 int pj_no_bmi2; // tests set it to run the plain build of the decoder
 
 int pj_huff_install(j_decompress_ptr d, pj_huff *h) {
+#if !defined(LIBJPEG_TURBO_VERSION_NUMBER) || LIBJPEG_TURBO_VERSION_NUMBER < 2000000 || LIBJPEG_TURBO_VERSION_NUMBER >= 4000000
+	return 0; // the module layouts copied in this file are those of 2.x and 3.x
+#endif
 	if (d->progressive_mode || d->arith_code || d->data_precision != 8 ||
 	    d->comps_in_scan != d->num_components || d->comps_in_scan > 4 ||
 	    d->blocks_in_MCU > 10 || d->Se != DCTSIZE2 - 1 || d->src == NULL)

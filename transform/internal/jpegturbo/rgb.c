@@ -92,6 +92,9 @@ static void pj_rgb_convert(j_decompress_ptr d, JSAMPIMAGE in, JDIMENSION row, JS
 }
 
 int pj_rgb_install(j_decompress_ptr d, pj_rgb *c, unsigned char *out, int skip, int cw, int ch) {
+#if !defined(LIBJPEG_TURBO_VERSION_NUMBER) || LIBJPEG_TURBO_VERSION_NUMBER < 2000000 || LIBJPEG_TURBO_VERSION_NUMBER >= 4000000
+	return 0; // the module layouts copied in this file are those of 2.x and 3.x
+#endif
 #if defined(__x86_64__)
 	if (!__builtin_cpu_supports("avx2")) return 0;
 #else
