@@ -64,9 +64,9 @@ static int pj_build(pj_htab *h, const JHUFF_TBL *t, int dc) {
 	for (int i = 0; i < 1 << PJ_FAST; i++) h->fast[i] = 0x80; // longer code
 	for (int p = 0; p < n; p++) {
 		int l = size[p];
-		if (l > PJ_FAST) continue;
 		int sym = t->huffval[p];
 		if (dc && sym > 15) return -1;
+		if (l > PJ_FAST) continue;
 		int s = dc ? sym : sym & 15;
 		int r = dc ? 0 : sym >> 4;
 		if (!dc && s == 0) r = r == 15 ? 15 : 63; // ZRL, or end of block
