@@ -319,32 +319,20 @@ func (d *Decoder) Abort() {
 // libHuffman makes d decode Huffman-coded scans with libjpeg-turbo's own
 // entropy decoder instead of huff.c's (for the tests that compare them).
 func (d *Decoder) libHuffman(on bool) {
-	v := C.int(0)
-	if on {
-		v = 1
-	}
-	C.pj_set_libhuff(d.d, v)
+	C.pj_set_libhuff(d.d, cint(on))
 }
 
 // plainHuffman makes huff.c's decoder the one built without BMI2 (for the
 // tests: both builds must decode alike).
 func plainHuffman(on bool) {
-	v := C.int(0)
-	if on {
-		v = 1
-	}
-	C.pj_no_bmi2 = v
+	C.pj_no_bmi2 = cint(on)
 }
 
 // libColor makes d convert colours with libjpeg's converter and split its
 // packed RGB into planes, instead of rgb.c's one pass (for the tests that
 // compare them).
 func (d *Decoder) libColor(on bool) {
-	v := C.int(0)
-	if on {
-		v = 1
-	}
-	C.pj_set_librgb(d.d, v)
+	C.pj_set_librgb(d.d, cint(on))
 }
 
 // ycbcr reports whether the image whose header was read is YCbCr.
@@ -355,6 +343,14 @@ func (d *Decoder) directColor() bool { return C.pj_direct(d.d) != 0 }
 
 // ownHuffman reports whether the last Decode used huff.c's decoder.
 func (d *Decoder) ownHuffman() bool { return C.pj_own(d.d) != 0 }
+
+// cint is C's truth value of b.
+func cint(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 func (d *Decoder) err() error { return errors.New(C.GoString(C.pj_msg(d.d))) }
 
