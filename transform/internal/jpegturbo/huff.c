@@ -200,13 +200,12 @@ static void pj_restart(j_decompress_ptr d, pj_huff *h) {
 	// Skip to the marker (past any garbage, as libjpeg's next_marker does).
 	while (p + 1 < end && !(p[0] == 0xFF && p[1] != 0 && p[1] != 0xFF)) p++;
 	if (p + 1 < end && p[1] >= 0xD0 && p[1] <= 0xD7) {
-		p += 2; // the expected RSTn, or another: resynchronised either way
+		p += 2; // any RSTn: a wrong number resynchronises here
 	} else {
 		h->hit = 1; // the scan ends early: the rest stays grey
 		h->eof = p + 1 >= end;
 	}
 	h->p = p;
-	h->next_rst = (h->next_rst + 1) & 7;
 	memset(h->last_dc, 0, sizeof h->last_dc);
 	h->restarts_to_go = d->restart_interval;
 	h->pub.insufficient_data = h->hit;
@@ -338,7 +337,6 @@ int pj_huff_install(j_decompress_ptr d, pj_huff *h) {
 	h->hit = h->eof = h->truncated = 0;
 	memset(h->last_dc, 0, sizeof h->last_dc);
 	h->restarts_to_go = d->restart_interval;
-	h->next_rst = 0;
 	d->entropy = (struct jpeg_entropy_decoder *)&h->pub;
 	return 1;
 }

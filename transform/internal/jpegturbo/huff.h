@@ -38,7 +38,6 @@ typedef struct {
 	int truncated;                // eof, and the decoder used the zeros past it
 	int last_dc[4];
 	unsigned restarts_to_go;
-	int next_rst;
 	int blocks;
 	int ci[10];                 // component of each block of an MCU
 	pj_htab *dc[10], *ac[10];   // tables of each block
