@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 	"unsafe"
 
@@ -163,7 +162,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 	}
 	cfg := c.Config
 	if cfg.Threads == 0 {
-		cfg.Threads = runtime.GOMAXPROCS(0)
+		cfg.Threads = defaultWorkers() // the cores, not a raise for cgo
 	}
 	s := p.out.Shape
 	cfg.Input, cfg.Classes, cfg.Replicas = []int{s.C, s.H, s.W}, len(p.src.Info().Classes), p.Devices()
