@@ -154,6 +154,9 @@ func (p *Pipeline) Decoding() string {
 		return transform.DecoderName() + " (Go; build with -tags jpegturbo for libjpeg-turbo)"
 	}
 	s := transform.DecoderName()
+	if os.Getenv("PIPE_LIBJPEG_ONLY") == "1" {
+		s += " with its own Huffman decoder and colour conversion (PIPE_LIBJPEG_ONLY=1)"
+	}
 	if n := p.cgoProcs(); n != runtime.GOMAXPROCS(0) {
 		s += fmt.Sprintf(", GOMAXPROCS raised to %d (workers + 1) so workers in C keep their Ps", n)
 	}

@@ -253,3 +253,27 @@ func BenchmarkWholeImage(b *testing.B) {
 		})
 	}
 }
+
+// TestLibjpegOnly: with PIPE_LIBJPEG_ONLY set, new decoders use libjpeg's
+// own modules.
+func TestLibjpegOnly(t *testing.T) {
+	data := huffmanFiles(t)["restart420.jpg"]
+	defer func(v bool) { LibjpegOnly = v }(LibjpegOnly)
+	for _, only := range []bool{false, true} {
+		LibjpegOnly = only
+		d, err := New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, h, err := d.Header(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Decode(make([]byte, 3*w*h), 8, 0, 0, w, h); err != nil {
+			t.Fatal(err)
+		}
+		if d.ownHuffman() == only || d.directColor() == only {
+			t.Fatalf("LibjpegOnly %v: huff.c used %v, rgb.c used %v", only, d.ownHuffman(), d.directColor())
+		}
+	}
+}
