@@ -158,7 +158,7 @@ func (p *Pipeline) Decoding() string {
 		s += " with its own Huffman decoder and colour conversion (PIPE_LIBJPEG_ONLY=1)"
 	}
 	if n := p.cgoProcs(); n != runtime.GOMAXPROCS(0) {
-		s += fmt.Sprintf(", GOMAXPROCS raised to %d (workers + 1) so workers in C keep their Ps", n)
+		s += fmt.Sprintf(", GOMAXPROCS raised to %d (a spare P) so workers in C keep theirs", n)
 	}
 	// The first operation runs in the chain that decodes, unless a cache
 	// comes right after decode.
@@ -531,8 +531,8 @@ func raiseProcs(n int) {
 }
 
 // cgoProcs is the GOMAXPROCS an epoch of p runs under: one more than the
-// workers when they decode JPEGs inside libjpeg-turbo and GOMAXPROCS
-// leaves no spare P, else the current value. A worker in a C call keeps
+// workers (or the cores, if fewer) when they decode JPEGs inside
+// libjpeg-turbo and GOMAXPROCS leaves no spare P, else the current value. A worker in a C call keeps
 // its P only while another P is idle; with none, the runtime's sysmon
 // takes it every tick (20 µs), starts a thread to look for work and parks
 // it again, and the worker's return needs a P back: on 2 cores with 2
@@ -544,7 +544,8 @@ func (p *Pipeline) cgoProcs() int {
 	if !transform.RegionDecoding() || !p.src.Info().Encoded || os.Getenv("GOMAXPROCS") != "" {
 		return n
 	}
-	return max(n, p.workers+1)
+	// More workers than cores gain nothing from more Ps: cores + 1 at most.
+	return max(n, min(p.workers, defaultWorkers())+1)
 }
 
 // Seed is the pipeline's seed.

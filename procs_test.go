@@ -93,4 +93,9 @@ func TestEpochProcsForCgoDecode(t *testing.T) {
 	if got := p.Workers(); got != workers {
 		t.Fatalf("workers %d, want %d", got, workers)
 	}
+	// More workers than cores: still one spare P, no more.
+	p.SetWorkers(4 * workers)
+	if got := p.cgoProcs(); got != want {
+		t.Fatalf("cgoProcs %d with %d workers on %d cores, want %d", got, 4*workers, workers, want)
+	}
 }
