@@ -1,8 +1,6 @@
 package transform
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/pipefeed/pipe/internal/shareddata"
@@ -13,15 +11,7 @@ import (
 // image/jpeg, or libjpeg-turbo with -tags jpegturbo): compare images/s with
 // bench/torch/imagenet.py decode (Pillow).
 func BenchmarkDecodeImageNet(b *testing.B) {
-	files, _ := filepath.Glob(filepath.Join(shareddata.Path(b, "imagenet-sample"), "*.JPEG"))
-	var data [][]byte
-	for _, f := range files {
-		d, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		data = append(data, d)
-	}
+	_, data := shareddata.ImageNetJPEGs(b)
 	var m Image
 	d := NewDecoder(false)
 	b.ReportAllocs()
@@ -42,7 +32,7 @@ func BenchmarkDecodeImageNet(b *testing.B) {
 // the ImageNet sample, and over a 2000×1500 photo-like JPEG (made here),
 // where reduced scales apply to most crops.
 func BenchmarkDecodeRandomResizedCrop(b *testing.B) {
-	_, imagenet := imagenetJPEGs(b)
+	_, imagenet := shareddata.ImageNetJPEGs(b)
 	large := [][]byte{photo(b, 2000, 1500)}
 	rrc, _ := RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
 	for _, bc := range []struct {

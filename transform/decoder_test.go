@@ -15,22 +15,6 @@ import (
 	"github.com/pipefeed/pipe/internal/shareddata"
 )
 
-// imagenetJPEGs reads the real ImageNet sample.
-func imagenetJPEGs(tb testing.TB) (names []string, data [][]byte) {
-	files, _ := filepath.Glob(filepath.Join(shareddata.Path(tb, "imagenet-sample"), "*.JPEG"))
-	if len(files) == 0 {
-		tb.Fatal("no JPEGs in the ImageNet sample")
-	}
-	for _, f := range files {
-		d, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		names, data = append(names, filepath.Base(f)), append(data, d)
-	}
-	return names, data
-}
-
 // photo is a large JPEG with smooth gradients and fine texture, as a
 // photograph has, for the reduced-scale paths.
 func photo(tb testing.TB, w, h int) []byte {
@@ -61,7 +45,7 @@ func meanAbsDiff(a, b []byte) float64 {
 // and with Go's: the same sizes, and pixels within the few levels by which
 // IDCTs and chroma upsampling differ (equal in the default build).
 func TestDecoderMatchesGo(t *testing.T) {
-	names, data := imagenetJPEGs(t)
+	names, data := shareddata.ImageNetJPEGs(t)
 	d := NewDecoder(false)
 	var a, b Image
 	worst := 0.0
@@ -103,7 +87,7 @@ func TestDecodeForEqualsDecodeThenOp(t *testing.T) {
 		names, data = append(names, name), append(data, b)
 	}
 	if _, err := os.Stat(filepath.Join(shareddata.Root(), "imagenet-sample")); err == nil {
-		n, d := imagenetJPEGs(t)
+		n, d := shareddata.ImageNetJPEGs(t)
 		names, data = append(names, n[:25]...), append(data, d[:25]...)
 	} else {
 		t.Logf("without the real ImageNet sample: %v", err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/disintegration/imaging"
+	"github.com/pipefeed/pipe/internal/shareddata"
 )
 
 // BenchmarkResizeVsImaging resizes the decoded ImageNet sample to a
@@ -15,7 +16,7 @@ import (
 // every call; here they compete with the other workers. This is the
 // measurement behind not using it for resize and random_resized_crop.
 func BenchmarkResizeVsImaging(b *testing.B) {
-	_, data := imagenetJPEGs(b)
+	_, data := shareddata.ImageNetJPEGs(b)
 	var chw []*Image
 	var nrgba []*image.NRGBA
 	d := NewDecoder(false)

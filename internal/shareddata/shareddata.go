@@ -36,3 +36,21 @@ func Path(tb testing.TB, rel string) string {
 	}
 	return p
 }
+
+// ImageNetJPEGs reads the real ImageNet sample (100 JPEGs), skipping tb
+// where it is absent.
+func ImageNetJPEGs(tb testing.TB) (names []string, data [][]byte) {
+	tb.Helper()
+	files, _ := filepath.Glob(filepath.Join(Path(tb, "imagenet-sample"), "*.JPEG"))
+	if len(files) == 0 {
+		tb.Fatal("no JPEGs in the ImageNet sample")
+	}
+	for _, f := range files {
+		d, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		names, data = append(names, filepath.Base(f)), append(data, d)
+	}
+	return names, data
+}

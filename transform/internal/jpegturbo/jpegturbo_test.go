@@ -213,15 +213,7 @@ func TestOwnHuffmanBadData(t *testing.T) {
 // split into planes), with huff.c's Huffman decoder, and with rgb.c's
 // conversion as well (what the jpegturbo build does).
 func BenchmarkWholeImage(b *testing.B) {
-	names, _ := filepath.Glob(filepath.Join(shareddata.Path(b, "imagenet-sample"), "*.JPEG"))
-	var files [][]byte
-	for _, n := range names {
-		data, err := os.ReadFile(n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		files = append(files, data)
-	}
+	_, files := shareddata.ImageNetJPEGs(b)
 	for _, c := range []struct {
 		name            string
 		libHuff, libRGB bool
