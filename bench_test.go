@@ -22,7 +22,7 @@ func cifarRecipe(b *testing.B, dtype transform.DType, extra ...Stage) *Pipeline 
 // cifarStages is the recipe's stage list; normalize runs on the devices when
 // onDevice is set (the caller adds the prefetch stage).
 func cifarStages(b *testing.B, dtype transform.DType, onDevice bool, extra []Stage) []Stage {
-	src, err := source.CIFAR10(shareddata.Path(b, "cifar10/cifar-10-binary.tar.gz"), source.Train)
+	src, err := source.CIFAR10(context.Background(), shareddata.Path(b, "cifar10/cifar-10-binary.tar.gz"), source.Train)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -182,11 +182,11 @@ func BenchmarkImageNet(b *testing.B) {
 		{"warm-cache", true, []Stage{Map(resize), Cache(CacheConfig{Dir: cacheDir, Epochs: 1})}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			src, err := source.OpenFolder(dir, source.WithLabels(labels))
+			src, err := source.OpenFolder(context.Background(), dir, source.WithLabels(labels))
 			if err != nil {
 				b.Fatal(err)
 			}
-			stages := append([]Stage{Source(src), Decode(c.reduce), Shuffle(1)}, c.pre...)
+			stages := append([]Stage{Source(src), Decode(DecodeConfig{FullScale: !c.reduce}), Shuffle(1)}, c.pre...)
 			stages = append(stages, Map(rrc), Map(flip), Normalize(norm), Batching(64, false), ToTensor(transform.NCHW, transform.Float32))
 			p := mustBench(b, stages...)
 			defer p.Close()

@@ -75,7 +75,7 @@ func TestCacheIsExact(t *testing.T) {
 		t.Errorf("cold run: %d hits, %d misses; want 0 and 30", h, m)
 	}
 	for _, w := range []int{1, 5} {
-		warm := mustNew(t, cached(synth(t, 600), cfg, Options(w, Fail, -1))...)
+		warm := mustNew(t, cached(synth(t, 600), cfg, Options(Settings{Workers: w, OnError: Fail}))...)
 		got, stats := runSums(t, warm, 3)
 		warm.Close()
 		if strings.Join(got, " ") != strings.Join(want, " ") {
@@ -278,9 +278,8 @@ func TestCacheReadOnly(t *testing.T) {
 func TestCacheDiskFull(t *testing.T) {
 	plain := mustNew(t, cached(synth(t, 300), nil)...)
 	want, _ := runSums(t, plain, 1)
-	cacheOpenOptions = []sharding.CacheOption{sharding.WithReserve(1 << 60)}
-	defer func() { cacheOpenOptions = nil }()
-	p := mustNew(t, cached(synth(t, 300), &CacheConfig{Dir: t.TempDir(), ShardSize: 100})...)
+	full := []sharding.CacheOption{sharding.WithReserve(1 << 60)}
+	p := mustNew(t, cached(synth(t, 300), &CacheConfig{Dir: t.TempDir(), ShardSize: 100, Options: full})...)
 	got, _ := runSums(t, p, 1)
 	info := p.CacheInfo()
 	p.Close()
@@ -288,7 +287,7 @@ func TestCacheDiskFull(t *testing.T) {
 		t.Errorf("full disk: sums %v want %v, warnings %q", got, want, info.Warnings)
 	}
 	// pipe warm, which exists to write, fails instead.
-	p = mustNew(t, cached(synth(t, 300), &CacheConfig{Dir: t.TempDir(), ShardSize: 100})...)
+	p = mustNew(t, cached(synth(t, 300), &CacheConfig{Dir: t.TempDir(), ShardSize: 100, Options: full})...)
 	defer p.Close()
 	if _, err := p.Warm(context.Background(), 0, nil); err == nil || !strings.Contains(err.Error(), "disk nearly full") {
 		t.Errorf("warm on a full disk: %v", err)
@@ -364,12 +363,12 @@ func TestCacheKeepsSkippedRecords(t *testing.T) {
 	path := writeCIFAR(t, 200, map[int]byte{7: 12, 150: 99})
 	dir := t.TempDir()
 	run := func() ([]string, []EpochStats, []*source.RecordError) {
-		src, err := source.CIFAR10(path, source.Train)
+		src, err := source.CIFAR10(context.Background(), path, source.Train)
 		if err != nil {
 			t.Fatal(err)
 		}
 		crop, _ := transform.RandomCrop(32, 2, transform.FillZero)
-		p := mustNew(t, Source(src), Shuffle(1), Options(2, Skip, -1), Map(crop),
+		p := mustNew(t, Source(src), Shuffle(1), Options(Settings{Workers: 2, OnError: Skip}), Map(crop),
 			Cache(CacheConfig{Dir: dir, ShardSize: 50, Epochs: 2}), Batching(32, false))
 		defer p.Close()
 		sums, stats := runSums(t, p, 2)

@@ -136,6 +136,12 @@ func TestDeviceConsumersOnTheirOwnGoroutines(t *testing.T) {
 
 // TestDeviceBackpressure: a consumer that stops holds production back, with
 // memory bounded by the queues and slabs.
+// delivered is the number of slices device d has received so far.
+func delivered(x *DeviceEpoch, d int) int64 {
+	_, ds := x.Stats()
+	return ds[d].Batches
+}
+
 func TestDeviceBackpressure(t *testing.T) {
 	p := mustNew(t, append(recipe(synth(t, 6400)), withDevices(2, 2, 0))...)
 	x, err := p.DeviceEpoch(context.Background(), 0)
@@ -145,17 +151,17 @@ func TestDeviceBackpressure(t *testing.T) {
 	defer x.Close()
 	// Wait (however slow the machine, e.g. under -race) until production
 	// has filled device 0's queue; from then on it must stand still.
-	for start := time.Now(); x.queues[0].Stats().Items < 2 && time.Since(start) < 30*time.Second; {
+	for start := time.Now(); delivered(x, 0) < 2 && time.Since(start) < 30*time.Second; {
 		time.Sleep(5 * time.Millisecond)
 	}
-	a := x.queues[0].Stats().Items
+	a := delivered(x, 0)
 	time.Sleep(200 * time.Millisecond)
-	b := x.queues[0].Stats().Items
+	b := delivered(x, 0)
 	if a != b || a > 2+1 {
 		t.Fatalf("with no consumer, device 0 received %d then %d batches: production did not stop at the queue depth", a, b)
 	}
-	if out := p.slabs.Out(); out > p.slabs.Len() {
-		t.Fatalf("%d slabs out of %d", out, p.slabs.Len())
+	if out := p.eng.SlabsOut(); out > p.eng.Slabs() {
+		t.Fatalf("%d slabs out of %d", out, p.eng.Slabs())
 	}
 	// Consumers resume (round-robin, as replicas advance together): a
 	// device that stops holds every device back, which is the point.
@@ -189,12 +195,12 @@ func TestDeviceCancelReleasesEverything(t *testing.T) {
 	}
 	x.Close()
 	held.Release()
-	if p.slabs.Out() != 0 {
-		t.Errorf("%d host slabs not returned", p.slabs.Out())
+	if p.eng.SlabsOut() != 0 {
+		t.Errorf("%d host slabs not returned", p.eng.SlabsOut())
 	}
-	for d, f := range x.free {
-		if len(f) != cap(f)-boolInt(d == 1) {
-			t.Errorf("device %d: %d of %d buffers returned", d, len(f), cap(f))
+	for d := range 2 {
+		if free, all := p.eng.FreeDeviceBuffers(d); free != all-boolInt(d == 1) {
+			t.Errorf("device %d: %d of %d buffers returned", d, free, all)
 		}
 	}
 	p.Close()
@@ -257,8 +263,8 @@ func TestDeviceNormalizeEqualsHost(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := mustNew(t, onDevice(t, synth(t, 640), c.layout, c.dtype, withDevices(2, 3, 0))...)
-		if !p.NormalizesOnDevice() || p.HostTensor().DType != transform.Uint8 || p.Tensor().String() != host.Tensor().String() {
-			t.Fatalf("tensors: host %v, out %v, want out %v", p.HostTensor(), p.Tensor(), host.Tensor())
+		if s := p.Summary(); !s.NormalizeOnDevice || s.HostTensor.DType != transform.Uint8 || p.Tensor().String() != host.Tensor().String() {
+			t.Fatalf("tensors: host %v, out %v, want out %v", s.HostTensor, p.Tensor(), host.Tensor())
 		}
 		x, err := p.DeviceEpoch(context.Background(), 0)
 		if err != nil {

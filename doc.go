@@ -1,9 +1,11 @@
-// Package pipe wires sources, transforms and batching into a Pipeline that
-// streams batches in a deterministic order, fast enough to keep GPUs busy.
+// Package pipe is the library a program imports to build and run pipelines
+// that stream deterministic, augmented batches fast enough to keep GPUs
+// busy: Pipeline, New, Load, the stage constructors and Fit.
 //
-// A pipeline is a list of stages, written in Go or in a .pipe file; both come
-// from one registry (see [Stages]), so a stage has the same name and
-// parameters in both:
+// A pipeline is a list of stages, written in Go or in a .pipe file; both
+// come from one registry (package pipefile), so a stage has the same name,
+// parameters and defaults in both, and Pipeline.String prints a file that
+// builds the same pipeline:
 //
 //	source      cifar10 path=data/cifar-10-binary.tar.gz split=train
 //	shuffle     seed=42
@@ -13,14 +15,15 @@
 //	batch       256
 //	to_tensor   layout=nchw dtype=float32
 //
-// Output is a pure function of (data, stages, seed, epoch, rank, world
-// size): not of the worker count, the timing, or the machine. Each sample's
-// random parameters come from a generator keyed by (seed, epoch, sample
-// index), and batches come out in plan order whatever order workers finish.
+// This package wires the others and holds no algorithm: package pipefile
+// checks the stages, package engine runs the epochs (workers, reorder
+// window, slabs, devices), package cache keeps a cache stage's entries, and
+// package trainer trains. Output is a pure function of (data, stages, seed,
+// epoch, rank, world size): not of the worker count, the timing, or the
+// machine.
 //
-// Steady state allocates nothing per sample or per batch: batches are
-// written straight into a fixed set of slabs that the consumer releases.
-//
-// A cache stage stores the output of the stages before it (see Cache and
-// Pipeline.Warm); a read from it is byte-identical to a recompute.
+// The library starts no goroutine that outlives the call or the epoch that
+// started it, and changes no process-wide setting: Summary says what
+// GOMAXPROCS epochs that decode in C should run under, and the program
+// decides.
 package pipe

@@ -15,13 +15,22 @@ import (
 // The Go API has the same stages as a .pipe file: random_crop size=32 pad=4
 // is transform.RandomCrop(32, 4, ...), wrapped by pipe.Map.
 func Example() {
-	src, err := source.NewSynthetic(1000, source.Train, 0) // or source.CIFAR10(path, source.Train)
+	src, err := source.NewSynthetic(1000, source.Train, 0) // or source.CIFAR10(ctx, path, source.Train)
 	if err != nil {
 		log.Fatal(err)
 	}
-	crop, _ := transform.RandomCrop(32, 4, transform.FillReflect)
-	flip, _ := transform.Flip(transform.Horizontal, 0.5)
-	norm, _ := transform.Normalize([]float64{0.5, 0.5, 0.5}, []float64{0.25, 0.25, 0.25})
+	crop, err := transform.RandomCrop(32, 4, transform.FillReflect)
+	if err != nil {
+		log.Fatal(err)
+	}
+	flip, err := transform.Flip(transform.Horizontal, 0.5)
+	if err != nil {
+		log.Fatal(err)
+	}
+	norm, err := transform.Normalize([]float64{0.5, 0.5, 0.5}, []float64{0.25, 0.25, 0.25})
+	if err != nil {
+		log.Fatal(err)
+	}
 	p, err := pipe.New(
 		pipe.Source(src),
 		pipe.Shuffle(42),
@@ -40,7 +49,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer epoch.Close()
+	defer epoch.Close() // stops the workers if the loop ends early
 	for {
 		b, err := epoch.Next()
 		if errors.Is(err, io.EOF) {
@@ -49,9 +58,15 @@ func Example() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		x := b.Float32() // [b.N, 3, 32, 32], valid until Release
+		x, err := b.Float32() // [b.N, 3, 32, 32], valid until Release
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Println(b.Index, b.N, len(x), b.Labels[:3])
 		b.Release()
+	}
+	if err := epoch.Close(); err != nil {
+		log.Fatal(err)
 	}
 	// Output:
 	// 0 256 786432 [3 0 3]

@@ -21,7 +21,7 @@ func imagenetRecipe(src source.Source, batch int, extra ...Stage) []Stage {
 	rrc, _ := transform.RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3.0 / 4, 4.0 / 3}, transform.Bilinear)
 	flip, _ := transform.Flip(transform.Horizontal, 0.5)
 	norm, _ := transform.Normalize([]float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225})
-	stages := append([]Stage{Source(src), Decode(true)}, extra...)
+	stages := append([]Stage{Source(src), Decode(DecodeConfig{})}, extra...)
 	return append(stages, Shuffle(1), Map(rrc), Map(flip), Normalize(norm), Batching(batch, false), ToTensor(transform.NCHW, transform.Float32))
 }
 
@@ -31,7 +31,7 @@ func imagenetRecipe(src source.Source, batch int, extra ...Stage) []Stage {
 func TestImageNetRecipe(t *testing.T) {
 	dir := shareddata.Path(t, "imagenet-sample")
 	open := func() source.Source {
-		f, err := source.OpenFolder(dir, source.WithLabels(filepath.Join(dir, "labels.csv")))
+		f, err := source.OpenFolder(context.Background(), dir, source.WithLabels(filepath.Join(dir, "labels.csv")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestImageNetRecipe(t *testing.T) {
 	}
 	var sums []string
 	for _, workers := range []int{1, 3} {
-		p := mustNew(t, imagenetRecipe(open(), 16, Options(workers, Fail, -1))...)
+		p := mustNew(t, imagenetRecipe(open(), 16, Options(Settings{Workers: workers, OnError: Fail}))...)
 		if d := p.Tensor().Dims(16); d != [4]int{16, 3, 224, 224} {
 			t.Fatalf("dims %v", d)
 		}
@@ -76,7 +76,7 @@ func TestBadImagesSkippedOrFatal(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "b", "notes.txt"), []byte("not an image"), 0o644)
 
 	folder := func() source.Source {
-		f, err := source.OpenFolder(root)
+		f, err := source.OpenFolder(context.Background(), root)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestBadImagesSkippedOrFatal(t *testing.T) {
 	if !errors.As(err, &re) || re.File == "" {
 		t.Fatalf("on_error=fail: %v", err)
 	}
-	p := mustNew(t, imagenetRecipe(folder(), 3, Options(0, Skip, -1))...)
+	p := mustNew(t, imagenetRecipe(folder(), 3, Options(Settings{Workers: 0, OnError: Skip}))...)
 	stats, err := p.Run(context.Background(), RunOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestBadImagesSkippedOrFatal(t *testing.T) {
 
 func TestDecodeStageErrors(t *testing.T) {
 	dir := shareddata.Path(t, "imagenet-sample")
-	f, err := source.OpenFolder(dir, source.WithLabels(filepath.Join(dir, "labels.csv")))
+	f, err := source.OpenFolder(context.Background(), dir, source.WithLabels(filepath.Join(dir, "labels.csv")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +129,9 @@ func TestDecodeStageErrors(t *testing.T) {
 		want   string
 	}{
 		{[]Stage{Source(f), Map(cc), Batching(4, false)}, "add a decode stage"},
-		{[]Stage{Source(f), Map(flip), Decode(true), Batching(4, false)}, "decode must come before image operations"},
-		{[]Stage{Source(synth(t, 10)), Decode(true), Batching(4, false)}, "nothing to decode"},
-		{[]Stage{Source(f), Decode(true), Batching(4, false)}, "varying size"},
+		{[]Stage{Source(f), Map(flip), Decode(DecodeConfig{}), Batching(4, false)}, "decode must come before image operations"},
+		{[]Stage{Source(synth(t, 10)), Decode(DecodeConfig{}), Batching(4, false)}, "nothing to decode"},
+		{[]Stage{Source(f), Decode(DecodeConfig{}), Batching(4, false)}, "varying size"},
 	} {
 		if _, err := New(c.stages...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want an error containing %q", err, c.want)
@@ -146,7 +146,7 @@ func TestWebDatasetPipeline(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "w.pipe")
 	os.WriteFile(f, []byte("source webdataset path="+shard+" index_dir="+dir+"\ndecode\nshuffle seed=1\ncenter_crop 24\nbatch 30\nto_tensor layout=nchw dtype=uint8\n"), 0o644)
-	p, err := Load(f)
+	p, err := Load(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestFileDatasetRanksExactAndStreaming(t *testing.T) {
 				f := filepath.Join(dir, c.name+".pipe")
 				cfg := fmt.Sprintf("%s\ndecode\n%s\ncenter_crop 24\nbatch 50\nto_tensor layout=nchw dtype=uint8\npipeline rank=%d world=%d\n", c.source, c.shuffle, rank, c.world)
 				os.WriteFile(f, []byte(cfg), 0o644)
-				p, err := Load(f)
+				p, err := Load(context.Background(), f)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -182,7 +182,7 @@ func writeCIFAR(t *testing.T, n int, badLabels map[int]byte) string {
 func TestCorruptRecordPolicies(t *testing.T) {
 	path := writeCIFAR(t, 100, map[int]byte{17: 12, 60: 255})
 	open := func() source.Source {
-		c, err := source.CIFAR10(path, source.Train)
+		c, err := source.CIFAR10(context.Background(), path, source.Train)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +196,7 @@ func TestCorruptRecordPolicies(t *testing.T) {
 		t.Fatalf("fail policy: %v", err)
 	}
 	// skip: the two records are left out, counted and listed; nothing else moves.
-	p = mustNew(t, Source(open()), Shuffle(5), Options(3, Skip, -1), Batching(10, false))
+	p = mustNew(t, Source(open()), Shuffle(5), Options(Settings{Workers: 3, OnError: Skip}), Batching(10, false))
 	var seen []int
 	stats, err := p.Run(context.Background(), RunOptions{OnBatch: func(b *Batch) error {
 		seen = append(seen, b.Samples...)
@@ -277,8 +277,8 @@ func TestCancelAndEarlyClose(t *testing.T) {
 		t.Fatalf("cancel: %v", err)
 	}
 	goleak.VerifyNone(t)
-	if p.slabs.Out() != 0 {
-		t.Fatalf("%d slabs not returned after cancel", p.slabs.Out())
+	if p.eng.SlabsOut() != 0 {
+		t.Fatalf("%d slabs not returned after cancel", p.eng.SlabsOut())
 	}
 
 	x, err := p.Epoch(context.Background(), 0)
@@ -288,17 +288,17 @@ func TestCancelAndEarlyClose(t *testing.T) {
 	b, _ := x.Next()
 	x.Close()
 	goleak.VerifyNone(t)
-	if len(b.Data) == 0 || p.slabs.Out() != 1 {
-		t.Fatalf("a delivered batch must stay valid after Close: %d slabs out", p.slabs.Out())
+	if len(b.Data) == 0 || p.eng.SlabsOut() != 1 {
+		t.Fatalf("a delivered batch must stay valid after Close: %d slabs out", p.eng.SlabsOut())
 	}
 	b.Release()
-	if p.slabs.Out() != 0 {
+	if p.eng.SlabsOut() != 0 {
 		t.Fatal("slab not returned by Release after Close")
 	}
 }
 
 func TestHoldingEveryBatchIsAnError(t *testing.T) {
-	p := mustNew(t, recipe(synth(t, 2000), Options(1, Fail, -1))...)
+	p := mustNew(t, recipe(synth(t, 2000), Options(Settings{Workers: 1, OnError: Fail}))...)
 	x, err := p.Epoch(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -315,8 +315,8 @@ func TestHoldingEveryBatchIsAnError(t *testing.T) {
 		}
 		held = append(held, b)
 	}
-	if len(held) != p.slabs.Len() {
-		t.Errorf("held %d batches, pool has %d slabs", len(held), p.slabs.Len())
+	if len(held) != p.eng.Slabs() {
+		t.Errorf("held %d batches, pool has %d slabs", len(held), p.eng.Slabs())
 	}
 	for _, b := range held {
 		b.Release()
@@ -336,7 +336,7 @@ func TestOneEpochAtATime(t *testing.T) {
 // amount (goroutines, channels), not something per batch or per sample.
 func TestNoAllocationPerBatch(t *testing.T) {
 	allocs := func(n int) float64 {
-		p := mustNew(t, recipe(synth(t, n), Options(2, Fail, -1))...)
+		p := mustNew(t, recipe(synth(t, n), Options(Settings{Workers: 2, OnError: Fail}))...)
 		p.Run(context.Background(), RunOptions{}) // warm the slabs and plan buffer
 		return testing.AllocsPerRun(3, func() {
 			if _, err := p.Run(context.Background(), RunOptions{}); err != nil {
@@ -357,7 +357,7 @@ func TestRanksSplitEveryEpoch(t *testing.T) {
 	const n, world = 1000, 3
 	seen := map[int]int{}
 	for r := range world {
-		p := mustNew(t, recipe(synth(t, n), Distributed(r, world))...)
+		p := mustNew(t, recipe(synth(t, n), Options(Settings{Rank: r, World: world}))...)
 		stats, err := p.Run(context.Background(), RunOptions{FirstEpoch: 2, OnBatch: func(b *Batch) error {
 			for _, i := range b.Samples {
 				seen[i]++

@@ -11,95 +11,30 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
 	"github.com/pipefeed/pipe/transform"
 )
 
-// TrainConfig is the train stage: the trainer's configuration, of which
-// Fit fills in what the pipeline decides (input shape, classes, replicas,
-// global batch, batches per epoch, seed; Threads 0 means every core), and
-// where the run's files go.
-type TrainConfig struct {
-	trainer.Config
-	// Out is the directory for the checkpoint, the metrics and the plots
-	// ("" for none).
-	Out string
-	// LogEvery writes every LogEvery-th step's figures to out/steps.jsonl
-	// (0: none).
-	LogEvery int
-}
-
-// EvalConfig is the eval stage: a held-out source, evaluated every Every
-// epochs in batches of Batch.
-type EvalConfig struct {
-	Source source.Source
-	Every  int
-	Batch  int
-}
-
-// Train makes the pipeline train a model on its batches (the .pipe stage
-// "train"). It comes after batch and to_tensor (NCHW float32), and after
-// prefetch if there is one: each device feeds one replica.
-func Train(c TrainConfig) Stage {
-	return Stage{name: "train", desc: fmt.Sprintf("train model=%s epochs=%d", c.Model.Name, c.Epochs), apply: func(b *builder) error {
-		if !b.afterBatch {
-			return errors.New("train takes batches: it comes after batch, to_tensor and prefetch")
-		}
-		if c.Epochs < 1 {
-			return fmt.Errorf("epochs=%d: must be at least 1", c.Epochs)
-		}
-		cfg := c
-		b.p.train = &cfg
-		return nil
-	}}
-}
-
-// Eval evaluates the trained model on a held-out source (the .pipe stage
-// "eval"); it needs a train stage.
-func Eval(c EvalConfig) Stage {
-	return Stage{name: "eval", desc: fmt.Sprintf("eval every=%d batch=%d", c.Every, c.Batch), src: c.Source, apply: func(b *builder) error {
-		if c.Every < 1 || c.Batch < 1 {
-			return fmt.Errorf("every=%d batch=%d: both must be at least 1", c.Every, c.Batch)
-		}
-		cfg := c
-		b.p.eval = &cfg
-		return nil
-	}}
-}
-
-// checkTrain checks the train stage against the pipeline it ends.
+// checkTrain checks the train and eval stages against the pipeline they
+// end.
 func (p *Pipeline) checkTrain() error {
-	if p.eval != nil && p.train == nil {
-		return errors.New("eval needs a train stage before it")
-	}
-	if p.train == nil {
+	t, e := p.cfg.Train, p.cfg.Eval
+	if t == nil {
 		return nil
 	}
 	if p.out.DType != transform.Float32 || p.out.Layout != transform.NCHW {
 		return fmt.Errorf("train needs NCHW float32 batches, not %s %s: use to_tensor layout=nchw dtype=float32", p.out.Layout, p.out.DType)
 	}
-	if p.devSpec.cuda {
+	if p.devs != nil && len(p.devs.GPUs) > 0 {
 		return errors.New("train runs its replicas on the CPU: use devices=cpu:N (the GPU trainer is not built yet)")
 	}
-	if p.eval != nil {
-		if i, e := p.src.Info(), p.eval.Source.Info(); i.C != e.C || i.H != e.H || i.W != e.W || len(i.Classes) != len(e.Classes) {
-			return fmt.Errorf("eval source %s does not match the training source %s", e.Identity, i.Identity)
+	if e != nil && e.Source != nil {
+		if i, ei := p.cfg.Source.Info(), e.Source.Info(); i.C != ei.C || i.H != ei.H || i.W != ei.W || len(i.Classes) != len(ei.Classes) {
+			return fmt.Errorf("eval source %s does not match the training source %s", ei.Identity, i.Identity)
 		}
 	}
 	return nil
 }
-
-// TrainOut is the train stage's output directory ("" for none).
-func (p *Pipeline) TrainOut() string {
-	if p.train == nil {
-		return ""
-	}
-	return p.train.Out
-}
-
-// Training reports whether the pipeline ends in a train stage.
-func (p *Pipeline) Training() bool { return p.train != nil }
 
 // TrainEpoch is one epoch of training as reported: the fields `pipe run
 // --json` prints.
@@ -156,17 +91,17 @@ type TrainResult struct {
 // writes the checkpoint (out/checkpoint.gob) and appends the epoch to
 // out/metrics.jsonl; with Resume it first restores the checkpoint.
 func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error) {
-	c := p.train
+	c := p.cfg.Train
 	if c == nil {
 		return nil, errors.New("pipe: the pipeline has no train stage")
 	}
 	cfg := c.Config
 	if cfg.Threads == 0 {
-		cfg.Threads = defaultWorkers() // the cores, not a raise for cgo
+		cfg.Threads = p.cores // the cores, not a raise for cgo
 	}
 	s := p.out.Shape
-	cfg.Input, cfg.Classes, cfg.Replicas = []int{s.C, s.H, s.W}, len(p.src.Info().Classes), p.Devices()
-	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Seed = p.batch, p.Batches(), p.seed
+	cfg.Input, cfg.Classes, cfg.Replicas = []int{s.C, s.H, s.W}, len(p.cfg.Source.Info().Classes), p.Devices()
+	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Seed = p.cfg.Batch, p.Batches(), p.cfg.Seed
 	tr, err := trainer.New(cfg)
 	if err != nil {
 		return nil, err
@@ -192,7 +127,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 	if o.OnStart != nil {
 		o.OnStart(tr)
 	}
-	if p.eval != nil && p.evalP == nil {
+	if p.cfg.Eval != nil && p.evalP == nil {
 		if p.evalP, err = p.evalPipeline(); err != nil {
 			return nil, err
 		}
@@ -223,7 +158,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 		}
 		ep := TrainEpoch{Epoch: st.Epoch, Steps: st.Steps, Images: st.Images, TrainLoss: st.TrainLoss, TrainAccuracy: st.TrainAccuracy,
 			LR: st.LR, ImagesPerSec: st.ImagesPerSec, StallPct: st.StallPct, DeviceStall: st.DeviceStall, Seconds: st.Seconds}
-		if evalP != nil && ((st.Epoch+1)%p.eval.Every == 0 || tr.Epoch == c.Epochs) {
+		if evalP != nil && ((st.Epoch+1)%p.cfg.Eval.Every == 0 || tr.Epoch == c.Epochs) {
 			ev, err := tr.Evaluate(ctx, &trainFeed{p: evalP})
 			if err != nil {
 				return res, err
@@ -259,7 +194,7 @@ func (p *Pipeline) stepLogger(path string, truncate bool, next func(trainer.Step
 		loss += s.Loss * float64(s.Images)
 		correct += s.Correct
 		images += s.Images
-		if s.Step%int64(p.train.LogEvery) == 0 && images > 0 {
+		if s.Step%int64(p.cfg.Train.LogEvery) == 0 && images > 0 {
 			rec := TrainStep{Step: s.Step, Epoch: s.Epoch, Loss: loss / float64(images), Accuracy: float64(correct) / float64(images),
 				LR: s.LR, ImagesPerSec: float64(images) / time.Since(last).Seconds()}
 			appendJSONLine(path, rec, truncate)
@@ -275,14 +210,14 @@ func (p *Pipeline) stepLogger(path string, truncate bool, next func(trainer.Step
 // trainIdentity describes what a checkpoint must match: the stages (the
 // data, its augmentation and batching) and the model.
 func (p *Pipeline) trainIdentity() string {
-	id := p.src.Info().Identity
+	id := p.cfg.Source.Info().Identity
 	for _, s := range p.stages[1:] {
-		if s.name != "eval" && s.name != "pipeline" {
-			id += " | " + s.desc
+		if s.Name() != "eval" && s.Name() != "pipeline" && s.Name() != "train" {
+			id += " | " + s.String()
 		}
 	}
-	m := p.train.Model
-	return id + fmt.Sprintf(" | model %s depth=%d width=%d seed=%d", m.Name, m.Depth, m.Width, p.seed)
+	m := p.cfg.Train.Model
+	return id + fmt.Sprintf(" | model %s depth=%d width=%d seed=%d", m.Name, m.Depth, m.Width, p.cfg.Seed)
 }
 
 func appendJSONLine(path string, v any, truncate bool) error {
@@ -307,11 +242,13 @@ func appendJSONLine(path string, v any, truncate bool) error {
 // evalPipeline is the held-out data as the model sees it: the eval source,
 // no augmentation, the training normalisation on the host, NCHW float32.
 func (p *Pipeline) evalPipeline() (*Pipeline, error) {
-	stages := []Stage{Source(p.eval.Source)}
-	if p.norm != nil {
-		stages = append(stages, Normalize(p.norm))
+	seed := p.cfg.Seed
+	stages := []Stage{Source(p.cfg.Eval.Source)}
+	if p.cfg.Norm != nil {
+		stages = append(stages, Normalize(p.cfg.Norm))
 	}
-	stages = append(stages, Options(p.workers, p.onError, int64(p.seed)), Batching(p.eval.Batch, false), ToTensor(transform.NCHW, transform.Float32))
+	stages = append(stages, Options(Settings{Workers: p.Workers(), OnError: p.cfg.OnError, Seed: &seed}),
+		Batching(p.cfg.Eval.Batch, false), ToTensor(transform.NCHW, transform.Float32))
 	return New(stages...)
 }
 
@@ -320,18 +257,18 @@ func (p *Pipeline) evalPipeline() (*Pipeline, error) {
 type trainFeed struct{ p *Pipeline }
 
 func (f *trainFeed) Epoch(ctx context.Context, e int) (trainer.EpochFeed, error) {
-	if f.p.HasPrefetch() {
+	if f.p.devs != nil {
 		x, err := f.p.DeviceEpoch(ctx, e)
 		if err != nil {
 			return nil, err
 		}
-		return &deviceFeed{x: x}, nil
+		return &deviceFeed{p: f.p, x: x}, nil
 	}
 	x, err := f.p.Epoch(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	return &hostFeed{x: x}, nil
+	return &hostFeed{p: f.p, x: x}, nil
 }
 
 // batchTensor views NCHW float32 batch bytes as a tensor, without copying.
@@ -341,7 +278,10 @@ func batchTensor(p *Pipeline, data []byte, n int) *trainer.Tensor {
 	return &trainer.Tensor{Shape: []int{n, s.C, s.H, s.W}, Data: f[:n*s.Len()]}
 }
 
-type deviceFeed struct{ x *DeviceEpoch }
+type deviceFeed struct {
+	p *Pipeline
+	x *DeviceEpoch
+}
 
 func (f *deviceFeed) Next(r int) (trainer.Batch, error) {
 	db, err := f.x.Next(r)
@@ -353,13 +293,16 @@ func (f *deviceFeed) Next(r int) (trainer.Batch, error) {
 		db.Release()
 		return trainer.Batch{}, errors.New("pipe: the trainer reads device memory from the host: use devices=cpu:N")
 	}
-	return trainer.Batch{X: batchTensor(f.x.p, data, db.N), Labels: db.Labels, Samples: db.Samples, Release: db.Release}, nil
+	return trainer.Batch{X: batchTensor(f.p, data, db.N), Labels: db.Labels, Samples: db.Samples, Release: db.Release}, nil
 }
 
-func (f *deviceFeed) Stall(r int) time.Duration { return f.x.queues[r].Stats().ConsumerWait }
+func (f *deviceFeed) Stall(r int) time.Duration { return f.x.Stall(r) }
 func (f *deviceFeed) Close() error              { return f.x.Close() }
 
-type hostFeed struct{ x *Epoch }
+type hostFeed struct {
+	p *Pipeline
+	x *Epoch
+}
 
 func (f *hostFeed) Next(r int) (trainer.Batch, error) {
 	if r != 0 {
@@ -372,7 +315,7 @@ func (f *hostFeed) Next(r int) (trainer.Batch, error) {
 	if err != nil {
 		return trainer.Batch{}, err
 	}
-	return trainer.Batch{X: batchTensor(f.x.p, b.Data, b.N), Labels: b.Labels, Samples: b.Samples, Release: b.Release}, nil
+	return trainer.Batch{X: batchTensor(f.p, b.Data, b.N), Labels: b.Labels, Samples: b.Samples, Release: b.Release}, nil
 }
 
 func (f *hostFeed) Stall(int) time.Duration {

@@ -90,7 +90,6 @@ type cifarConfig struct {
 	url      string
 	checksum string
 	coarse   bool
-	ctx      context.Context
 	progress func(done, total int64)
 }
 
@@ -127,26 +126,24 @@ func WithDownloadProgress(f func(done, total int64)) CIFAROption {
 	return func(c *cifarConfig) error { c.progress = f; return nil }
 }
 
-// WithContext bounds a download by ctx. Default: context.Background().
-func WithContext(ctx context.Context) CIFAROption {
-	return func(c *cifarConfig) error { c.ctx = ctx; return nil }
-}
-
 // CIFAR10 opens a split of CIFAR-10 from path: the official
 // cifar-10-binary.tar.gz, the cifar-10-batches-bin directory extracted from
-// it (or a directory holding that), or a single batch file.
-func CIFAR10(path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
-	return openCIFAR(cifar10, path, split, opts)
+// it (or a directory holding that), or a single batch file. Cancelling ctx
+// stops a download (leaving nothing in the cache directory) or the reading
+// of the archive; the error wraps ctx's.
+func CIFAR10(ctx context.Context, path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
+	return openCIFAR(ctx, cifar10, path, split, opts)
 }
 
 // CIFAR100 opens a split of CIFAR-100 from path: the official
 // cifar-100-binary.tar.gz, the cifar-100-binary directory, or a single file.
-func CIFAR100(path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
-	return openCIFAR(cifar100, path, split, opts)
+// ctx is as for [CIFAR10].
+func CIFAR100(ctx context.Context, path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
+	return openCIFAR(ctx, cifar100, path, split, opts)
 }
 
-func openCIFAR(f *cifarFormat, p string, split Split, opts []CIFAROption) (*CIFAR, error) {
-	cfg := cifarConfig{url: f.url, checksum: f.checksum, ctx: context.Background()}
+func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts []CIFAROption) (*CIFAR, error) {
+	cfg := cifarConfig{url: f.url, checksum: f.checksum}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, fmt.Errorf("%s: %w", f.name, err)
@@ -155,7 +152,10 @@ func openCIFAR(f *cifarFormat, p string, split Split, opts []CIFAROption) (*CIFA
 	if f.labelBytes == 1 && cfg.coarse {
 		return nil, fmt.Errorf("%s: coarse labels exist only in cifar100", f.name)
 	}
-	p, err := resolveCIFARPath(f, p, cfg)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.name, err)
+	}
+	p, err := resolveCIFARPath(ctx, f, p, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -176,9 +176,9 @@ func openCIFAR(f *cifarFormat, p string, split Split, opts []CIFAROption) (*CIFA
 	}
 	switch {
 	case st.IsDir():
-		err = c.loadDir(p, members)
+		err = c.loadDir(ctx, p, members)
 	case strings.HasSuffix(p, ".tar.gz") || strings.HasSuffix(p, ".tgz"):
-		err = c.loadArchive(p, members)
+		err = c.loadArchive(ctx, p, members)
 	default:
 		err = c.loadFile(p, st.Size())
 	}
@@ -224,7 +224,7 @@ func numbered(n int) []string {
 
 // resolveCIFARPath returns the file or directory to read, downloading the
 // archive when allowed and needed.
-func resolveCIFARPath(f *cifarFormat, p string, cfg cifarConfig) (string, error) {
+func resolveCIFARPath(ctx context.Context, f *cifarFormat, p string, cfg cifarConfig) (string, error) {
 	if p != "" {
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
@@ -248,22 +248,25 @@ func resolveCIFARPath(f *cifarFormat, p string, cfg cifarConfig) (string, error)
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
-	if err := Download(cfg.ctx, cfg.url, dst, cfg.checksum, cfg.progress); err != nil {
+	if err := Download(ctx, cfg.url, dst, cfg.checksum, cfg.progress); err != nil {
 		return "", fmt.Errorf("%s: %w", f.name, err)
 	}
 	return dst, nil
 }
 
-func (c *CIFAR) loadDir(dir string, members []string) error {
+func (c *CIFAR) loadDir(ctx context.Context, dir string, members []string) error {
 	// Accept the extracted directory itself or a directory that holds it.
 	if _, err := os.Stat(filepath.Join(dir, members[0])); err != nil {
 		if sub := filepath.Join(dir, c.format.dir); isDir(sub) {
 			dir = sub
 		} else if a := filepath.Join(dir, c.format.archive); fileExists(a) {
-			return c.loadArchive(a, members)
+			return c.loadArchive(ctx, a, members)
 		}
 	}
 	for _, m := range members {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: %s: %w", c.format.name, dir, err)
+		}
 		name := filepath.Join(dir, m)
 		st, err := os.Stat(name)
 		if err != nil {
@@ -318,15 +321,28 @@ func (c *CIFAR) records(name string, size int64) (int, error) {
 	return int(size / rs), nil
 }
 
-func (c *CIFAR) loadArchive(name string, members []string) error {
+// loadArchive reads the members from the official archive. Cancelling ctx
+// stops it within a megabyte of the archive.
+func (c *CIFAR) loadArchive(ctx context.Context, name string, members []string) error {
 	fh, err := os.Open(name)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.format.name, err)
 	}
 	defer fh.Close()
 	c.osFiles = []string{name}
-	zr, err := gzip.NewReader(bufio.NewReaderSize(fh, 1<<20))
+	// A read that ctx stops shows below as a broken archive; ctx is the
+	// reason.
+	canceled := func() error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: %s: %w", c.format.name, name, err)
+		}
+		return nil
+	}
+	zr, err := gzip.NewReader(bufio.NewReaderSize(ctxReader{ctx, fh}, 1<<20))
 	if err != nil {
+		if err := canceled(); err != nil {
+			return err
+		}
 		return fmt.Errorf("%s: %s: %w: not a gzip archive: %v", c.format.name, name, ErrFormat, err)
 	}
 	defer zr.Close()
@@ -344,6 +360,9 @@ func (c *CIFAR) loadArchive(name string, members []string) error {
 			break
 		}
 		if err != nil {
+			if err := canceled(); err != nil {
+				return err
+			}
 			return fmt.Errorf("%s: %s: %w: %v", c.format.name, name, ErrFormat, err)
 		}
 		base := path.Base(h.Name)
@@ -362,10 +381,18 @@ func (c *CIFAR) loadArchive(name string, members []string) error {
 		}
 		data := make([]byte, h.Size)
 		if n, err := io.ReadFull(tr, data); err != nil {
+			if err := canceled(); err != nil {
+				return err
+			}
 			return fmt.Errorf("%s: %s: %w: member cut short at offset %d of %d: %v", c.format.name, member, ErrFormat, n, h.Size, err)
 		}
 		c.files[i] = cifarFile{name: member, data: data}
 		found++
+	}
+	// tar stops at its end-of-archive blocks even when the read that gave
+	// them also said ctx was done.
+	if err := canceled(); err != nil {
+		return err
 	}
 	if found != len(members) {
 		var missing []string

@@ -92,7 +92,7 @@ func TestCIFARArchiveDirAndFileAgree(t *testing.T) {
 	for _, split := range []Split{Train, Test} {
 		var opened []*CIFAR
 		for _, p := range []string{archive, root, filepath.Join(root, "cifar-10-batches-bin")} {
-			c, err := CIFAR10(p, split)
+			c, err := CIFAR10(t.Context(), p, split)
 			if err != nil {
 				t.Fatalf("%s: %v", p, err)
 			}
@@ -130,7 +130,7 @@ func TestCIFARArchiveDirAndFileAgree(t *testing.T) {
 			}
 		}
 	}
-	single, err := CIFAR10(filepath.Join(root, "cifar-10-batches-bin", "data_batch_2.bin"), Train)
+	single, err := CIFAR10(t.Context(), filepath.Join(root, "cifar-10-batches-bin", "data_batch_2.bin"), Train)
 	if err != nil || single.Len() != 7 {
 		t.Fatalf("single file: %v, %d records", err, single.Len())
 	}
@@ -172,7 +172,7 @@ func TestCIFARBadInput(t *testing.T) {
 		}, []string{"emptydir", "missing data_batch_1.bin"}},
 	}
 	for _, c := range cases {
-		_, err := CIFAR10(c.setup(), Train)
+		_, err := CIFAR10(t.Context(), c.setup(), Train)
 		if err == nil {
 			t.Errorf("%s: no error", c.name)
 			continue
@@ -191,7 +191,7 @@ func TestCIFARLabelOutOfRange(t *testing.T) {
 	b[2*3073] = 10 // record 2 of the second file: sample 6
 	dir := t.TempDir()
 	writeDir(t, dir, files)
-	c, err := CIFAR10(dir, Train)
+	c, err := CIFAR10(t.Context(), dir, Train)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,11 +221,11 @@ func TestCIFAR100Labels(t *testing.T) {
 	}
 	dir := t.TempDir()
 	writeDir(t, dir, map[string][]byte{"train.bin": b, "coarse_label_names.txt": []byte(strings.Repeat("x\n", 20))})
-	fine, err := CIFAR100(dir, Train)
+	fine, err := CIFAR100(t.Context(), dir, Train)
 	if err != nil {
 		t.Fatal(err)
 	}
-	coarse, err := CIFAR100(dir, Train, WithCoarseLabels())
+	coarse, err := CIFAR100(t.Context(), dir, Train, WithCoarseLabels())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestCIFAR100Labels(t *testing.T) {
 	if len(fine.Info().Classes) != 100 || len(coarse.Info().Classes) != 20 {
 		t.Errorf("classes: %d fine, %d coarse", len(fine.Info().Classes), len(coarse.Info().Classes))
 	}
-	if _, err := CIFAR10(dir, Train, WithCoarseLabels()); err == nil {
+	if _, err := CIFAR10(t.Context(), dir, Train, WithCoarseLabels()); err == nil {
 		t.Error("cifar10 accepted coarse labels")
 	}
 }
@@ -270,7 +270,7 @@ func TestDownload(t *testing.T) {
 
 	cache := t.TempDir()
 	var seen int64
-	c, err := CIFAR10("", Train, WithDownload(cache), WithMirror(srv.URL+"/ok.tar.gz", md5sum(archive)),
+	c, err := CIFAR10(t.Context(), "", Train, WithDownload(cache), WithMirror(srv.URL+"/ok.tar.gz", md5sum(archive)),
 		WithDownloadProgress(func(done, total int64) { seen = done }))
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestDownload(t *testing.T) {
 	}
 	// A second open uses the cached file without the network.
 	srv.Close()
-	if _, err := CIFAR10("", Test, WithDownload(cache), WithMirror("http://127.0.0.1:1/none", md5sum(archive))); err != nil {
+	if _, err := CIFAR10(t.Context(), "", Test, WithDownload(cache), WithMirror("http://127.0.0.1:1/none", md5sum(archive))); err != nil {
 		t.Fatalf("cached archive not reused: %v", err)
 	}
 
@@ -298,7 +298,7 @@ func TestDownload(t *testing.T) {
 		{"/cut.tar.gz", md5sum(archive), "unexpected EOF"},
 	} {
 		dir := t.TempDir()
-		_, err := CIFAR10(filepath.Join(dir, "absent"), Train, WithDownload(dir), WithMirror(srv2.URL+c.path, c.sum))
+		_, err := CIFAR10(t.Context(), filepath.Join(dir, "absent"), Train, WithDownload(dir), WithMirror(srv2.URL+c.path, c.sum))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", c.path, err, c.want)
 		}
@@ -310,18 +310,18 @@ func TestDownload(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("network failure: %v", err)
 	}
-	if _, err := CIFAR10("", Train, WithMirror("x", "crc:12")); err == nil {
+	if _, err := CIFAR10(t.Context(), "", Train, WithMirror("x", "crc:12")); err == nil {
 		t.Error("bad checksum spec accepted")
 	}
 }
 
 func TestRealCIFAR10(t *testing.T) {
 	archive := shareddata.Path(t, "cifar10/cifar-10-binary.tar.gz")
-	train, err := CIFAR10(archive, Train)
+	train, err := CIFAR10(t.Context(), archive, Train)
 	if err != nil {
 		t.Fatal(err)
 	}
-	test, err := CIFAR10(archive, Test)
+	test, err := CIFAR10(t.Context(), archive, Test)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestRealCIFAR10(t *testing.T) {
 			t.Errorf("test class %d has %d samples, want 1000", c, n)
 		}
 	}
-	frag, err := CIFAR10(shareddata.Path(t, "cifar10-original-fragment/data_batch_1.first258.bin"), Train)
+	frag, err := CIFAR10(t.Context(), shareddata.Path(t, "cifar10-original-fragment/data_batch_1.first258.bin"), Train)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func FuzzCIFARFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := filepath.Join(dir, "data.bin")
 		os.WriteFile(p, b, 0o644)
-		c, err := CIFAR10(p, Train)
+		c, err := CIFAR10(t.Context(), p, Train)
 		if err != nil {
 			if len(b) > 0 && len(b)%3073 == 0 {
 				t.Fatalf("whole records rejected: %v", err)

@@ -46,7 +46,9 @@ func parseChecksum(s string) (func() hash.Hash, []byte, error) {
 // Download fetches url into dst, checking the bytes against checksum
 // ("md5:<hex>" or "sha256:<hex>"). The file appears at dst only whole and
 // verified: bytes go to a temporary file beside it, which is renamed into
-// place on success and removed on any failure.
+// place on success and removed on any failure. Cancelling ctx stops the
+// transfer at once, even one stalled on a server that has stopped sending;
+// the error then wraps ctx's error rather than [ErrDownload].
 func Download(ctx context.Context, url, dst, checksum string, progress func(done, total int64)) (err error) {
 	newHash, want, err := parseChecksum(checksum)
 	if err != nil {
@@ -61,6 +63,9 @@ func Download(ctx context.Context, url, dst, checksum string, progress func(done
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("download %s: %w", url, cerr)
+		}
 		return fmt.Errorf("%w: %s: %w", ErrDownload, url, err)
 	}
 	defer resp.Body.Close()
@@ -84,6 +89,11 @@ func Download(ctx context.Context, url, dst, checksum string, progress func(done
 	}
 	n, err := io.Copy(io.MultiWriter(tmp, h), body)
 	if err != nil {
+		// The transport closes the connection when ctx is done, so a read
+		// waiting on a silent server returns.
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("download %s: after %d bytes: %w", url, n, cerr)
+		}
 		return fmt.Errorf("%w: %s: after %d bytes: %w", ErrDownload, url, n, err)
 	}
 	if resp.ContentLength >= 0 && n != resp.ContentLength {

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -59,11 +60,16 @@ func WithClassNames(path string) FolderOption { return func(c *folderConfig) { c
 // .jpg, .jpeg and .png (any case) inside class folders, and empty files,
 // are kept as corrupt records (see Corrupt): with on_error=skip they are
 // skipped and listed, otherwise the run stops on the first. Dot files are
-// ignored.
-func OpenFolder(root string, opts ...FolderOption) (*Folder, error) {
+// ignored. Listing stats every file, which takes a while for a folder the
+// size of ImageNet; cancelling ctx stops it before the next file, and the
+// error wraps ctx's.
+func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder, error) {
 	var cfg folderConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("image_folder: %w", err)
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -79,9 +85,9 @@ func OpenFolder(root string, opts ...FolderOption) (*Folder, error) {
 	f := &Folder{root: abs}
 	var classes []string
 	if cfg.labels != "" {
-		classes, err = f.listFlat(cfg.labels)
+		classes, err = f.listFlat(ctx, cfg.labels)
 	} else {
-		classes, err = f.listClasses()
+		classes, err = f.listClasses(ctx)
 	}
 	if err != nil {
 		return nil, err
@@ -115,7 +121,8 @@ func OpenFolder(root string, opts ...FolderOption) (*Folder, error) {
 }
 
 // listClasses lists class sub-directories and their files, both sorted.
-func (f *Folder) listClasses() ([]string, error) {
+// Each file costs a stat, so it looks at ctx before each.
+func (f *Folder) listClasses(ctx context.Context) ([]string, error) {
 	entries, err := os.ReadDir(f.root)
 	if err != nil {
 		return nil, fmt.Errorf("image_folder: %w", err)
@@ -135,6 +142,9 @@ func (f *Folder) listClasses() ([]string, error) {
 			return nil, fmt.Errorf("image_folder: %w", err)
 		}
 		for _, e := range files {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("image_folder: %s: listing: %w", f.root, err)
+			}
 			if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 				continue
 			}
@@ -164,14 +174,18 @@ type fileStat struct{ path string }
 
 func (s fileStat) Info() (os.FileInfo, error) { return os.Stat(s.path) }
 
-// listFlat reads the labels CSV: the samples are the files it lists.
-func (f *Folder) listFlat(csvPath string) ([]string, error) {
+// listFlat reads the labels CSV: the samples are the files it lists. Each
+// costs a stat, so it looks at ctx before each.
+func (f *Folder) listFlat(ctx context.Context, csvPath string) ([]string, error) {
 	rows, err := readCSV(csvPath)
 	if err != nil {
 		return nil, err
 	}
 	maxLabel := -1
 	for _, r := range rows {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("image_folder: %s: listing: %w", f.root, err)
+		}
 		label, err := strconv.Atoi(r.fields[1])
 		if err != nil || label < 0 {
 			if r.line == 1 {

@@ -16,7 +16,7 @@ import (
 // synset names.
 func TestFolderFlatWithLabels(t *testing.T) {
 	dir := shareddata.Path(t, "imagenet-sample")
-	f, err := OpenFolder(dir, WithLabels(filepath.Join(dir, "labels.csv")), WithClassNames(filepath.Join(dir, "synsets.csv")))
+	f, err := OpenFolder(t.Context(), dir, WithLabels(filepath.Join(dir, "labels.csv")), WithClassNames(filepath.Join(dir, "synsets.csv")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestFolderFlatWithLabels(t *testing.T) {
 		t.Errorf("corrupt: %v", f.Corrupt())
 	}
 	fp1, _ := f.Fingerprint()
-	g, _ := OpenFolder(dir, WithLabels(filepath.Join(dir, "labels.csv")))
+	g, _ := OpenFolder(t.Context(), dir, WithLabels(filepath.Join(dir, "labels.csv")))
 	if fp2, _ := g.Fingerprint(); fp1 == fp2 {
 		t.Error("fingerprint ignores the class names file")
 	}
@@ -61,7 +61,7 @@ func TestFolderClassDirectories(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f, err := OpenFolder(root)
+	f, err := OpenFolder(t.Context(), root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +88,10 @@ func TestFolderClassDirectories(t *testing.T) {
 	if err := f.Read(1, &rec); !errors.Is(err, ErrUnknownFormat) {
 		t.Errorf("reading the .txt: %v", err)
 	}
-	if _, err := OpenFolder(filepath.Join(root, "dog")); err == nil || !strings.Contains(err.Error(), "no class sub-directories") {
+	if _, err := OpenFolder(t.Context(), filepath.Join(root, "dog")); err == nil || !strings.Contains(err.Error(), "no class sub-directories") {
 		t.Errorf("a folder without classes: %v", err)
 	}
-	if _, err := OpenFolder(filepath.Join(root, "nope")); err == nil {
+	if _, err := OpenFolder(t.Context(), filepath.Join(root, "nope")); err == nil {
 		t.Error("a missing folder opened")
 	}
 }

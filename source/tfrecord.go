@@ -2,11 +2,13 @@ package source
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,7 +25,9 @@ import (
 // verified on every read. Random access goes through an offset index built
 // on first use and stored in an index directory, keyed by the file's
 // fingerprint, so a changed file gets a new one. GZIP-compressed files are
-// decompressed once into that directory.
+// decompressed once into that directory. Indexes and decompressed copies
+// appear there only whole, so an open that fails or is cancelled leaves
+// nothing half written.
 type TFRecord struct {
 	files    []*tfFile
 	starts   []int // global index of each file's first record
@@ -80,10 +84,16 @@ func maskedCRC(b []byte) uint32 {
 }
 
 // OpenTFRecord opens the files matching pattern (a glob), in sorted order.
-func OpenTFRecord(pattern string, opts ...TFRecordOption) (*TFRecord, error) {
+// Opening reads every file: it decompresses GZIP files and builds indexes
+// the index directory lacks, then reads every record's label. Cancelling
+// ctx stops that within about a megabyte of reading; the error wraps ctx's.
+func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (*TFRecord, error) {
 	cfg := tfConfig{imageKey: "image/encoded", labelKey: "image/class/label", textKey: "image/class/text"}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
 	names, err := shardFiles("tfrecord", pattern, &cfg.indexDir)
 	if err != nil {
@@ -99,7 +109,7 @@ func OpenTFRecord(pattern string, opts ...TFRecordOption) (*TFRecord, error) {
 			return nil, fmt.Errorf("tfrecord: %w", err)
 		}
 		h.WriteString(fp)
-		f, err := openTFFile(name, fp, cfg.indexDir)
+		f, err := openTFFile(ctx, name, fp, cfg.indexDir)
 		if err != nil {
 			t.Close()
 			return nil, err
@@ -113,7 +123,7 @@ func OpenTFRecord(pattern string, opts ...TFRecordOption) (*TFRecord, error) {
 		t.Close()
 		return nil, fmt.Errorf("tfrecord: %s: %w: no records", pattern, ErrFormat)
 	}
-	classes, err := t.classes(cfg.labelOffset)
+	classes, err := t.classes(ctx, cfg.labelOffset)
 	if err != nil {
 		t.Close()
 		return nil, err
@@ -124,7 +134,7 @@ func OpenTFRecord(pattern string, opts ...TFRecordOption) (*TFRecord, error) {
 
 // openTFFile opens one file through its index, building the index (and,
 // for GZIP, the plain copy) if the index directory lacks it.
-func openTFFile(name, fp, dir string) (*tfFile, error) {
+func openTFFile(ctx context.Context, name, fp, dir string) (*tfFile, error) {
 	f := &tfFile{name: name, path: name}
 	gz, err := isGzip(name)
 	if err != nil {
@@ -135,7 +145,7 @@ func openTFFile(name, fp, dir string) (*tfFile, error) {
 	if gz {
 		f.path = filepath.Join(dir, key+".tfrecord")
 		if _, err := os.Stat(f.path); err != nil {
-			if err := gunzipCopy(name, f.path, "tfrecord"); err != nil {
+			if err := gunzipCopy(ctx, name, f.path, "tfrecord"); err != nil {
 				return nil, err
 			}
 		}
@@ -145,7 +155,7 @@ func openTFFile(name, fp, dir string) (*tfFile, error) {
 			f.offsets = append(f.offsets, int64(binary.LittleEndian.Uint64(b[i:])))
 		}
 	} else {
-		if f.offsets, err = scanTF(f.path, name); err != nil {
+		if f.offsets, err = scanTF(ctx, f.path, name); err != nil {
 			return nil, err
 		}
 		var out []byte
@@ -154,12 +164,10 @@ func openTFFile(name, fp, dir string) (*tfFile, error) {
 		}
 		// Best effort: without a writable index directory, the index is
 		// rebuilt on every open.
-		if os.MkdirAll(dir, 0o755) == nil {
-			tmp := index + ".tmp"
-			if os.WriteFile(tmp, out, 0o644) == nil {
-				os.Rename(tmp, index)
-			}
-		}
+		writeAtomic(index, func(w *os.File) error {
+			_, err := w.Write(out)
+			return err
+		})
 	}
 	if f.fh, err = os.Open(f.path); err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
@@ -188,40 +196,44 @@ func shardFiles(what, pattern string, dir *string) ([]string, error) {
 	return names, nil
 }
 
-// gunzipCopy decompresses the gzipped file src into dst (via a temporary
-// file, so a crash leaves no half copy); what names the source in errors.
-func gunzipCopy(src, dst, what string) error {
+// gunzipCopy decompresses the gzipped file src into dst, which appears only
+// whole (see writeAtomic); what names the source in errors. Cancelling ctx
+// stops it within a megabyte of src.
+func gunzipCopy(ctx context.Context, src, dst, what string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer in.Close()
-	zr, err := gzip.NewReader(bufio.NewReader(in))
+	zr, err := gzip.NewReader(bufio.NewReaderSize(ctxReader{ctx, in}, 1<<20))
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("%s: %s: %w", what, src, cerr)
+		}
 		return fmt.Errorf("%s: %s: %w: bad gzip header: %v", what, src, ErrFormat, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	tmp := dst + ".tmp"
-	out, err := os.Create(tmp)
+	err = writeAtomic(dst, func(out *os.File) error {
+		_, err := io.Copy(out, zr)
+		var pe *fs.PathError
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s: decompressing: %w", src, ctx.Err())
+		case errors.As(err, &pe):
+			return err // reading src or writing dst, not the data's fault
+		}
+		return fmt.Errorf("%s: %w: %v", src, ErrFormat, err)
+	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if _, err := io.Copy(out, zr); err != nil {
-		out.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("%s: %s: %w: %v", what, src, ErrFormat, err)
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
+	return nil
 }
 
 // scanTF walks a plain TFRecord file, checking every length's CRC, and
 // returns the record offsets. (Data CRCs are checked on every read.)
-func scanTF(path, name string) ([]int64, error) {
+func scanTF(ctx context.Context, path, name string) ([]int64, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
@@ -232,6 +244,7 @@ func scanTF(path, name string) ([]int64, error) {
 	r := bufio.NewReaderSize(fh, 1<<20)
 	var offs []int64
 	var head [12]byte
+	p := poller{ctx: ctx}
 	for off := int64(0); off < size; {
 		if _, err := io.ReadFull(r, head[:]); err != nil {
 			return nil, &RecordError{File: name, Offset: off, Index: len(offs), Err: fmt.Errorf("%w: truncated record header", ErrFormat)}
@@ -248,6 +261,9 @@ func scanTF(path, name string) ([]int64, error) {
 			return nil, &RecordError{File: name, Offset: off, Index: len(offs) - 1, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
 		}
 		off += 16 + int64(n)
+		if err := p.poll(16 + int64(n)); err != nil {
+			return nil, fmt.Errorf("tfrecord: %s: indexing: %w", name, err)
+		}
 	}
 	return offs, nil
 }
@@ -323,16 +339,20 @@ func (t *TFRecord) Read(i int, rec *Record) error {
 // classes reads every record's label (and class text where present) to
 // name the classes: the text of each label, else its number. Records that
 // fail their checks are kept in t.corrupt.
-func (t *TFRecord) classes(offset int) ([]string, error) {
+func (t *TFRecord) classes(ctx context.Context, offset int) ([]string, error) {
 	names := map[int]string{}
 	maxLabel := -1
 	var buf []byte
+	p := poller{ctx: ctx}
 	for k, f := range t.files {
 		for j := range f.offsets {
 			bad := func(err error) {
 				t.corrupt = append(t.corrupt, &RecordError{File: f.name, Offset: f.offsets[j], Index: t.starts[k] + j, Err: err})
 			}
 			data, err := f.readRaw(j, t.starts[k]+j, buf)
+			if err := p.poll(16 + int64(len(data))); err != nil {
+				return nil, fmt.Errorf("tfrecord: %s: reading labels: %w", f.name, err)
+			}
 			if err != nil {
 				var re *RecordError
 				if !errors.As(err, &re) {

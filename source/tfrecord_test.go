@@ -23,7 +23,7 @@ func TestTFRecordReal(t *testing.T) {
 		file string
 		n    int
 	}{{"train-00000-of-00001", 858}, {"validation-00000-of-00001", 165}} {
-		src, err := OpenTFRecord(filepath.Join(dir, c.file), WithIndexDir(idx), WithLabelOffset(1))
+		src, err := OpenTFRecord(t.Context(), filepath.Join(dir, c.file), WithIndexDir(idx), WithLabelOffset(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestTFRecordCorruption(t *testing.T) {
 	dir := t.TempDir()
 	plain := filepath.Join(dir, "val.tfrecord")
 	os.WriteFile(plain, orig, 0o644)
-	good, err := OpenTFRecord(plain, WithIndexDir(dir), WithLabelOffset(1))
+	good, err := OpenTFRecord(t.Context(), plain, WithIndexDir(dir), WithLabelOffset(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestTFRecordCorruption(t *testing.T) {
 	// The label scan at open reads every record: it finds the flip and
 	// lists it (on_error=fail stops on it; skip skips it), and reading the
 	// record says the same.
-	br, err := OpenTFRecord(broken, WithIndexDir(dir), WithLabelOffset(1))
+	br, err := OpenTFRecord(t.Context(), broken, WithIndexDir(dir), WithLabelOffset(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,12 +104,12 @@ func TestTFRecordCorruption(t *testing.T) {
 	zw.Close()
 	zipped := filepath.Join(dir, "val.tfrecord.gz")
 	os.WriteFile(zipped, gz.Bytes(), 0o644)
-	z, err := OpenTFRecord(zipped, WithIndexDir(dir), WithLabelOffset(1))
+	z, err := OpenTFRecord(t.Context(), zipped, WithIndexDir(dir), WithLabelOffset(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer z.Close()
-	p, _ := OpenTFRecord(plain, WithIndexDir(dir), WithLabelOffset(1))
+	p, _ := OpenTFRecord(t.Context(), plain, WithIndexDir(dir), WithLabelOffset(1))
 	defer p.Close()
 	var a, b Record
 	for i := range p.Len() {
@@ -119,7 +119,7 @@ func TestTFRecordCorruption(t *testing.T) {
 			t.Fatalf("record %d differs between the GZIP and plain files", i)
 		}
 	}
-	if _, err := OpenTFRecord(filepath.Join(dir, "none-*"), WithIndexDir(dir)); err == nil {
+	if _, err := OpenTFRecord(t.Context(), filepath.Join(dir, "none-*"), WithIndexDir(dir)); err == nil {
 		t.Error("a glob matching nothing opened")
 	}
 }

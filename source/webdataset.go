@@ -2,6 +2,7 @@ package source
 
 import (
 	"archive/tar"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,9 +21,9 @@ import (
 // name up to the first dot of its base name — with the image in a .jpg,
 // .jpeg or .png member and the label in a .cls member (a decimal number)
 // or a field of a .json member. The members are indexed when the shards
-// open (a gzipped shard is decompressed once into the index directory), so
-// samples are read by index like any other source, and a shuffle stage
-// permutes all of them.
+// open (a gzipped shard is decompressed once into the index directory,
+// where the copy appears only whole), so samples are read by index like any
+// other source, and a shuffle stage permutes all of them.
 type WebDataset struct {
 	shards  []*wdsShard
 	samples []wdsSample
@@ -63,11 +64,17 @@ func WithWDSIndexDir(dir string) WebDatasetOption { return func(c *wdsConfig) { 
 
 // OpenWebDataset opens the shards matching pattern (a glob), in sorted
 // order. Samples without an image or a label, and a member cut short by a
-// truncated shard, are corrupt records (see Corrupt).
-func OpenWebDataset(pattern string, opts ...WebDatasetOption) (*WebDataset, error) {
+// truncated shard, are corrupt records (see Corrupt). Opening reads every
+// shard (and decompresses the gzipped ones the index directory lacks);
+// cancelling ctx stops that within about a megabyte of reading, and the
+// error wraps ctx's.
+func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOption) (*WebDataset, error) {
 	cfg := wdsConfig{labelField: "label"}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("webdataset: %w", err)
 	}
 	names, err := shardFiles("webdataset", pattern, &cfg.indexDir)
 	if err != nil {
@@ -91,7 +98,7 @@ func OpenWebDataset(pattern string, opts ...WebDatasetOption) (*WebDataset, erro
 		} else if gz {
 			plain = filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.tar", filepath.Base(name), xxhash.Sum64String(fp)))
 			if _, err := os.Stat(plain); err != nil {
-				if err := gunzipCopy(name, plain, "webdataset"); err != nil {
+				if err := gunzipCopy(ctx, name, plain, "webdataset"); err != nil {
 					w.Close()
 					return nil, err
 				}
@@ -103,7 +110,7 @@ func OpenWebDataset(pattern string, opts ...WebDatasetOption) (*WebDataset, erro
 			return nil, fmt.Errorf("webdataset: %w", err)
 		}
 		w.shards = append(w.shards, &wdsShard{name: name, fh: fh})
-		if err := w.index(si, fh, cfg.labelField); err != nil {
+		if err := w.index(ctx, si, fh, cfg.labelField); err != nil {
 			w.Close()
 			return nil, err
 		}
@@ -161,7 +168,7 @@ func (c *counter) Read(p []byte) (int, error) {
 }
 
 // index walks one shard's members into samples.
-func (w *WebDataset) index(si int, fh *os.File, labelField string) error {
+func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField string) error {
 	st, err := fh.Stat()
 	if err != nil {
 		return err
@@ -171,7 +178,13 @@ func (w *WebDataset) index(si int, fh *os.File, labelField string) error {
 	tr := tar.NewReader(c)
 	byKey := map[string]int{}
 	name := w.shards[si].name
+	p := poller{ctx: ctx}
+	var polled int64 // c.n at the last poll
 	for {
+		if err := p.poll(c.n - polled); err != nil {
+			return fmt.Errorf("webdataset: %s: indexing: %w", name, err)
+		}
+		polled = c.n
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil

@@ -1,7 +1,44 @@
-// Package trainer will hold the built-in data-parallel trainer: tensors,
-// layers, models, optimisers, gradient all-reduce, checkpoints and metrics.
-// It consumes the per-device queues of package prefetch and never reads
-// files or augments data. It is specified by the trainer issue and is empty
-// until that work lands; the pipeline runs without it ("pipe run" without a
-// train stage streams epochs and reports throughput).
+// Package trainer trains image classifiers on the CPU, data-parallel over
+// model replicas, from the batches the pipeline makes. With it a pipeline
+// runs end to end, from files to a trained model's accuracy, in Go alone,
+// and shows whether it keeps a training loop fed.
+//
+// It is built from the bottom up. A Tensor is a dense float32 array, image
+// batches in NCHW order. Layers (convolution, dense, batch normalisation,
+// ReLU, pooling, dropout, residual blocks) each have a forward pass and a
+// hand-written backward pass, checked against finite differences in the
+// tests. Nearly all their arithmetic reduces to one single-precision matrix
+// multiply, done the way BLIS and OpenBLAS do it: operands packed into
+// panels that stay in cache, a register-tiled micro-kernel in AVX-512 or
+// AVX2 assembly where the CPU has it and in Go elsewhere, and transposes
+// absorbed by the packing. A Model is a checked sequence of layers; three
+// are built in by name, as the train stage asks for them: mlp, keras_cnn
+// (Keras' CIFAR-10 example) and resnet (the CIFAR ResNets of He et al.,
+// depth 6n+2). The loss is softmax cross-entropy with label smoothing; the
+// optimisers are SGD (with momentum, Nesterov or not), Adam and RMSprop,
+// with weight decay on weights only; the learning rate follows a schedule
+// (constant, step, cosine, one-cycle, with warm-up), scaled from a base
+// batch to the global batch.
+//
+// Data parallelism works as it would across devices, in one process. The
+// trainer holds one model replica per device, all initialised from the same
+// seed; each step, every replica runs its slice of the global batch, and an
+// AllReducer averages what the mode calls for: the gradients every step
+// (sync), the parameters every few steps (local SGD), or once an epoch
+// (mixture). Gradients are summed in float64 from terms of fixed 16-sample
+// chunks, so splitting a batch among replicas (in multiples of 16) does not
+// change a bit of them, and dropout masks are keyed by the global sample,
+// not the replica: four replicas of 32 train the same model as one of 128.
+// The loop only calls the AllReducer, so an implementation across
+// processes can replace the in-process one without touching it.
+//
+// A run reads its batches through the Feed interface, one queue per
+// replica, and knows nothing of files, decoding or augmentation; the
+// pipeline fills the queues, and the trainer reports, per epoch, how long
+// each replica stalled waiting for them: the figure that says whether the
+// pipeline keeps up. Evaluation runs the model in inference mode over a
+// held-out feed. A checkpoint holds one copy of the model, the optimiser's
+// state and the position within the epoch; it is written atomically and
+// refused by a run with another model or data, and a stopped run resumes
+// from it at the step it would have taken next.
 package trainer

@@ -35,6 +35,20 @@ func DecoderName() string {
 	return "image/jpeg"
 }
 
+// DecoderModules says whose Huffman decoder and colour conversion the
+// jpegturbo build runs inside libjpeg-turbo: pipe's, or libjpeg's own where
+// the environment sets PIPE_LIBJPEG_ONLY=1 (read once, at start). It is ""
+// in the default build.
+func DecoderModules() string {
+	switch {
+	case !jpegturbo.Available:
+		return ""
+	case jpegturbo.LibjpegOnly:
+		return "libjpeg's own Huffman decoder and colour conversion (PIPE_LIBJPEG_ONLY=1)"
+	}
+	return "pipe's Huffman decoder and colour conversion"
+}
+
 // RegionDecoding reports whether this build can decode a window of a JPEG
 // at a reduced scale (the jpegturbo build).
 func RegionDecoding() bool { return jpegturbo.Available }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/pipefile"
 )
 
 func newCheck() *cobra.Command {
@@ -15,7 +15,7 @@ func newCheck() *cobra.Command {
 		Short: "validate a pipeline: parse it, open its data, and print the plan without running it",
 		Args:  exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			p, err := load(args[0])
+			p, err := load(c, args[0])
 			if err != nil {
 				return err
 			}
@@ -47,7 +47,7 @@ func newStages() *cobra.Command {
 // stagesText renders the registry; it is the reference in the README.
 func stagesText() string {
 	var b strings.Builder
-	for _, s := range pipe.Stages() {
+	for _, s := range pipefile.Stages() {
 		name := s.Name
 		if s.Kind == "source" {
 			name = "source " + s.Name
@@ -55,7 +55,7 @@ func stagesText() string {
 		fmt.Fprintf(&b, "%s\n    %s\n", name, s.Summary)
 		for _, p := range s.Params {
 			typ := p.Type.String()
-			if p.Type == pipe.Enum {
+			if p.Type == pipefile.Enum {
 				typ = strings.Join(p.Enum, "|")
 			}
 			def := ""

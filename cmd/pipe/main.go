@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/schollz/progressbar/v3"
@@ -27,6 +28,10 @@ func (e usageError) Unwrap() error { return e.err }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first Ctrl-C cancels the command's context, which stops every
+	// goroutine, download and index build; once it has, the signals get
+	// their default action back, so a second Ctrl-C exits at once.
+	context.AfterFunc(ctx, stop)
 	root := newRoot()
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -60,9 +65,10 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// load parses and builds a .pipe file, marking its errors as usage errors.
-// Downloads show a progress bar on stderr when it is a terminal.
-func load(name string) (*pipe.Pipeline, error) {
+// load parses and builds a .pipe file under the command's context, marking
+// its errors as usage errors. Downloads show a progress bar on stderr when
+// it is a terminal.
+func load(c *cobra.Command, name string) (*pipe.Pipeline, error) {
 	var opts []pipe.LoadOption
 	if isTerminal(os.Stderr) {
 		var bar *progressbar.ProgressBar
@@ -73,8 +79,11 @@ func load(name string) (*pipe.Pipeline, error) {
 			bar.Set64(done)
 		}))
 	}
-	p, err := pipe.Load(name, opts...)
+	p, err := pipe.Load(c.Context(), name, opts...)
 	if err != nil {
+		if c.Context().Err() != nil {
+			return nil, err
+		}
 		var se *pipe.SyntaxError
 		if errors.As(err, &se) || errors.Is(err, pipe.ErrConfig) || errors.Is(err, os.ErrNotExist) {
 			return nil, usageError{err}
@@ -82,6 +91,15 @@ func load(name string) (*pipe.Pipeline, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// setProcs applies the GOMAXPROCS the pipeline's epochs should run under
+// (Summary.Procs: a spare P beside workers that decode in C). A process-wide
+// setting is the command's to make, not the library's.
+func setProcs(p *pipe.Pipeline) {
+	if n := p.Summary().Procs; n > runtime.GOMAXPROCS(0) {
+		runtime.GOMAXPROCS(n)
+	}
 }
 
 func exactArgs(n int) cobra.PositionalArgs {

@@ -34,7 +34,7 @@ augmentation is right.`,
 			if n < 1 || scale < 1 || cols < 1 || epoch < 0 {
 				return usageError{fmt.Errorf("--n, --scale and --cols must be at least 1 and --epoch at least 0")}
 			}
-			p, err := load(args[0])
+			p, err := load(c, args[0])
 			if err != nil {
 				return err
 			}

@@ -76,7 +76,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	if f.consume < 0 || (f.consume > 0 && f.checksum) {
 		return usageError{fmt.Errorf("--consume=%v: must be positive, and cannot go with --checksum (concurrent consumers do not keep the order a checksum needs)", f.consume)}
 	}
-	p, err := load(file)
+	p, err := load(c, file)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,8 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	if f.workers > 0 {
 		p.SetWorkers(f.workers)
 	}
-	if p.Training() && !f.bench {
+	setProcs(p)
+	if p.Summary().Train && !f.bench {
 		if c.Flags().Changed("epochs") || f.checksum || f.consume > 0 {
 			return usageError{errors.New("with a train stage, set epochs= on it; --epochs, --checksum and --consume are for streaming")}
 		}
@@ -148,28 +149,31 @@ func isTerminal(w io.Writer) bool {
 
 func describe(p *pipe.Pipeline) string {
 	var b strings.Builder
-	info := p.Source().Info()
-	t := p.Tensor()
-	d := t.Dims(p.BatchSize())
-	fmt.Fprintf(&b, "source   %s: %d samples, %d classes\n", info.Identity, p.Source().Len(), len(info.Classes))
-	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d", p.Samples(), p.Batches(), p.BatchSize(), p.Seed())
-	if n := p.ShuffleBuffer(); n > 0 {
-		fmt.Fprintf(&b, "; shards in random order through a %d-sample shuffle buffer", n)
+	s := p.Summary()
+	t := s.Tensor
+	d := t.Dims(s.BatchSize)
+	fmt.Fprintf(&b, "source   %s: %d samples, %d classes\n", s.Source, s.SourceSamples, s.Classes)
+	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d", s.Samples, s.Batches, s.BatchSize, s.Seed)
+	if s.ShuffleBuffer > 0 {
+		fmt.Fprintf(&b, "; shards in random order through a %d-sample shuffle buffer", s.ShuffleBuffer)
+	}
+	if s.World > 1 {
+		fmt.Fprintf(&b, "; rank %d of %d", s.Rank, s.World)
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch", t.Layout, t.DType, d[0], d[1], d[2], d[3], p.BatchSize()*t.SampleBytes())
-	if h := p.HostTensor(); p.NormalizesOnDevice() {
-		fmt.Fprintf(&b, "; crosses to the devices as %s (%d bytes) and is normalized there", h.DType, p.BatchSize()*h.SampleBytes())
+	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch", t.Layout, t.DType, d[0], d[1], d[2], d[3], s.BatchSize*t.SampleBytes())
+	if h := s.HostTensor; s.NormalizeOnDevice {
+		fmt.Fprintf(&b, "; crosses to the devices as %s (%d bytes) and is normalized there", h.DType, s.BatchSize*h.SampleBytes())
 	}
 	b.WriteString("\n")
-	if d := p.Decoding(); d != "" {
-		fmt.Fprintf(&b, "decode   %s\n", d)
+	if s.Decode != "" {
+		fmt.Fprintf(&b, "decode   %s\n", s.Decode)
 	}
-	fmt.Fprintf(&b, "workers  %d, on_error=%s\n", p.Workers(), p.OnError())
-	if n := p.Devices(); p.HasPrefetch() {
-		fmt.Fprintf(&b, "devices  %d × %s: per-device batch %d, global batch %d\n", n, p.DeviceKind(), p.BatchSize()/n, p.BatchSize())
+	fmt.Fprintf(&b, "workers  %d, on_error=%s\n", s.Workers, s.OnError)
+	if n := s.Devices; n > 0 {
+		fmt.Fprintf(&b, "devices  %d × %s: per-device batch %d, global batch %d\n", n, s.DeviceKind, s.BatchSize/n, s.BatchSize)
 	}
-	if c := p.CacheInfo(); c != nil {
+	if c := s.Cache; c != nil {
 		fmt.Fprintf(&b, "cache    %s, fingerprint %s, %d shards of %d per epoch", c.Dir, c.Fingerprint, c.Shards, c.ShardSize)
 		if c.Echo {
 			fmt.Fprintf(&b, "; %d distinct epochs: epoch e ≥ %d replays epoch e mod %d's order and pre-cache augmentation (data echoing; stages after the cache draw afresh)", c.Epochs, c.Epochs, c.Epochs)

@@ -23,6 +23,7 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 	enc := json.NewEncoder(out)
 	var bar *progressbar.ProgressBar
 	started := time.Now()
+	dir := p.Summary().TrainOut
 	opts := pipe.TrainOptions{
 		Resume: f.resume,
 		OnStart: func(tr *trainer.Trainer) {
@@ -66,21 +67,21 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 		bar.Clear()
 	}
 	var files []string
-	if res != nil && len(res.History) > 0 && p.TrainOut() != "" {
+	if res != nil && len(res.History) > 0 && dir != "" {
 		var perr error
-		if files, perr = pipe.PlotHistory(p.TrainOut(), res.History); perr != nil && err == nil {
+		if files, perr = PlotHistory(dir, res.History); perr != nil && err == nil {
 			err = perr
 		}
 	}
 	if err != nil {
-		if c.Context().Err() != nil && res != nil && p.TrainOut() != "" {
+		if c.Context().Err() != nil && res != nil && dir != "" {
 			tr := res.Trainer
-			fmt.Fprintf(errw, "stopped at epoch %d, step %d of it; the checkpoint in %s has it: continue with --resume\n", tr.Epoch, tr.InEpoch, p.TrainOut())
+			fmt.Fprintf(errw, "stopped at epoch %d, step %d of it; the checkpoint in %s has it: continue with --resume\n", tr.Epoch, tr.InEpoch, dir)
 		}
 		return err
 	}
 	if !f.json {
-		fmt.Fprint(out, trainSummary(res.History, time.Since(started), p.TrainOut(), files))
+		fmt.Fprint(out, trainSummary(res.History, time.Since(started), dir, files))
 	}
 	return nil
 }

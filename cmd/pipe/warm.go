@@ -31,7 +31,7 @@ resumes where it stopped.`,
 			if epochs < 0 || workers < 0 {
 				return usageError{fmt.Errorf("--epochs and --workers must be 0 or more")}
 			}
-			p, err := load(args[0])
+			p, err := load(c, args[0])
 			if err != nil {
 				return err
 			}
@@ -43,6 +43,7 @@ resumes where it stopped.`,
 			if workers > 0 {
 				p.SetWorkers(workers)
 			}
+			setProcs(p)
 			distinct := info.Epochs
 			if epochs > distinct {
 				fmt.Fprintf(c.ErrOrStderr(), "pipe: the cache keeps %d distinct epochs (epoch e ≥ %d reuses e mod %d); warming those\n", distinct, distinct, distinct)
@@ -160,7 +161,7 @@ func newCache() *cobra.Command {
 				if f == os.DevNull {
 					continue
 				}
-				p, err := pipe.Load(f, pipe.WithCacheClosed())
+				p, err := pipe.Load(c.Context(), f, pipe.WithCacheClosed())
 				if err != nil {
 					return usageError{err}
 				}

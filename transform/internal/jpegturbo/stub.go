@@ -20,3 +20,7 @@ func New() (*Decoder, error)                                        { return nil
 func (d *Decoder) Header(data []byte) (w, h int, err error)         { return 0, 0, errOff }
 func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error { return errOff }
 func (d *Decoder) Abort()                                           {}
+
+// LibjpegOnly is the jpegturbo build's PIPE_LIBJPEG_ONLY switch; this build
+// has no libjpeg.
+const LibjpegOnly = false

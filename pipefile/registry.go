@@ -1,6 +1,7 @@
-package pipe
+package pipefile
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipefeed/pipe/cache"
+	"github.com/pipefeed/pipe/engine"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
 	"github.com/pipefeed/pipe/transform"
@@ -48,13 +51,17 @@ type Param struct {
 }
 
 // Spec declares a stage: its name, parameters and constructor. Sources are
-// specs of kind "source", used as "source NAME ...".
+// specs of kind "source", used as "source NAME ...". A spec is a value: the
+// registry holds them, `pipe stages` prints them, and the parser checks a
+// line against one before its Build makes the stage, by calling the same
+// constructor Go code calls.
 type Spec struct {
 	Name    string
 	Kind    string // "source" or "stage"
 	Summary string
 	Params  []Param
-	// Build makes the stage from validated arguments.
+	// Build makes the stage from validated arguments. A source spec's
+	// Build opens nothing: it returns a stage that Open opens.
 	Build func(a Args) (Stage, error)
 }
 
@@ -73,16 +80,6 @@ func (s *Spec) Param(name string) *Param {
 type Args struct {
 	spec *Spec
 	vals map[string]string
-	load *loadConfig
-}
-
-// Progress returns the download progress callback the pipeline is loaded
-// with, or nil.
-func (a Args) Progress() func(done, total int64) {
-	if a.load == nil {
-		return nil
-	}
-	return a.load.progress
 }
 
 // with returns a copy of a with one value changed.
@@ -92,7 +89,35 @@ func (a Args) with(name, value string) Args {
 		vals[k] = v
 	}
 	vals[name] = value
-	return Args{spec: a.spec, vals: vals, load: a.load}
+	return Args{spec: a.spec, vals: vals}
+}
+
+// Line is the canonical line of the arguments: the stage name (or "source"
+// and the source name), then every parameter that has a value, in the
+// spec's order.
+func (a Args) Line() string {
+	parts := []string{a.spec.Name}
+	if a.spec.Kind == "source" {
+		parts = []string{"source", a.spec.Name}
+	}
+	for _, p := range a.spec.Params {
+		if v, ok := a.vals[p.Name]; ok && (v != "" || p.Type == String) {
+			parts = append(parts, p.Name+"="+quote(v))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// OpenOptions are passed to the sources a file's stages open.
+type OpenOptions struct {
+	// Progress reports the progress of downloads (total is -1 when
+	// unknown).
+	Progress func(done, total int64)
+}
+
+// opener makes a source stage of args whose source open opens.
+func opener(a Args, open func(ctx context.Context, o *OpenOptions) (source.Source, error)) Stage {
+	return Stage{name: "source", line: a.Line(), open: open, apply: setSource}
 }
 
 // Has reports whether the parameter was given or has a default.
@@ -238,30 +263,28 @@ func init() {
 		{Name: "mirror", Type: String, Doc: "download from this URL instead of the official one (needs checksum)"},
 		{Name: "checksum", Type: String, Doc: "the mirror's md5:<hex> or sha256:<hex>"},
 	}
-	openCIFAR := func(open func(string, source.Split, ...source.CIFAROption) (*source.CIFAR, error), extra func(Args) []source.CIFAROption) func(Args) (Stage, error) {
+	openCIFAR := func(open func(context.Context, string, source.Split, ...source.CIFAROption) (*source.CIFAR, error), extra func(Args) []source.CIFAROption) func(Args) (Stage, error) {
 		return func(a Args) (Stage, error) {
-			split, _ := source.ParseSplit(a.String("split"))
-			var opts []source.CIFAROption
-			if a.Bool("download") {
-				opts = append(opts, source.WithDownload(a.String("cache_dir")))
-				if f := a.Progress(); f != nil {
-					opts = append(opts, source.WithDownloadProgress(f))
-				}
-			}
 			if a.Has("mirror") != a.Has("checksum") {
 				return Stage{}, fmt.Errorf("mirror and checksum go together: a download is only kept if it matches its checksum")
 			}
-			if a.Has("mirror") {
-				opts = append(opts, source.WithMirror(a.String("mirror"), a.String("checksum")))
-			}
-			if extra != nil {
-				opts = append(opts, extra(a)...)
-			}
-			src, err := open(a.String("path"), split, opts...)
-			if err != nil {
-				return Stage{}, err
-			}
-			return Source(src), nil
+			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
+				split, _ := source.ParseSplit(a.String("split"))
+				var opts []source.CIFAROption
+				if a.Bool("download") {
+					opts = append(opts, source.WithDownload(a.String("cache_dir")))
+					if o.Progress != nil {
+						opts = append(opts, source.WithDownloadProgress(o.Progress))
+					}
+				}
+				if a.Has("mirror") {
+					opts = append(opts, source.WithMirror(a.String("mirror"), a.String("checksum")))
+				}
+				if extra != nil {
+					opts = append(opts, extra(a)...)
+				}
+				return open(ctx, a.String("path"), split, opts...)
+			}), nil
 		}
 	}
 	Register(&Spec{Name: "cifar10", Kind: "source", Summary: "CIFAR-10 binary distribution: 32×32 RGB, 10 classes (50,000 train, 10,000 test)",
@@ -282,16 +305,14 @@ func init() {
 			{Name: "shuffle_labels", Type: Bool, Default: "false", Doc: "labels independent of images: a control that nothing can learn"},
 		},
 		Build: func(a Args) (Stage, error) {
-			split, _ := source.ParseSplit(a.String("split"))
-			var opts []source.SyntheticOption
-			if a.Bool("shuffle_labels") {
-				opts = append(opts, source.WithShuffledLabels())
-			}
-			src, err := source.NewSynthetic(a.Int("n"), split, uint64(a.Int("seed")), opts...)
-			if err != nil {
-				return Stage{}, err
-			}
-			return Source(src), nil
+			return opener(a, func(context.Context, *OpenOptions) (source.Source, error) {
+				split, _ := source.ParseSplit(a.String("split"))
+				var opts []source.SyntheticOption
+				if a.Bool("shuffle_labels") {
+					opts = append(opts, source.WithShuffledLabels())
+				}
+				return source.NewSynthetic(a.Int("n"), split, uint64(a.Int("seed")), opts...)
+			}), nil
 		}})
 
 	Register(&Spec{Name: "image_folder", Kind: "source", Summary: "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
@@ -302,24 +323,22 @@ func init() {
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads path/../val (or path/../test) when it exists"},
 		},
 		Build: func(a Args) (Stage, error) {
-			var opts []source.FolderOption
-			if a.Has("labels") {
-				opts = append(opts, source.WithLabels(a.String("labels")))
-			}
-			if a.Has("classes") {
-				opts = append(opts, source.WithClassNames(a.String("classes")))
-			}
-			path := a.String("path")
-			if a.String("split") == "test" {
-				if path = siblingSplit(path); path == "" {
-					return Stage{}, fmt.Errorf("split=test: no val/ or test/ directory beside %s", a.String("path"))
+			return opener(a, func(ctx context.Context, _ *OpenOptions) (source.Source, error) {
+				var opts []source.FolderOption
+				if a.Has("labels") {
+					opts = append(opts, source.WithLabels(a.String("labels")))
 				}
-			}
-			src, err := source.OpenFolder(path, opts...)
-			if err != nil {
-				return Stage{}, err
-			}
-			return Source(src), nil
+				if a.Has("classes") {
+					opts = append(opts, source.WithClassNames(a.String("classes")))
+				}
+				path := a.String("path")
+				if a.String("split") == "test" {
+					if path = siblingSplit(path); path == "" {
+						return nil, fmt.Errorf("split=test: no val/ or test/ directory beside %s", a.String("path"))
+					}
+				}
+				return source.OpenFolder(ctx, path, opts...)
+			}), nil
 		}})
 	Register(&Spec{Name: "tfrecord", Kind: "source", Summary: "tf.train.Example records in TFRecord files (plain or GZIP, both CRC-32Cs checked, offsets indexed once); needs decode",
 		Params: []Param{
@@ -331,22 +350,20 @@ func init() {
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads the path with train replaced by validation (or val, test)"},
 		},
 		Build: func(a Args) (Stage, error) {
-			opts := []source.TFRecordOption{source.WithFeatureKeys(a.String("image_key"), a.String("label_key")),
-				source.WithLabelOffset(a.Int("label_offset"))}
-			if a.Has("index_dir") {
-				opts = append(opts, source.WithIndexDir(a.String("index_dir")))
-			}
-			path := a.String("path")
-			if a.String("split") == "test" {
-				if path = siblingGlob(path); path == "" {
-					return Stage{}, fmt.Errorf("split=test: no files like %s with train replaced by validation, val or test", a.String("path"))
+			return opener(a, func(ctx context.Context, _ *OpenOptions) (source.Source, error) {
+				opts := []source.TFRecordOption{source.WithFeatureKeys(a.String("image_key"), a.String("label_key")),
+					source.WithLabelOffset(a.Int("label_offset"))}
+				if a.Has("index_dir") {
+					opts = append(opts, source.WithIndexDir(a.String("index_dir")))
 				}
-			}
-			src, err := source.OpenTFRecord(path, opts...)
-			if err != nil {
-				return Stage{}, err
-			}
-			return Source(src), nil
+				path := a.String("path")
+				if a.String("split") == "test" {
+					if path = siblingGlob(path); path == "" {
+						return nil, fmt.Errorf("split=test: no files like %s with train replaced by validation, val or test", a.String("path"))
+					}
+				}
+				return source.OpenTFRecord(ctx, path, opts...)
+			}), nil
 		}})
 	Register(&Spec{Name: "webdataset", Kind: "source", Summary: "WebDataset tar shards (plain, .tar.gz, .tgz): members grouped by key, image from .jpg/.jpeg/.png, label from .cls or .json; needs decode",
 		Params: []Param{
@@ -355,15 +372,13 @@ func init() {
 			{Name: "index_dir", Type: String, Doc: "where gzipped shards are decompressed once (default $PIPE_CACHE/webdataset)"},
 		},
 		Build: func(a Args) (Stage, error) {
-			opts := []source.WebDatasetOption{source.WithJSONLabel(a.String("label_field"))}
-			if a.Has("index_dir") {
-				opts = append(opts, source.WithWDSIndexDir(a.String("index_dir")))
-			}
-			src, err := source.OpenWebDataset(a.String("path"), opts...)
-			if err != nil {
-				return Stage{}, err
-			}
-			return Source(src), nil
+			return opener(a, func(ctx context.Context, _ *OpenOptions) (source.Source, error) {
+				opts := []source.WebDatasetOption{source.WithJSONLabel(a.String("label_field"))}
+				if a.Has("index_dir") {
+					opts = append(opts, source.WithWDSIndexDir(a.String("index_dir")))
+				}
+				return source.OpenWebDataset(ctx, a.String("path"), opts...)
+			}), nil
 		}})
 	Register(&Spec{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
 		Params: []Param{
@@ -415,13 +430,13 @@ func init() {
 	Register(&Spec{Name: "cache", Kind: "stage", Summary: "store the output of every stage before it in a Badger directory and read it back instead of recomputing it",
 		Params: []Param{
 			{Name: "dir", Type: String, Required: true, Doc: "cache directory (created if missing; one pipe process at a time)"},
-			{Name: "epochs", Type: Int, Default: "1", Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"},
+			{Name: "epochs", Type: Int, Default: strconv.Itoa(cacheDefaults.Epochs), Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"},
 			{Name: "shard", Type: Int, Default: "0", Min: bound(0), Doc: "samples per cache entry (0: about 1 MiB of images after random stages, 256 KiB otherwise, at most 256)"},
 			{Name: "ahead", Type: Int, Default: "0", Min: bound(0), Doc: "epochs pipe run warms in the background ahead of the one being read"},
-			{Name: "memory", Type: Int, Default: "128", Min: bound(1), Doc: "MiB of decoded entries kept in memory"},
+			{Name: "memory", Type: Int, Default: strconv.Itoa(int(cacheDefaults.Memory >> 20)), Min: bound(1), Doc: "MiB of decoded entries kept in memory"},
 		},
 		Build: func(a Args) (Stage, error) {
-			return Cache(CacheConfig{Dir: a.String("dir"), Epochs: a.Int("epochs"), ShardSize: a.Int("shard"),
+			return Cache(cache.Config{Dir: a.String("dir"), Epochs: a.Int("epochs"), ShardSize: a.Int("shard"),
 				Ahead: a.Int("ahead"), Memory: int64(a.Int("memory")) << 20}), nil
 		}})
 	interpParam := Param{Name: "interpolation", Type: Enum, Enum: []string{"bilinear", "bicubic", "lanczos"}, Default: "bilinear",
@@ -430,7 +445,7 @@ func init() {
 		Params: []Param{
 			{Name: "reduce", Type: Bool, Default: "true", Doc: "jpegturbo build: decode only the window a following resize/random_resized_crop reads, at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size"},
 		},
-		Build: func(a Args) (Stage, error) { return Decode(a.Bool("reduce")), nil }})
+		Build: func(a Args) (Stage, error) { return Decode(DecodeConfig{FullScale: !a.Bool("reduce")}), nil }})
 	Register(&Spec{Name: "resize", Kind: "stage", Summary: "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",
 		Params: []Param{
 			{Name: "shorter", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "length of the shorter side after resizing"},
@@ -519,11 +534,11 @@ func init() {
 		}})
 	Register(&Spec{Name: "prefetch", Kind: "stage", Summary: "cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers",
 		Params: []Param{
-			{Name: "depth", Type: Int, Default: "2", Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer"},
-			{Name: "devices", Type: String, Default: "cpu:1", Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
+			{Name: "depth", Type: Int, Default: strconv.Itoa(prefetchDefaults.Depth), Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer"},
+			{Name: "devices", Type: String, Default: prefetchDefaults.Devices, Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
 		},
 		Build: func(a Args) (Stage, error) {
-			if _, err := parseDevices(a.String("devices")); err != nil {
+			if _, err := ParseDevices(a.String("devices"), true); err != nil {
 				return Stage{}, err
 			}
 			return Prefetch(PrefetchConfig{Depth: a.Int("depth"), Devices: a.String("devices")}), nil
@@ -531,59 +546,49 @@ func init() {
 	Register(&Spec{Name: "train", Kind: "stage", Summary: "train a model on the batches, one replica per device (data parallel); comes last, before eval",
 		Params: []Param{
 			{Name: "model", Type: Enum, Enum: trainer.Models, Required: true, Positional: true, Doc: "mlp, keras_cnn (Keras' cifar10_cnn.py) or resnet (CIFAR ResNet, He et al.)"},
-			{Name: "depth", Type: Int, Default: "20", Min: bound(8), Doc: "resnet depth, 6n+2: 8, 14, 20, 32, 44, 56, 110"},
-			{Name: "width", Type: Int, Default: "0", Min: bound(0), Doc: "resnet's first-stage channels (0: 16) or mlp's hidden units (0: 512)"},
-			{Name: "epochs", Type: Int, Default: "10", Min: bound(1), Doc: "epochs to train"},
-			{Name: "steps_per_epoch", Type: Int, Default: "0", Min: bound(0), Doc: "cap on steps per epoch (0: the whole epoch), for quick runs"},
-			{Name: "optimizer", Type: Enum, Enum: trainer.Optimizers, Default: "sgd", Doc: "sgd, adam or rmsprop (PyTorch's update rules)"},
-			{Name: "lr", Type: Float, Default: "0.1", Min: bound(0), Doc: "peak learning rate for base_batch, scaled to the global batch by scale_lr"},
-			{Name: "base_batch", Type: Int, Default: "256", Min: bound(1), Doc: "the batch size lr is given for"},
-			{Name: "scale_lr", Type: Enum, Enum: []string{"linear", "sqrt", "none"}, Default: "linear", Doc: "how lr grows with the global batch (Goyal et al.: linear)"},
-			{Name: "momentum", Type: Float, Default: "0.9", Min: bound(0), Max: bound(0.999), Doc: "sgd and rmsprop momentum"},
-			{Name: "nesterov", Type: Bool, Default: "false", Doc: "Nesterov momentum (sgd)"},
-			{Name: "weight_decay", Type: Float, Default: "0", Min: bound(0), Doc: "L2 penalty on weights (not biases or batch-norm parameters)"},
-			{Name: "schedule", Type: Enum, Enum: trainer.Schedules, Default: "constant", Doc: "learning-rate schedule after warm-up: constant, step, cosine or onecycle"},
-			{Name: "warmup", Type: Float, Default: "0", Min: bound(0), Doc: "epochs of linear warm-up (gradual warm-up for large batches)"},
-			{Name: "step_every", Type: Int, Default: "0", Min: bound(0), Doc: "schedule=step: epochs between decays"},
-			{Name: "gamma", Type: Float, Default: "0.1", Min: bound(0), Doc: "schedule=step: the decay factor"},
-			{Name: "label_smoothing", Type: Float, Default: "0", Min: bound(0), Max: bound(0.999), Doc: "ε of the smoothed one-hot target"},
-			{Name: "mode", Type: Enum, Enum: trainer.Modes, Default: "sync", Doc: "sync: average gradients every step; local: average parameters every average_every steps; mixture: once per epoch"},
-			{Name: "average_every", Type: Int, Default: "0", Min: bound(0), Doc: "mode=local: steps between parameter averages"},
-			{Name: "threads", Type: Int, Default: "0", Min: bound(0), Doc: "cores the replicas share (0: all)"},
-			{Name: "out", Type: String, Default: "runs/train", Doc: "directory for checkpoint.gob, metrics.jsonl and the plots (resume with pipe run --resume)"},
-			{Name: "log_every", Type: Int, Default: "0", Min: bound(0), Doc: "write every Nth step's loss, accuracy, lr and images/s to out/steps.jsonl (0: none)"},
+			{Name: "depth", Type: Int, Default: itoa(dt.Model.Depth), Min: bound(8), Doc: "resnet depth, 6n+2: 8, 14, 20, 32, 44, 56, 110"},
+			{Name: "width", Type: Int, Default: itoa(dt.Model.Width), Min: bound(0), Doc: "resnet's first-stage channels (0: 16) or mlp's hidden units (0: 512)"},
+			{Name: "epochs", Type: Int, Default: itoa(dt.Epochs), Min: bound(1), Doc: "epochs to train"},
+			{Name: "steps_per_epoch", Type: Int, Default: itoa(dt.StepsPerEpoch), Min: bound(0), Doc: "cap on steps per epoch (0: the whole epoch), for quick runs"},
+			{Name: "optimizer", Type: Enum, Enum: trainer.Optimizers, Default: dt.Optim.Name, Doc: "sgd, adam or rmsprop (PyTorch's update rules)"},
+			{Name: "lr", Type: Float, Default: ftoa(dt.LR), Min: bound(0), Doc: "peak learning rate for base_batch, scaled to the global batch by scale_lr"},
+			{Name: "base_batch", Type: Int, Default: itoa(dt.BaseBatch), Min: bound(1), Doc: "the batch size lr is given for"},
+			{Name: "scale_lr", Type: Enum, Enum: []string{"linear", "sqrt", "none"}, Default: dt.ScaleLR, Doc: "how lr grows with the global batch (Goyal et al.: linear)"},
+			{Name: "momentum", Type: Float, Default: ftoa(dt.Optim.Momentum), Min: bound(0), Max: bound(0.999), Doc: "sgd and rmsprop momentum"},
+			{Name: "nesterov", Type: Bool, Default: strconv.FormatBool(dt.Optim.Nesterov), Doc: "Nesterov momentum (sgd)"},
+			{Name: "weight_decay", Type: Float, Default: ftoa(dt.Optim.WeightDecay), Min: bound(0), Doc: "L2 penalty on weights (not biases or batch-norm parameters)"},
+			{Name: "schedule", Type: Enum, Enum: trainer.Schedules, Default: dt.Schedule, Doc: "learning-rate schedule after warm-up: constant, step, cosine or onecycle"},
+			{Name: "warmup", Type: Float, Default: ftoa(dt.WarmupEpochs), Min: bound(0), Doc: "epochs of linear warm-up (gradual warm-up for large batches)"},
+			{Name: "step_every", Type: Int, Default: itoa(dt.StepEvery), Min: bound(0), Doc: "schedule=step: epochs between decays"},
+			{Name: "gamma", Type: Float, Default: ftoa(dt.Gamma), Min: bound(0), Doc: "schedule=step: the decay factor"},
+			{Name: "label_smoothing", Type: Float, Default: ftoa(dt.Smoothing), Min: bound(0), Max: bound(0.999), Doc: "ε of the smoothed one-hot target"},
+			{Name: "mode", Type: Enum, Enum: trainer.Modes, Default: dt.Mode, Doc: "sync: average gradients every step; local: average parameters every average_every steps; mixture: once per epoch"},
+			{Name: "average_every", Type: Int, Default: itoa(dt.AverageEvery), Min: bound(0), Doc: "mode=local: steps between parameter averages"},
+			{Name: "threads", Type: Int, Default: itoa(dt.Threads), Min: bound(0), Doc: "cores the replicas share (0: all)"},
+			{Name: "out", Type: String, Default: dt.Out, Doc: "directory for checkpoint.gob, metrics.jsonl and the plots (resume with pipe run --resume)"},
+			{Name: "log_every", Type: Int, Default: itoa(dt.LogEvery), Min: bound(0), Doc: "write every Nth step's loss, accuracy, lr and images/s to out/steps.jsonl (0: none)"},
 		},
 		Build: func(a Args) (Stage, error) {
-			opt := trainer.OptimConfig{Name: a.String("optimizer"), Momentum: a.Float("momentum"), Nesterov: a.Bool("nesterov"), WeightDecay: a.Float("weight_decay")}
-			if opt.Name == "adam" {
-				opt.Momentum = 0
-			}
-			return Train(TrainConfig{Config: trainer.Config{
-				Model:  trainer.ModelSpec{Name: a.String("model"), Depth: a.Int("depth"), Width: a.Int("width")},
-				Epochs: a.Int("epochs"), StepsPerEpoch: a.Int("steps_per_epoch"), Optim: opt,
-				LR: a.Float("lr"), BaseBatch: a.Int("base_batch"), ScaleLR: a.String("scale_lr"),
-				Schedule: a.String("schedule"), WarmupEpochs: a.Float("warmup"), StepEvery: a.Int("step_every"), Gamma: a.Float("gamma"),
-				Smoothing: a.Float("label_smoothing"), Mode: a.String("mode"), AverageEvery: a.Int("average_every"),
-				Threads: a.Int("threads"),
-			}, Out: a.String("out"), LogEvery: a.Int("log_every")}), nil
+			t := DefaultTrain(a.String("model"))
+			t.Model.Depth, t.Model.Width = a.Int("depth"), a.Int("width")
+			t.Epochs, t.StepsPerEpoch = a.Int("epochs"), a.Int("steps_per_epoch")
+			t.Optim = trainer.OptimConfig{Name: a.String("optimizer"), Momentum: a.Float("momentum"), Nesterov: a.Bool("nesterov"), WeightDecay: a.Float("weight_decay")}
+			t.LR, t.BaseBatch, t.ScaleLR = a.Float("lr"), a.Int("base_batch"), a.String("scale_lr")
+			t.Schedule, t.WarmupEpochs, t.StepEvery, t.Gamma = a.String("schedule"), a.Float("warmup"), a.Int("step_every"), a.Float("gamma")
+			t.Smoothing, t.Mode, t.AverageEvery, t.Threads = a.Float("label_smoothing"), a.String("mode"), a.Int("average_every"), a.Int("threads")
+			t.Out, t.LogEvery = a.String("out"), a.Int("log_every")
+			return Train(t), nil
 		}})
 	Register(&Spec{Name: "eval", Kind: "stage", Summary: "evaluate the trained model on another split of the source (top-1 accuracy and loss), without augmentation",
 		Params: []Param{
-			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "test", Doc: "the split to evaluate on"},
-			{Name: "every", Type: Int, Default: "1", Min: bound(1), Doc: "epochs between evaluations (the last epoch is always evaluated)"},
-			{Name: "batch", Type: Int, Default: "500", Min: bound(1), Doc: "evaluation batch size"},
+			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: evalDefaults.Split, Doc: "the split to evaluate on"},
+			{Name: "every", Type: Int, Default: itoa(evalDefaults.Every), Min: bound(1), Doc: "epochs between evaluations (the last epoch is always evaluated)"},
+			{Name: "batch", Type: Int, Default: itoa(evalDefaults.Batch), Min: bound(1), Doc: "evaluation batch size"},
 		},
 		Build: func(a Args) (Stage, error) {
-			if a.load == nil || a.load.reopen == nil {
-				return Stage{}, fmt.Errorf("eval reads the source's %s split: it needs a source stage first", a.String("split"))
-			}
-			src, err := a.load.reopen(a.String("split"))
-			if err != nil {
-				return Stage{}, err
-			}
-			return Eval(EvalConfig{Source: src, Every: a.Int("every"), Batch: a.Int("batch")}), nil
+			return evalStage(EvalConfig{Split: a.String("split"), Every: a.Int("every"), Batch: a.Int("batch")}), nil
 		}})
-	Register(&Spec{Name: "pipeline", Kind: "stage", Summary: "how the pipeline runs; none of these change its output",
+	Register(&Spec{Name: "pipeline", Kind: "stage", Summary: "how the pipeline runs; none of these change a rank's output",
 		Params: []Param{
 			{Name: "workers", Type: Int, Default: "0", Min: bound(0), Doc: "transform goroutines (0: one per core)"},
 			{Name: "on_error", Type: Enum, Enum: []string{"fail", "skip"}, Default: "fail", Doc: "a corrupt record stops the run (fail) or is skipped, counted and listed (skip)"},
@@ -592,23 +597,32 @@ func init() {
 			{Name: "world", Type: Int, Default: "1", Min: bound(1), Doc: "the number of ranks, e.g. ${WORLD_SIZE:-1}; each reads an equal, disjoint share"},
 		},
 		Build: func(a Args) (Stage, error) {
-			pol := Fail
+			s := Settings{Workers: a.Int("workers"), Rank: a.Int("rank"), World: a.Int("world")}
 			if a.String("on_error") == "skip" {
-				pol = Skip
+				s.OnError = engine.Skip
 			}
-			seed := int64(-1)
 			if a.Has("seed") {
-				seed = int64(a.Int("seed"))
+				seed := uint64(a.Int("seed"))
+				s.Seed = &seed
 			}
-			opts := Options(a.Int("workers"), pol, seed)
-			opts.desc = fmt.Sprintf("pipeline workers=%d on_error=%s", a.Int("workers"), pol)
-			if seed >= 0 {
-				opts.desc += fmt.Sprintf(" seed=%d", seed)
-			}
-			opts.desc += fmt.Sprintf(" rank=%d world=%d", a.Int("rank"), a.Int("world"))
-			return both(opts, Distributed(a.Int("rank"), a.Int("world"))), nil
+			return Pipeline(s), nil
 		}})
 }
+
+// The defaults of the stages whose Go constructors take a config struct,
+// for the registry's parameter docs: one place for each value.
+var (
+	dt            = DefaultTrain("")
+	cacheDefaults = func() cache.Config {
+		c, _ := cache.Config{Dir: "."}.WithDefaults()
+		return c
+	}()
+	prefetchDefaults = PrefetchConfig{Depth: defaultDepth, Devices: defaultDevices}
+	evalDefaults     = EvalConfig{Split: defaultEvalSplit, Every: defaultEvalEvery, Batch: defaultEvalBatch}
+)
+
+func itoa(n int) string     { return strconv.Itoa(n) }
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // siblingSplit returns the held-out directory beside a train directory
 // (.../train → .../val or .../test), or "".

@@ -1,9 +1,11 @@
-package pipe
+package main
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/pipefeed/pipe"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -15,21 +17,21 @@ import (
 // PlotHistory draws a run's curves into dir: accuracy.png and loss.png,
 // each with two panels side by side — against epoch and against wall-clock
 // time — and train and test lines. It returns the files written.
-func PlotHistory(dir string, h []TrainEpoch) ([]string, error) {
+func PlotHistory(dir string, h []pipe.TrainEpoch) ([]string, error) {
 	if len(h) == 0 {
 		return nil, nil
 	}
 	type series struct {
 		name string
-		get  func(TrainEpoch) (float64, bool)
+		get  func(pipe.TrainEpoch) (float64, bool)
 	}
 	charts := []struct {
 		file, y string
 		lines   []series
 	}{
 		{"accuracy.png", "top-1 accuracy", []series{
-			{"train", func(e TrainEpoch) (float64, bool) { return e.TrainAccuracy, true }},
-			{"test", func(e TrainEpoch) (float64, bool) {
+			{"train", func(e pipe.TrainEpoch) (float64, bool) { return e.TrainAccuracy, true }},
+			{"test", func(e pipe.TrainEpoch) (float64, bool) {
 				if e.TestAccuracy == nil {
 					return 0, false
 				}
@@ -37,8 +39,8 @@ func PlotHistory(dir string, h []TrainEpoch) ([]string, error) {
 			}},
 		}},
 		{"loss.png", "loss", []series{
-			{"train", func(e TrainEpoch) (float64, bool) { return e.TrainLoss, true }},
-			{"test", func(e TrainEpoch) (float64, bool) {
+			{"train", func(e pipe.TrainEpoch) (float64, bool) { return e.TrainLoss, true }},
+			{"test", func(e pipe.TrainEpoch) (float64, bool) {
 				if e.TestLoss == nil {
 					return 0, false
 				}
@@ -52,10 +54,10 @@ func PlotHistory(dir string, h []TrainEpoch) ([]string, error) {
 		row := []*plot.Plot{}
 		for _, x := range []struct {
 			label string
-			get   func(TrainEpoch) float64
+			get   func(pipe.TrainEpoch) float64
 		}{
-			{"epoch", func(e TrainEpoch) float64 { return float64(e.Epoch + 1) }},
-			{"wall-clock time (s)", func(e TrainEpoch) float64 { return e.WallSeconds }},
+			{"epoch", func(e pipe.TrainEpoch) float64 { return float64(e.Epoch + 1) }},
+			{"wall-clock time (s)", func(e pipe.TrainEpoch) float64 { return e.WallSeconds }},
 		} {
 			p := plot.New()
 			p.Title.Text = c.y + " against " + x.label
@@ -96,7 +98,7 @@ func PlotHistory(dir string, h []TrainEpoch) ([]string, error) {
 		}
 		path := filepath.Join(dir, c.file)
 		if err := savePNG(img, path); err != nil {
-			return files, fmt.Errorf("pipe: writing %s: %w", path, err)
+			return files, fmt.Errorf("writing %s: %w", path, err)
 		}
 		files = append(files, path)
 	}

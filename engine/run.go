@@ -1,4 +1,4 @@
-package pipe
+package engine
 
 import (
 	"context"
@@ -10,13 +10,15 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/alitto/pond/v2"
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
 
-// RunOptions configures Pipeline.Run.
+// RunOptions configures Run.
 type RunOptions struct {
 	// Epochs to run, starting at FirstEpoch. Default: 1.
 	Epochs, FirstEpoch int
@@ -41,18 +43,18 @@ type RunOptions struct {
 // Run streams whole epochs, releasing every batch, and returns their stats.
 // It returns when the epochs are done, ctx is cancelled, or an error stops
 // the pipeline; no goroutine it started is left running.
-func (p *Pipeline) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) {
+func (e *Engine) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) {
 	if o.Epochs == 0 {
 		o.Epochs = 1
 	}
 	if o.Consume > 0 && o.Checksum {
 		return nil, errors.New("pipe: Consume and Checksum together: a checksum needs the batches in order, which concurrent consumers do not keep")
 	}
-	stopAhead := p.warmAhead(ctx, o.FirstEpoch, o.Epochs)
+	stopAhead := e.warmAhead(ctx, o.FirstEpoch, o.Epochs)
 	defer stopAhead()
 	var all []EpochStats
-	for e := o.FirstEpoch; e < o.FirstEpoch+o.Epochs; e++ {
-		s, err := p.runEpoch(ctx, e, o)
+	for n := o.FirstEpoch; n < o.FirstEpoch+o.Epochs; n++ {
+		s, err := e.runEpoch(ctx, n, o)
 		if err != nil {
 			return all, err
 		}
@@ -64,11 +66,11 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) 
 	return all, nil
 }
 
-func (p *Pipeline) runEpoch(ctx context.Context, e int, o RunOptions) (EpochStats, error) {
-	if p.prefetch != nil {
-		return p.runDeviceEpoch(ctx, e, o)
+func (e *Engine) runEpoch(ctx context.Context, n int, o RunOptions) (EpochStats, error) {
+	if e.s.Devices != nil {
+		return e.runDeviceEpoch(ctx, n, o)
 	}
-	x, err := p.Epoch(ctx, e)
+	x, err := e.Epoch(ctx, n)
 	if err != nil {
 		return EpochStats{}, err
 	}
@@ -112,8 +114,8 @@ func (p *Pipeline) runEpoch(ctx context.Context, e int, o RunOptions) (EpochStat
 // runDeviceEpoch streams an epoch through the devices, taking each global
 // batch's slices from every device in turn, as replicas stepping together
 // would; the checksum covers the bytes in device memory.
-func (p *Pipeline) runDeviceEpoch(ctx context.Context, e int, o RunOptions) (EpochStats, error) {
-	x, err := p.DeviceEpoch(ctx, e)
+func (e *Engine) runDeviceEpoch(ctx context.Context, n int, o RunOptions) (EpochStats, error) {
+	x, err := e.DeviceEpoch(ctx, n)
 	if err != nil {
 		return EpochStats{}, err
 	}
@@ -127,8 +129,8 @@ func (p *Pipeline) runDeviceEpoch(ctx context.Context, e int, o RunOptions) (Epo
 	}
 	var scratch []byte
 	for {
-		n := 0
-		for d := range p.devices {
+		images := 0
+		for d := range len(x.devs) {
 			db, err := x.Next(d)
 			if errors.Is(err, io.EOF) {
 				if d != 0 {
@@ -160,31 +162,33 @@ func (p *Pipeline) runDeviceEpoch(ctx context.Context, e int, o RunOptions) (Epo
 				}
 				sum.AddSamples(data, db.Labels)
 			}
-			n += db.N
+			images += db.N
 			db.Release()
 		}
 		if o.OnImages != nil {
-			o.OnImages(n)
+			o.OnImages(images)
 		}
 	}
 }
 
-// consume runs one consumer per device on its own goroutine, each taking
-// o.Consume per slice, as data-parallel replicas would.
+// consume runs one consumer per device, each taking o.Consume per slice,
+// as data-parallel replicas would: one pond group, cancelled with the
+// epoch by the first failure.
 func (x *DeviceEpoch) consume(o RunOptions) (EpochStats, error) {
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make([]error, len(x.devs))
+	pool := pond.NewPool(len(x.devs))
+	defer pool.StopAndWait()
+	g := pool.NewGroup()
 	for d := range x.devs {
-		wg.Go(func() {
+		g.SubmitErr(func() error {
 			for {
 				db, err := x.Next(d)
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
 				if err != nil {
-					if !errors.Is(err, io.EOF) {
-						errs[d] = err
-						x.cancel(err)
-					}
-					return
+					x.cancel(err)
+					return err
 				}
 				time.Sleep(o.Consume)
 				if o.OnImages != nil {
@@ -196,8 +200,8 @@ func (x *DeviceEpoch) consume(o RunOptions) (EpochStats, error) {
 			}
 		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
+		x.cancel(err)
 		return EpochStats{}, err
 	}
 	if err := x.Close(); err != nil {
@@ -208,30 +212,50 @@ func (x *DeviceEpoch) consume(o RunOptions) (EpochStats, error) {
 	return s, nil
 }
 
-// warmAhead starts warming, on one background goroutine, the cache epochs
-// that the epochs after the current one will read, up to the cache's ahead=
-// setting and the run's last epoch. The returned function stops it and
-// waits for it, so it never outlives Run. Warming is best effort: an error
-// only stops it (the epochs then compute what they miss themselves).
-func (p *Pipeline) warmAhead(ctx context.Context, first, epochs int) func() {
-	c := p.cache
-	if c == nil || c.cfg.Ahead == 0 || c.store == nil || !c.random {
+// warmAhead starts warming, on one goroutine of a pond group, the cache
+// epochs that the epochs after the current one will read, up to the
+// cache's ahead= setting and the run's last epoch. The returned function
+// stops it and waits for it, so it never outlives Run. Warming is best
+// effort: an error only stops it (the epochs then compute what they miss
+// themselves).
+func (e *Engine) warmAhead(ctx context.Context, first, epochs int) func() {
+	c := e.s.Cache
+	if c == nil || c.Ahead() == 0 || !c.Writable() || !c.Ordered() {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for e := first + 1; e < first+epochs && e <= first+c.cfg.Ahead; e++ {
-			if e >= c.cfg.Epochs && c.cacheEpoch(e) < first {
+	pool := pond.NewPool(1)
+	pool.NewGroupContext(ctx).SubmitErr(func() error {
+		for n := first + 1; n < first+epochs && n <= first+c.Ahead(); n++ {
+			if n >= c.Distinct() && c.Epoch(n) < first {
 				break // echoed epochs are already there
 			}
-			if _, err := p.warm(ctx, c.cacheEpoch(e), 1, 1, nil); err != nil {
-				return
+			if _, err := c.Warm(ctx, c.Epoch(n), 1, 1, e.newCompute, nil); err != nil {
+				return err
 			}
 		}
-	}()
-	return func() { cancel(); <-done }
+		return nil
+	})
+	return func() { cancel(); pool.StopAndWait() }
+}
+
+// newCompute returns a function that computes cache entries with scratch
+// of its own, for one goroutine.
+func (e *Engine) newCompute() cache.ComputeFunc { return e.computeWith(e.newWorker()) }
+
+// Warm fills the cache for cache epochs [0, epochs) (every distinct epoch
+// the cache has when epochs is 0 or more), computing only shards that are
+// missing, so an interrupted warm resumes where it stopped. It runs on the
+// engine's worker count; a failure or a panic in any worker fails the warm.
+func (e *Engine) Warm(ctx context.Context, epochs int, progress func(cache.WarmProgress)) (cache.WarmProgress, error) {
+	c := e.s.Cache
+	if c == nil {
+		return cache.WarmProgress{}, errors.New("pipe: the pipeline has no cache stage to warm")
+	}
+	if epochs <= 0 || epochs > c.Distinct() {
+		epochs = c.Distinct()
+	}
+	return c.Warm(ctx, 0, epochs, e.Workers(), e.newCompute, progress)
 }
 
 // Checksum hashes the output of an epoch with 64-bit xxHash: every data byte
@@ -266,31 +290,32 @@ func (c *Checksum) String() string {
 }
 
 // Augmented returns the image the pipeline makes for the sample at position
-// i of epoch e's plan, before it is written as a tensor, with its label and
+// i of epoch n's plan, before it is written as a tensor, with its label and
 // global index: what a batch holds, as a picture. It is meant for previews
 // and debugging, not for throughput.
-func (p *Pipeline) Augmented(e, i int) (img *transform.Image, label, index int, err error) {
-	if i < 0 || i >= p.plan.Len() {
-		return nil, 0, 0, fmt.Errorf("pipe: position %d outside the epoch's %d samples", i, p.plan.Len())
+func (e *Engine) Augmented(n, i int) (img *transform.Image, label, index int, err error) {
+	s := &e.s
+	if i < 0 || i >= s.Plan.Len() {
+		return nil, 0, 0, fmt.Errorf("pipe: position %d outside the epoch's %d samples", i, s.Plan.Len())
 	}
-	index = p.plan.At(p.planEpoch(e), i)
+	index = s.Plan.At(e.planEpoch(n), i)
 	var rec source.Record
-	if err := p.src.Read(index, &rec); err != nil {
+	if err := s.Source.Read(index, &rec); err != nil {
 		return nil, 0, 0, err
 	}
-	w := p.newWorker()
+	w := e.newWorker()
 	var out *transform.Image
-	if c := p.cache; c != nil {
+	if c := s.Cache; c != nil {
 		// As a cached pipeline computes it: the stages before the cache
 		// for the cache epoch, then the rest.
-		ce := c.cacheEpoch(e)
-		mid, err := p.apply(w.pre, w.dec, &w.img, index, &rec, transform.NewRand(p.seed, ce, int64(index), 0))
+		ce := c.Epoch(n)
+		mid, err := apply(w.pre, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, ce, int64(index), 0))
 		if err != nil {
 			return nil, 0, 0, err
 		}
 		mid = &transform.Image{Pix: append([]byte(nil), mid.Pix...), C: mid.C, H: mid.H, W: mid.W}
-		out = w.chain.Apply(mid, c.postRand(p.seed, e, ce, index, w.pre.Rand().State()))
-	} else if out, err = p.apply(w.chain, w.dec, &w.img, index, &rec, transform.NewRand(p.seed, e, int64(index), 0)); err != nil {
+		out = w.chain.Apply(mid, c.PostRand(s.Seed, n, ce, index, w.pre.Rand().State()))
+	} else if out, err = apply(w.chain, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, n, int64(index), 0)); err != nil {
 		return nil, 0, 0, err
 	}
 	cp := &transform.Image{Pix: append([]byte(nil), out.Pix...), C: out.C, H: out.H, W: out.W}

@@ -1,104 +1,25 @@
-package pipe
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/alitto/pond/v2"
+
 	"github.com/pipefeed/pipe/prefetch"
-	"github.com/pipefeed/pipe/transform"
 )
 
-// PrefetchConfig configures a prefetch stage.
-type PrefetchConfig struct {
-	// Depth is how many batches each device's queue holds ahead of its
-	// consumer. Default 2.
-	Depth int
-	// Devices names the devices: "cpu:N" for N simulated devices in host
-	// memory (any machine), or "all" / "cuda:0,1" for GPUs (the cuda build).
-	// Default "cpu:1".
-	Devices string
-	// CopyDelay slows every copy of a simulated device, for tests.
-	CopyDelay time.Duration
-}
-
-// ErrNoCUDA is returned for GPU devices in a build without the cuda tag.
-var ErrNoCUDA = prefetch.ErrNoCUDA
-
-// deviceSpec is a parsed devices= setting.
-type deviceSpec struct {
-	cuda  bool
-	cpu   int   // simulated devices
-	gpus  []int // CUDA ordinals
-	label string
-}
-
-func (s deviceSpec) n() int {
-	if s.cuda {
-		return len(s.gpus)
-	}
-	return s.cpu
-}
-
-// parseDevices parses devices=: cpu:N, all (every GPU the driver sees) or
-// cuda:I,J,... In a build without the cuda tag, GPU specs give ErrNoCUDA.
-func parseDevices(spec string) (deviceSpec, error) {
-	if spec == "" {
-		spec = "cpu:1"
-	}
-	if rest, ok := strings.CutPrefix(spec, "cpu:"); ok {
-		n, err := strconv.Atoi(rest)
-		if err != nil || n < 1 || n > 64 {
-			return deviceSpec{}, fmt.Errorf("devices=%s: want cpu:N with 1 ≤ N ≤ 64", spec)
-		}
-		return deviceSpec{cpu: n, label: "cpu"}, nil
-	}
-	s := deviceSpec{cuda: true, label: "cuda"}
-	switch rest, ok := strings.CutPrefix(spec, "cuda:"); {
-	case spec == "all":
-		n, err := prefetch.CUDADevices()
-		if err != nil {
-			return deviceSpec{}, fmt.Errorf("devices=%s: %w", spec, err)
-		}
-		if n == 0 {
-			return deviceSpec{}, fmt.Errorf("devices=%s: the CUDA driver sees no GPU", spec)
-		}
-		for i := range n {
-			s.gpus = append(s.gpus, i)
-		}
-	case ok:
-		for _, f := range strings.Split(rest, ",") {
-			i, err := strconv.Atoi(f)
-			if err != nil || i < 0 {
-				return deviceSpec{}, fmt.Errorf("devices=%s: %q is not a GPU number (want cuda:0 or cuda:0,1,...)", spec, f)
-			}
-			if slices.Contains(s.gpus, i) {
-				return deviceSpec{}, fmt.Errorf("devices=%s: cuda:%d given twice", spec, i)
-			}
-			s.gpus = append(s.gpus, i)
-		}
-		if _, err := prefetch.CUDADevices(); err != nil {
-			return deviceSpec{}, fmt.Errorf("devices=%s: %w", spec, err)
-		}
-	default:
-		return deviceSpec{}, fmt.Errorf("devices=%s: want cpu:N, all, or cuda:I,J,...", spec)
-	}
-	return s, nil
-}
-
-// openDevices opens the pipeline's devices, once; Close closes them.
-func (p *Pipeline) openDevices() error {
-	if p.devs != nil {
+// openDevices opens the engine's devices, once; Close closes them.
+func (e *Engine) openDevices() error {
+	if e.devs != nil {
 		return nil
 	}
-	s := p.devSpec
+	spec := e.s.Devices
 	var devs []prefetch.Device
 	fail := func(err error) error {
 		for _, d := range devs {
@@ -106,9 +27,9 @@ func (p *Pipeline) openDevices() error {
 		}
 		return err
 	}
-	for i := range s.n() {
-		if s.cuda {
-			g, err := prefetch.NewCUDA(s.gpus[i])
+	for i := range spec.N() {
+		if len(spec.GPUs) > 0 {
+			g, err := prefetch.NewCUDA(spec.GPUs[i])
 			if err != nil {
 				return fail(err)
 			}
@@ -116,149 +37,57 @@ func (p *Pipeline) openDevices() error {
 			continue
 		}
 		var opts []prefetch.CPUOption
-		if p.prefetch.CopyDelay > 0 {
-			opts = append(opts, prefetch.WithCopyDelay(p.prefetch.CopyDelay))
+		if spec.CopyDelay > 0 {
+			opts = append(opts, prefetch.WithCopyDelay(spec.CopyDelay))
 		}
 		devs = append(devs, prefetch.NewCPU(i, opts...))
 	}
-	p.devs = devs
+	e.devs = devs
 	// Each device's buffers live as long as the devices: depth queued, one
 	// being consumed, one being filled.
-	per := p.batch / len(devs)
+	per := e.s.Batch / len(devs)
 	for _, dev := range devs {
-		free := make(chan *devSlot, p.prefetch.Depth+2)
-		for range p.prefetch.Depth + 2 {
-			s, err := p.newSlot(dev, per)
+		free := make(chan *devSlot, spec.Depth+2)
+		for range spec.Depth + 2 {
+			s, err := e.newSlot(dev, per)
 			if err != nil {
-				p.closeDevices()
+				e.closeDevices()
 				return err
 			}
 			free <- s
 		}
-		p.devFree = append(p.devFree, free)
+		e.devFree = append(e.devFree, free)
 	}
 	// Page-locked slabs where the devices offer them: copies from pageable
 	// memory are staged by the driver and run at a fraction of the rate.
 	if a, ok := devs[0].(prefetch.HostAllocator); ok {
-		p.hostAlloc = a
+		e.hostAlloc = a
 	}
 	return nil
 }
 
 // closeDevices closes the devices and frees pinned slabs.
-func (p *Pipeline) closeDevices() error {
+func (e *Engine) closeDevices() error {
 	var errs []error
-	if p.slabs != nil && p.slabs.Pinned() {
-		errs = append(errs, p.slabs.Close())
-		p.slabs = nil
+	if e.slabs != nil && e.slabs.Pinned() {
+		errs = append(errs, e.slabs.Close())
+		e.slabs = nil
 	}
-	for d, free := range p.devFree {
+	for d, free := range e.devFree {
 		for range len(free) {
 			s := <-free
-			errs = append(errs, p.devs[d].Free(s.buf))
+			errs = append(errs, e.devs[d].Free(s.buf))
 			if s.staging != nil {
-				errs = append(errs, p.devs[d].Free(s.staging))
+				errs = append(errs, e.devs[d].Free(s.staging))
 			}
 		}
 	}
-	for _, d := range p.devs {
+	for _, d := range e.devs {
 		errs = append(errs, d.Close())
 	}
-	p.devs, p.devFree, p.hostAlloc = nil, nil, nil
+	e.devs, e.devFree, e.hostAlloc = nil, nil, nil
 	return errors.Join(errs...)
 }
-
-// Prefetch sends every global batch to the devices, cut into contiguous,
-// equal per-device slices, each copied asynchronously into device memory
-// and queued for that device's consumer. It must be the last stage.
-func Prefetch(c PrefetchConfig) Stage {
-	if c.Depth == 0 {
-		c.Depth = 2
-	}
-	if c.Devices == "" {
-		c.Devices = "cpu:1"
-	}
-	return Stage{name: "prefetch", desc: fmt.Sprintf("prefetch depth=%d devices=%s", c.Depth, c.Devices), apply: func(b *builder) error {
-		if c.Depth < 1 {
-			return fmt.Errorf("depth=%d: must be at least 1", c.Depth)
-		}
-		spec, err := parseDevices(c.Devices)
-		if err != nil {
-			return err
-		}
-		if !b.afterBatch {
-			return errors.New("prefetch moves batches: it comes after batch (and to_tensor)")
-		}
-		cfg := c
-		b.p.prefetch, b.p.devSpec, b.p.devices = &cfg, spec, spec.n()
-		return nil
-	}}
-}
-
-// DeviceNormalize is Normalize run on the devices (the .pipe stage
-// "normalize ... where=device"): batches travel as uint8, a quarter of the
-// bytes of float32, and each device converts its slice with the same
-// arithmetic (prefetch.Norm). It needs a prefetch stage and a float dtype.
-func DeviceNormalize(n *transform.Normalization) Stage {
-	return Stage{name: "normalize", desc: n.String() + " where=device", apply: func(b *builder) error {
-		if b.p.norm != nil {
-			return errors.New("normalize given twice")
-		}
-		b.p.norm, b.p.normOnDevice = n, true
-		return nil
-	}}
-}
-
-// deviceTensor splits the output tensor t for normalize where=device: the
-// host writes uint8 in t's layout, and the devices convert it with the
-// returned kernel.
-func deviceTensor(t *transform.Tensor) (*transform.Tensor, *prefetch.Norm, error) {
-	host, err := transform.ToTensor(t.Layout, transform.Uint8, nil, t.Shape)
-	if err != nil {
-		return nil, nil, err
-	}
-	plane := 0
-	if t.Layout == transform.NCHW || t.Shape.C == 1 {
-		plane = t.Shape.H * t.Shape.W
-	}
-	k, err := prefetch.NewNorm(t.Norm.Mean, t.Norm.Std, t.Shape.C, plane, t.DType == transform.Float16)
-	if err != nil {
-		return nil, nil, err
-	}
-	return host, k, nil
-}
-
-// checkPrefetch checks that every batch of an epoch divides among the
-// devices.
-func (p *Pipeline) checkPrefetch() error {
-	n := p.devices
-	if p.batch%n != 0 {
-		return fmt.Errorf("batch %d does not divide into %d devices: use a batch size that is a multiple of %d", p.batch, n, n)
-	}
-	if last := p.plan.Len() % p.batch; !p.dropLast && last != 0 && last%n != 0 {
-		return fmt.Errorf("the last batch of an epoch has %d samples, which does not divide into %d devices: set drop_last=true on batch", last, n)
-	}
-	return nil
-}
-
-// Devices is the number of devices batches go to (1 without a prefetch
-// stage).
-func (p *Pipeline) Devices() int { return max(p.devices, 1) }
-
-// HasPrefetch reports whether the pipeline ends in a prefetch stage.
-func (p *Pipeline) HasPrefetch() bool { return p.prefetch != nil }
-
-// DeviceKind names the kind of the pipeline's devices: "cpu" for the
-// simulated ones, "cuda" for GPUs.
-func (p *Pipeline) DeviceKind() string { return p.devSpec.label }
-
-// NormalizesOnDevice reports whether normalize runs on the devices, so that
-// batches cross to them as uint8 (HostTensor) and become Tensor there.
-func (p *Pipeline) NormalizesOnDevice() bool { return p.devNorm != nil }
-
-// HostTensor describes the batches as the host writes them: Tensor, or its
-// uint8 form when normalize runs on the devices.
-func (p *Pipeline) HostTensor() *transform.Tensor { return p.tensor }
 
 // DeviceBatch is one device's slice of a global batch, in device memory. It
 // is valid until Release (and never after the Pipeline is closed).
@@ -281,7 +110,7 @@ type DeviceBatch struct {
 }
 
 // Bytes is the size of the slice's samples in Buffer.
-func (b *DeviceBatch) Bytes() int { return b.N * b.owner.p.out.SampleBytes() }
+func (b *DeviceBatch) Bytes() int { return b.N * b.owner.e.s.Out.SampleBytes() }
 
 // Data returns the samples' bytes where the device memory is host
 // addressable (the CPU device), or nil: use CopyTo for a GPU.
@@ -337,65 +166,76 @@ type pendingHost struct {
 // slices of the global batches, in order. Each device's consumer may run on
 // its own goroutine. Close it when done.
 type DeviceEpoch struct {
-	p       *Pipeline
+	e       *Engine
 	host    *Epoch
 	devs    []prefetch.Device
 	queues  []*prefetch.Queue[*devSlot]
-	free    []chan *devSlot // the pipeline's
+	free    []chan *devSlot // the engine's
 	pending chan pendingHost
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	wg      sync.WaitGroup
+	pool    pond.Pool
+	group   pond.TaskGroup
 	failed  atomic.Pointer[error]
 	// freeWait is the time the producer waited for a free buffer, per device.
-	freeWait []atomic.Int64
-	copies0  []prefetch.CopyStats
-	closed   bool
-	start    time.Time
-	end      time.Time // set by Close
+	freeWait  []atomic.Int64
+	copies0   []prefetch.CopyStats
+	mu        sync.Mutex
+	closing   bool // Close has begun
+	producing bool // produce has begun
+	closed    atomic.Bool
+	start     time.Time
+	end       atomic.Int64 // unix nanoseconds, set by Close
 }
 
-// DeviceEpoch starts epoch e on the pipeline's devices, opening them on
-// first use (Pipeline.Close closes them).
-func (p *Pipeline) DeviceEpoch(ctx context.Context, e int) (*DeviceEpoch, error) {
-	if p.prefetch == nil {
-		return nil, errors.New("pipe: the pipeline has no prefetch stage")
+// ErrNoPrefetch is returned by DeviceEpoch for a spec without devices.
+var ErrNoPrefetch = errors.New("pipe: the pipeline has no prefetch stage")
+
+// DeviceEpoch starts epoch n on the engine's devices, opening them on
+// first use (Close closes them).
+func (e *Engine) DeviceEpoch(ctx context.Context, n int) (*DeviceEpoch, error) {
+	if e.s.Devices == nil {
+		return nil, ErrNoPrefetch
 	}
-	if err := p.openDevices(); err != nil {
+	if err := e.openDevices(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	// The host epoch runs under this epoch's context: cancelling it ends the
 	// producer's Next.
-	host, err := p.Epoch(ctx, e)
+	host, err := e.Epoch(ctx, n)
 	if err != nil {
 		cancel(nil)
 		return nil, err
 	}
-	n := p.devices
-	x := &DeviceEpoch{p: p, host: host, devs: p.devs, free: p.devFree, ctx: ctx, cancel: cancel, start: time.Now(),
+	nd := len(e.devs)
+	x := &DeviceEpoch{e: e, host: host, devs: e.devs, free: e.devFree, cancel: cancel, start: time.Now(),
 		// At most slabs-2 host batches wait in pending and one more with
 		// the releaser, so the producer's Next always finds a slab free.
-		pending:  make(chan pendingHost, max(p.slabs.Len()-2, 1)),
-		freeWait: make([]atomic.Int64, n)}
+		pending:  make(chan pendingHost, max(e.slabs.Len()-2, 1)),
+		freeWait: make([]atomic.Int64, nd)}
 	for _, dev := range x.devs {
 		x.copies0 = append(x.copies0, dev.Stats())
-		x.queues = append(x.queues, prefetch.NewQueue[*devSlot](p.prefetch.Depth))
+		x.queues = append(x.queues, prefetch.NewQueue[*devSlot](e.s.Devices.Depth))
 	}
-	x.wg.Add(2)
-	go x.produce()
-	go x.releaseHost()
+	// The producer and the releaser: one pond group, whose context ends
+	// with a panic in either, and which Close waits for.
+	x.pool = pond.NewPool(2)
+	x.group = x.pool.NewGroupContext(ctx)
+	x.ctx = x.group.Context()
+	x.group.SubmitErr(func() error { x.produce(); return nil })
+	x.group.SubmitErr(func() error { x.releaseHost(); return nil })
 	return x, nil
 }
 
-func (p *Pipeline) newSlot(dev prefetch.Device, per int) (*devSlot, error) {
+func (e *Engine) newSlot(dev prefetch.Device, per int) (*devSlot, error) {
 	s := &devSlot{labels: make([]int32, per), samples: make([]int, per)}
 	var err error
-	if s.buf, err = dev.Alloc(per * p.out.SampleBytes()); err != nil {
+	if s.buf, err = dev.Alloc(per * e.s.Out.SampleBytes()); err != nil {
 		return nil, err
 	}
-	if p.devNorm != nil {
-		if s.staging, err = dev.Alloc(per * p.tensor.SampleBytes()); err != nil {
+	if e.s.DevNorm != nil {
+		if s.staging, err = dev.Alloc(per * e.s.Host.SampleBytes()); err != nil {
 			dev.Free(s.buf)
 			return nil, err
 		}
@@ -410,7 +250,13 @@ func (x *DeviceEpoch) fail(err error) {
 
 // produce cuts host batches into device slices and starts their copies.
 func (x *DeviceEpoch) produce() {
-	defer x.wg.Done()
+	x.mu.Lock()
+	if x.closing {
+		x.mu.Unlock()
+		return // Close came first and closed pending
+	}
+	x.producing = true
+	x.mu.Unlock()
 	defer close(x.pending)
 	defer func() {
 		for _, q := range x.queues {
@@ -418,8 +264,8 @@ func (x *DeviceEpoch) produce() {
 		}
 	}()
 	n := len(x.devs)
-	sb := x.p.tensor.SampleBytes()
-	vals := x.p.tensor.Shape.Len()
+	sb := x.e.s.Host.SampleBytes()
+	vals := x.e.s.Host.Shape.Len()
 	for {
 		hb, err := x.host.Next()
 		if errors.Is(err, io.EOF) {
@@ -444,7 +290,7 @@ func (x *DeviceEpoch) produce() {
 				x.freeWait[d].Add(int64(time.Since(t)))
 			}
 			if slot == nil {
-				x.pending <- pendingHost{hb, evs}
+				x.toRelease(pendingHost{hb, evs})
 				return
 			}
 			lo, hi := d*per, (d+1)*per
@@ -454,7 +300,7 @@ func (x *DeviceEpoch) produce() {
 			}
 			if err != nil {
 				x.free[d] <- slot
-				x.pending <- pendingHost{hb, evs}
+				x.toRelease(pendingHost{hb, evs})
 				x.fail(err)
 				return
 			}
@@ -464,13 +310,13 @@ func (x *DeviceEpoch) produce() {
 				Buffer: slot.buf, Labels: slot.labels[:per], Samples: slot.samples[:per]}
 			if err := x.queues[d].Put(x.ctx, slot); err != nil {
 				x.free[d] <- slot
-				x.pending <- pendingHost{hb, evs}
+				x.toRelease(pendingHost{hb, evs})
 				return
 			}
 		}
 		// The slab goes back once its copies are done; this blocks while
 		// the other slabs wait for copies, so Next never finds all held.
-		x.pending <- pendingHost{hb, evs}
+		x.toRelease(pendingHost{hb, evs})
 	}
 }
 
@@ -478,7 +324,7 @@ func (x *DeviceEpoch) produce() {
 // device. It returns the copy's event, which the host slab waits for, and
 // sets slot.ev to the event the consumer waits for.
 func (x *DeviceEpoch) send(dev prefetch.Device, slot *devSlot, src []byte, vals int) (prefetch.Event, error) {
-	if x.p.devNorm == nil {
+	if x.e.s.DevNorm == nil {
 		ev, err := dev.CopyAsync(slot.buf, src)
 		slot.ev = ev
 		return ev, err
@@ -487,20 +333,33 @@ func (x *DeviceEpoch) send(dev prefetch.Device, slot *devSlot, src []byte, vals 
 	if err != nil {
 		return nil, err
 	}
-	slot.ev, err = dev.NormalizeAsync(slot.buf, slot.staging, vals, x.p.devNorm)
+	slot.ev, err = dev.NormalizeAsync(slot.buf, slot.staging, vals, x.e.s.DevNorm)
 	return ev, err
+}
+
+// toRelease hands a host batch to the releaser, or releases it here once
+// the epoch is stopping (the releaser may never have started).
+func (x *DeviceEpoch) toRelease(ph pendingHost) {
+	select {
+	case x.pending <- ph:
+	case <-x.ctx.Done():
+		ph.release()
+	}
+}
+
+func (ph pendingHost) release() {
+	for _, ev := range ph.evs {
+		// Wait even when cancelled: the slab must not be reused while
+		// a copy still reads it.
+		ev.Wait(context.Background())
+	}
+	ph.b.Release()
 }
 
 // releaseHost returns each host slab once every copy from it has completed.
 func (x *DeviceEpoch) releaseHost() {
-	defer x.wg.Done()
 	for ph := range x.pending {
-		for _, ev := range ph.evs {
-			// Wait even when cancelled: the slab must not be reused while
-			// a copy still reads it.
-			ev.Wait(context.Background())
-		}
-		ph.b.Release()
+		ph.release()
 	}
 }
 
@@ -558,9 +417,9 @@ type DeviceStats struct {
 // Stats returns the host epoch's figures and each device's.
 func (x *DeviceEpoch) Stats() (EpochStats, []DeviceStats) {
 	var ds []DeviceStats
-	end := x.end
-	if end.IsZero() {
-		end = time.Now()
+	end := time.Now()
+	if t := x.end.Load(); t != 0 {
+		end = time.Unix(0, t)
 	}
 	secs := end.Sub(x.start).Seconds()
 	for d, dev := range x.devs {
@@ -585,18 +444,40 @@ func (x *DeviceEpoch) Stats() (EpochStats, []DeviceStats) {
 // copies and the host epoch. Slices not taken are dropped; slices taken
 // stay valid until released.
 func (x *DeviceEpoch) Close() error {
-	if x.closed {
-		return nil
+	x.mu.Lock()
+	if x.closing {
+		x.mu.Unlock()
+		return x.err()
 	}
-	x.closed, x.end = true, time.Now()
+	x.closing = true
+	x.end.Store(time.Now().UnixNano())
+	if !x.producing {
+		close(x.pending) // produce will not start: the releaser must end
+	}
+	x.mu.Unlock()
 	x.cancel(context.Canceled) // ends the host epoch, and with it produce
-	x.wg.Wait()
+	if err := x.group.Wait(); errors.Is(err, pond.ErrPanic) {
+		x.fail(fmt.Errorf("pipe: device epoch goroutine: %w", err))
+	}
+	x.pool.StopAndWait()
+	for ph := range x.pending { // left by a releaser that never started
+		ph.release()
+	}
 	x.host.Close()
 	for d, q := range x.queues {
 		q.Drain(func(s *devSlot) { x.free[d] <- s })
 	}
+	x.closed.Store(true)
+	return x.err()
+}
+
+// err is the epoch's first failure, other than its cancellation.
+func (x *DeviceEpoch) err() error {
 	if e := x.failed.Load(); e != nil && !errors.Is(*e, context.Canceled) {
 		return *e
 	}
 	return nil
 }
+
+// Stall is how long device d's consumer has waited for data so far.
+func (x *DeviceEpoch) Stall(d int) time.Duration { return x.queues[d].Stats().ConsumerWait }

@@ -1,6 +1,7 @@
-package pipe
+package pipefile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -257,74 +258,68 @@ func parseLine(pos Pos, toks []token, env func(string) (string, bool)) (Line, er
 	return l, nil
 }
 
-// LoadOption configures how a file's stages are built.
-type LoadOption func(*loadConfig)
-
-type loadConfig struct {
-	progress    func(done, total int64)
-	cacheClosed bool
-	// reopen opens the file's source again with another split (for eval).
-	reopen func(split string) (source.Source, error)
-}
-
-// WithCacheClosed builds the pipeline without opening its cache directory:
-// its fingerprint is known (CacheInfo) but nothing is read or written. It
-// is for tools that work on the cache directory themselves, like pipe
-// cache gc.
-func WithCacheClosed() LoadOption {
-	return func(c *loadConfig) { c.cacheClosed = true }
-}
-
-// WithDownloadProgress reports the progress of downloads that sources make
-// while they open (total is -1 when unknown).
-func WithDownloadProgress(f func(done, total int64)) LoadOption {
-	return func(c *loadConfig) { c.progress = f }
-}
-
-// Build turns a parsed file into stages, opening its source. Errors from a
-// stage's constructor are reported at its line.
-func (f *File) Build(opts ...LoadOption) ([]Stage, error) {
-	cfg := &loadConfig{}
-	for _, o := range opts {
-		o(cfg)
-	}
+// Stages makes the file's stages, in order, without opening anything:
+// source stages (and eval's held-out source) are opened by Open. Errors
+// from a stage's constructor are reported at its line.
+func (f *File) Stages() ([]Stage, error) {
 	var stages []Stage
 	for i, l := range f.Lines {
-		args := l.Args
-		args.load = cfg
-		if i == 0 {
-			first := l
-			cfg.reopen = func(split string) (source.Source, error) {
+		s, err := l.Spec.Build(l.Args)
+		if err != nil {
+			return nil, &SyntaxError{Pos: l.Pos, Stage: l.Spec.Name, Msg: strings.TrimPrefix(err.Error(), l.Spec.Name+": ")}
+		}
+		if s.name == "eval" {
+			if i == 0 || f.Lines[0].Spec.Kind != "source" {
+				return nil, &SyntaxError{Pos: l.Pos, Stage: "eval", Msg: "eval reads another split of the source: it needs a source stage first"}
+			}
+			first, split := f.Lines[0], l.Args.String("split")
+			s.open = func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 				if first.Spec.Param("split") == nil {
 					return nil, fmt.Errorf("source %s has no split to evaluate on", first.Spec.Name)
 				}
-				a := first.Args.with("split", split)
-				a.load = cfg
-				s, err := first.Spec.Build(a)
+				src, err := first.Spec.Build(first.Args.with("split", split))
 				if err != nil {
 					return nil, err
 				}
-				return s.src, nil
+				return src.open(ctx, o)
 			}
-		}
-		s, err := l.Spec.Build(args)
-		if err != nil {
-			closeSources(stages)
-			msg := strings.TrimPrefix(err.Error(), l.Spec.Name+": ")
-			if isDataError(err) {
-				// Bad bytes or a failed fetch, not a mistake in the file:
-				// keep the sentinel for errors.Is, and the position.
-				return nil, fmt.Errorf("%s: %s: %w", l.Pos, l.Spec.Name, err)
-			}
-			return nil, &SyntaxError{Pos: l.Pos, Stage: l.Spec.Name, Msg: msg}
 		}
 		stages = append(stages, s)
 	}
 	return stages, nil
 }
 
+// Open opens the sources of stages made by Stages, in order, and returns
+// the stages with them. An error names the line of its stage; a corrupt or
+// unreachable dataset keeps its sentinel (source.ErrFormat, ErrChecksum,
+// ErrDownload, ErrLabel) and a cancellation its context error for
+// errors.Is. On error, what was opened is closed again.
+func (f *File) Open(ctx context.Context, stages []Stage, o *OpenOptions) ([]Stage, error) {
+	if o == nil {
+		o = &OpenOptions{}
+	}
+	out := append([]Stage(nil), stages...)
+	for i := range out {
+		s := &out[i]
+		if s.open == nil || s.src != nil {
+			continue
+		}
+		src, err := s.open(ctx, o)
+		if err != nil {
+			Close(out[:i])
+			pos := f.Lines[i].Pos
+			if isDataError(err) || ctx.Err() != nil {
+				return nil, fmt.Errorf("%s: %s: %w", pos, f.Lines[i].Spec.Name, err)
+			}
+			return nil, &SyntaxError{Pos: pos, Stage: f.Lines[i].Spec.Name, Msg: strings.TrimPrefix(err.Error(), f.Lines[i].Spec.Name+": ")}
+		}
+		s.src = src
+	}
+	return out, nil
+}
+
 func isDataError(err error) bool {
-	for _, e := range []error{source.ErrFormat, source.ErrChecksum, source.ErrDownload, source.ErrLabel} {
+	for _, e := range []error{source.ErrFormat, source.ErrChecksum, source.ErrDownload, source.ErrLabel, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -332,52 +327,19 @@ func isDataError(err error) bool {
 	return false
 }
 
-func closeSources(stages []Stage) {
+// Close closes the opened sources of stages.
+func Close(stages []Stage) error {
+	var errs []error
 	for _, s := range stages {
 		if s.src != nil {
-			s.src.Close()
+			errs = append(errs, s.src.Close())
 		}
 	}
+	return errors.Join(errs...)
 }
 
-// Load parses and builds a .pipe file into a pipeline. Errors in the file
-// carry file:line:col; errors in how stages fit together also point at the
-// line of the stage they are about.
-func Load(name string, opts ...LoadOption) (*Pipeline, error) {
-	f, err := ParseFile(name)
-	if err != nil {
-		return nil, err
-	}
-	return f.Pipeline(opts...)
-}
-
-// Pipeline builds the file's stages into a pipeline.
-func (f *File) Pipeline(opts ...LoadOption) (*Pipeline, error) {
-	stages, err := f.Build(opts...)
-	if err != nil {
-		return nil, err
-	}
-	cfg := &loadConfig{}
-	for _, o := range opts {
-		o(cfg)
-	}
-	if cfg.cacheClosed {
-		stages = append(stages, Stage{name: "pipeline", desc: "", apply: func(b *builder) error {
-			b.p.cacheClosed = true
-			return nil
-		}})
-	}
-	p, err := New(stages...)
-	if err != nil {
-		closeSources(stages)
-		var se *StageError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("%s: %w", f.Lines[se.Index].Pos, err)
-		}
-		return nil, fmt.Errorf("%s: %w", f.Name, err)
-	}
-	return p, nil
-}
+// Pos returns the position of stage i of the file's stages.
+func (f *File) Pos(i int) Pos { return f.Lines[i].Pos }
 
 // suggest returns the candidate closest to s by edit distance, if it is
 // close enough to be a likely typo.

@@ -1,0 +1,29 @@
+// Package engine runs the epochs of a built pipeline: plan → workers →
+// [cache] → slabs → devices. It is driven by an immutable Spec (the source,
+// the image operations, the tensor layouts, the plan, the batch size, the
+// cache and the devices) and knows nothing of the .pipe syntax.
+//
+// How an epoch runs: one producer takes a free slab for each batch in plan
+// order and hands the batch's samples to the workers in chunks of 64; the
+// workers read a chunk's records, run the operations and write the results
+// straight into the slab; Next hands batches out in plan order as they
+// complete. The number of slabs (workers + 2) bounds both the reorder
+// window and memory. The producer and the workers are one pond group: a
+// failure, a panic (returned as an error with its stack) or a cancellation
+// stops them all before Next returns, and Close waits for every one.
+//
+// With a cache, the operations before the cache come from its entries
+// (package cache), read in place where the cache is ordered and through
+// the shared shard memory otherwise, and only the operations after it run.
+//
+// A device epoch cuts each host batch into equal, contiguous per-device
+// slices, copies them asynchronously into device memory (package
+// prefetch), normalising on the device where the spec says so, and queues
+// them per device; a host slab goes back once every copy from it has
+// completed. Its producer and releaser are a pond group too.
+//
+// Output is a pure function of the spec, the epoch and the source's bytes:
+// a sample's random draws come from a generator keyed by (seed, epoch,
+// sample index), so neither the worker count nor the timing changes a
+// byte.
+package engine

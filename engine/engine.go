@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pipefeed/pipe/cache"
+	"github.com/pipefeed/pipe/prefetch"
+	"github.com/pipefeed/pipe/sharding"
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
+)
+
+// Policy says what an epoch does with a corrupt record.
+type Policy int
+
+const (
+	// Fail stops the epoch with the record's error (the default).
+	Fail Policy = iota
+	// Skip leaves the record out of its batch, counts it and lists it in
+	// the run summary. The plan does not move: other samples and other
+	// ranks see exactly what they would have.
+	Skip
+)
+
+func (p Policy) String() string {
+	if p == Skip {
+		return "skip"
+	}
+	return "fail"
+}
+
+// Spec is everything an engine runs: a validated pipeline with its plan.
+// New copies it; nothing in it changes afterwards.
+type Spec struct {
+	Source source.Source
+	// InShape is the source's image shape (zero dimensions where it varies).
+	InShape transform.Shape
+	// Ops are the image operations in order; Ops[:CacheAt] run before the
+	// cache (CacheAt is 0 without one).
+	Ops     []transform.Op
+	CacheAt int
+	// Reduce lets the decoder decode at a reduced DCT scale (see
+	// transform.NewDecoder).
+	Reduce bool
+	// Host is the tensor the workers write into slabs; Out is what
+	// consumers get: Host, but for normalize on the devices, where Host is
+	// uint8 and DevNorm converts it on each device.
+	Host, Out *transform.Tensor
+	DevNorm   *prefetch.Norm
+	Seed      uint64
+	Plan      *sharding.Plan
+	Batch     int
+	DropLast  bool
+	// Workers is the transform pool's size (≥ 1); Engine.SetWorkers
+	// changes it between epochs.
+	Workers int
+	OnError Policy
+	// Cache is the cache stage's cache, opened (or described) by the
+	// caller, who closes it; nil without a cache stage.
+	Cache *cache.Cache
+	// Devices configures the prefetch stage; nil without one.
+	Devices *Devices
+}
+
+// Devices says which devices batches go to and how far ahead.
+type Devices struct {
+	// Depth is how many slices each device's queue holds ahead of its
+	// consumer (≥ 1).
+	Depth int
+	// CPU is the number of simulated devices in host memory; GPUs the CUDA
+	// ordinals. One of them is set.
+	CPU  int
+	GPUs []int
+	// CopyDelay slows every copy of a simulated device, for tests.
+	CopyDelay time.Duration
+}
+
+// N is the number of devices.
+func (d *Devices) N() int {
+	if len(d.GPUs) > 0 {
+		return len(d.GPUs)
+	}
+	return d.CPU
+}
+
+// Engine runs epochs of one Spec, one at a time. It owns the host slabs,
+// kept across epochs, and the devices, opened by the first device epoch
+// (a GPU context is too costly to make per epoch); Close releases both.
+type Engine struct {
+	s       Spec
+	direct  bool // uint8 NCHW: images are written into slabs as they are
+	workers atomic.Int64
+	running atomic.Bool
+	slabs   *prefetch.SlabPool
+	indices [][]int // per slab: the sample indices of its batch
+
+	devs      []prefetch.Device // opened by the first DeviceEpoch
+	devFree   []chan *devSlot   // per device, its free buffers
+	hostAlloc prefetch.HostAllocator
+
+	skipMu   sync.Mutex
+	skipped  []*source.RecordError
+	nskipped int
+}
+
+// New returns an engine for s.
+func New(s Spec) (*Engine, error) {
+	switch {
+	case s.Source == nil || s.Plan == nil || s.Host == nil || s.Out == nil:
+		return nil, errors.New("engine: Source, Plan, Host and Out are required")
+	case s.Batch < 1:
+		return nil, fmt.Errorf("engine: batch %d", s.Batch)
+	case s.CacheAt < 0 || s.CacheAt > len(s.Ops) || (s.Cache == nil && s.CacheAt != 0):
+		return nil, fmt.Errorf("engine: cache at %d of %d operations", s.CacheAt, len(s.Ops))
+	case s.Devices != nil && (s.Devices.N() < 1 || s.Devices.Depth < 1):
+		return nil, errors.New("engine: devices need at least one device and depth ≥ 1")
+	}
+	s.Ops = append([]transform.Op(nil), s.Ops...)
+	e := &Engine{s: s}
+	t := s.Host
+	e.direct = t.DType == transform.Uint8 && (t.Layout == transform.NCHW || t.Shape.C == 1)
+	e.SetWorkers(s.Workers)
+	return e, nil
+}
+
+// SetWorkers sets the transform pool's size for later epochs; n ≤ 0 means
+// one per core (GOMAXPROCS). The output does not depend on it.
+func (e *Engine) SetWorkers(n int) {
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	e.workers.Store(int64(n))
+}
+
+// Workers is the transform pool's size.
+func (e *Engine) Workers() int { return int(e.workers.Load()) }
+
+// Batches is the number of batches an epoch delivers (before skips).
+func (e *Engine) Batches() int { return e.s.Plan.Batches(e.s.Batch, e.s.DropLast) }
+
+// Samples is the number of samples an epoch delivers (before skips).
+func (e *Engine) Samples() int {
+	if e.s.DropLast {
+		return e.Batches() * e.s.Batch
+	}
+	return e.s.Plan.Len()
+}
+
+// Skipped returns the records skipped so far under on_error=skip (up to the
+// first 1000) and how many there were in all.
+func (e *Engine) Skipped() ([]*source.RecordError, int) {
+	e.skipMu.Lock()
+	defer e.skipMu.Unlock()
+	return append([]*source.RecordError(nil), e.skipped...), e.nskipped
+}
+
+func (e *Engine) addSkipped(errs []skipped) {
+	e.skipMu.Lock()
+	defer e.skipMu.Unlock()
+	e.nskipped += len(errs)
+	for _, s := range errs {
+		if len(e.skipped) < 1000 {
+			e.skipped = append(e.skipped, s.err)
+		}
+	}
+}
+
+// planEpoch is the epoch whose plan orders epoch n: with an ordered cache,
+// an echoed epoch replays its cache epoch's order along with its entries.
+func (e *Engine) planEpoch(n int) int {
+	if c := e.s.Cache; c != nil && c.Ordered() {
+		return c.Epoch(n)
+	}
+	return n
+}
+
+// indexBuf returns the batch-sized index buffer of slab i, kept across
+// epochs so that a steady state allocates nothing.
+func (e *Engine) indexBuf(i int) []int {
+	for len(e.indices) <= i {
+		e.indices = append(e.indices, make([]int, e.s.Batch))
+	}
+	return e.indices[i][:e.s.Batch]
+}
+
+// SlabsOut is the number of host slabs not in the pool: held by batches
+// or in flight. For tests of the release discipline.
+func (e *Engine) SlabsOut() int {
+	if e.slabs == nil {
+		return 0
+	}
+	return e.slabs.Out()
+}
+
+// Slabs is the number of host slabs (0 before the first epoch).
+func (e *Engine) Slabs() int {
+	if e.slabs == nil {
+		return 0
+	}
+	return e.slabs.Len()
+}
+
+// Close closes the devices and frees the slabs. The source and the cache
+// are the caller's.
+func (e *Engine) Close() error {
+	err := e.closeDevices()
+	if e.slabs != nil {
+		err = errors.Join(err, e.slabs.Close())
+		e.slabs = nil
+	}
+	return err
+}
+
+// FreeDeviceBuffers reports how many of device d's buffers are free, of
+// all it has: every one once no slice is held. For tests of the release
+// discipline.
+func (e *Engine) FreeDeviceBuffers(d int) (free, all int) {
+	if d < 0 || d >= len(e.devFree) {
+		return 0, 0
+	}
+	return len(e.devFree[d]), cap(e.devFree[d])
+}

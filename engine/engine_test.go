@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/pipefeed/pipe/sharding"
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// panicky panics reading one sample.
+type panicky struct {
+	source.Source
+	at int
+}
+
+func (p panicky) Read(i int, rec *source.Record) error {
+	if i == p.at {
+		panic("bad sample")
+	}
+	return p.Source.Read(i, rec)
+}
+
+// spec is a crop-flip-normalize recipe over n synthetic samples, built
+// without the façade: the engine runs from its Spec alone.
+func spec(t *testing.T, src source.Source, workers int) Spec {
+	t.Helper()
+	crop, err := transform.RandomCrop(32, 4, transform.FillReflect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip, err := transform.Flip(transform.Horizontal, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm, err := transform.Normalize([]float64{0.5}, []float64{0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := transform.Shape{C: 3, H: 32, W: 32}
+	tensor, err := transform.ToTensor(transform.NCHW, transform.Float32, norm, shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := sharding.New(src.Len(), sharding.WithShuffle(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Spec{Source: src, InShape: shape, Ops: []transform.Op{crop, flip}, Host: tensor, Out: tensor,
+		Seed: 9, Plan: plan, Batch: 50, Workers: workers}
+}
+
+func synthetic(t *testing.T, n int) source.Source {
+	t.Helper()
+	src, err := source.NewSynthetic(n, source.Train, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func sums(t *testing.T, e *Engine, epochs int) []string {
+	t.Helper()
+	stats, err := e.Run(context.Background(), RunOptions{Epochs: epochs, Checksum: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range stats {
+		out = append(out, s.Checksum)
+	}
+	return out
+}
+
+// TestOutputIndependentOfWorkers: the engine's output is a function of its
+// spec and the epoch, whatever the pool's size.
+func TestOutputIndependentOfWorkers(t *testing.T) {
+	src := synthetic(t, 730)
+	var want []string
+	for _, w := range []int{1, 3, 8} {
+		e, err := New(spec(t, src, w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := sums(t, e, 2)
+		e.Close()
+		if want == nil {
+			want = got
+			if got[0] == got[1] {
+				t.Fatalf("epochs 0 and 1 gave the same stream %s", got[0])
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("workers=%d: %v, want %v", w, got, want)
+		}
+	}
+}
+
+// TestPanicIsAnErrorWithItsStack: a panic in a worker ends the epoch with
+// an error carrying the panic and its stack, and no goroutine is left.
+func TestPanicIsAnErrorWithItsStack(t *testing.T) {
+	e, err := New(spec(t, panicky{synthetic(t, 500), 321}, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	_, err = e.Run(context.Background(), RunOptions{})
+	if err == nil || !strings.Contains(err.Error(), "bad sample") || !strings.Contains(err.Error(), "goroutine") {
+		t.Fatalf("want the panic with its stack, got %v", err)
+	}
+	// The engine is usable again: the failed epoch is closed.
+	x, err := e.Epoch(context.Background(), 0)
+	if err != nil {
+		t.Fatalf("after a failed epoch: %v", err)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCloseFromAnotherGoroutine: Close may be called while Next waits, and
+// Stats read at any time (run with -race).
+func TestCloseFromAnotherGoroutine(t *testing.T) {
+	e, err := New(spec(t, synthetic(t, 5000), 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	x, err := e.Epoch(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for {
+			b, err := x.Next()
+			if err != nil {
+				done <- err
+				return
+			}
+			x.Stats()
+			b.Release()
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	x.Stats()
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	if e.SlabsOut() != 0 {
+		t.Fatalf("%d slabs out after Close", e.SlabsOut())
+	}
+}

@@ -1,0 +1,459 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/alitto/pond/v2"
+
+	"github.com/pipefeed/pipe/prefetch"
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
+)
+
+// chunkSamples is the most samples handed to a worker at once: large enough
+// that scheduling costs nothing next to the work (64 CIFAR images are about
+// 200 µs), small enough that a batch spreads over every worker.
+const chunkSamples = 64
+
+// extraSlabs is how many finished or filling batches may wait beyond one per
+// worker: the depth of the reorder window and of the prefetch.
+const extraSlabs = 2
+
+// Batch is a batch of samples in one slab. It is valid until Release; after
+// Release its memory belongs to a later batch.
+type Batch struct {
+	// Epoch and Index place the batch in the plan: batch Index of Epoch.
+	Epoch, Index int
+	// N is the number of samples; less than the batch size for the final
+	// batch without drop_last, or where records were skipped.
+	N int
+	// Data holds N samples of DType.Size()·Shape.Len() bytes each, in the
+	// pipeline's layout and dtype.
+	Data []byte
+	// DType is the element type of Data.
+	DType transform.DType
+	// Labels holds the N labels.
+	Labels []int32
+	// Samples holds the N global sample indices the batch was made from.
+	Samples []int
+
+	owner *Epoch // nil once released
+	slab  *prefetch.Slab
+}
+
+// ErrDType is returned by a typed view of a batch of another element type.
+var ErrDType = errors.New("batch element type")
+
+// Float32 views Data as float32 values without copying. It fails with
+// ErrDType unless the batch is float32 (a uint8 batch, such as the host
+// side of normalize where=device, has no float32 view).
+func (b *Batch) Float32() ([]float32, error) {
+	if b.DType != transform.Float32 {
+		return nil, fmt.Errorf("pipe: Float32 of a %s batch: %w", b.DType, ErrDType)
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b.Data))), len(b.Data)/4), nil
+}
+
+// Float16 views Data as the bits of float16 values without copying; it
+// fails with ErrDType unless the batch is float16.
+func (b *Batch) Float16() ([]uint16, error) {
+	if b.DType != transform.Float16 {
+		return nil, fmt.Errorf("pipe: Float16 of a %s batch: %w", b.DType, ErrDType)
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b.Data))), len(b.Data)/2), nil
+}
+
+// Release hands the batch's slab back for reuse. Calling it twice panics.
+func (b *Batch) Release() {
+	x := b.owner
+	if x == nil {
+		panic("pipe: Batch released twice")
+	}
+	b.owner = nil
+	x.held.Add(-1)
+	x.slabs.Put(b.slab)
+}
+
+// job is the state of one batch in flight; there is one per slab, reused.
+type job struct {
+	batch   Batch
+	slab    *prefetch.Slab
+	first   int // plan position of the batch's first sample
+	indices []int
+	pending atomic.Int32
+	done    chan struct{} // one token when every chunk has finished
+	mu      sync.Mutex
+	skipped []skipped // samples of the batch skipped under on_error=skip
+}
+
+type skipped struct {
+	k   int // position in the batch
+	err *source.RecordError
+}
+
+type chunk struct {
+	j      *job
+	lo, hi int
+}
+
+// Epoch streams the batches of one epoch in plan order. Get one from
+// Engine.Epoch, call Next until it returns io.EOF or an error, and Close
+// it. Next is for one goroutine; Close and Stats are safe from any, at any
+// time, and Close again.
+type Epoch struct {
+	e      *Engine
+	slabs  *prefetch.SlabPool // e.slabs when the epoch started
+	epoch  int
+	ctx    context.Context // the group's: cancelled by Close, a failure or a panic
+	cancel context.CancelCauseFunc
+	pool   pond.Pool
+	group  pond.TaskGroup
+	jobs   []job
+	ready  chan *job
+	chunks chan chunk
+	closed atomic.Bool
+	once   sync.Once
+	failed atomic.Pointer[error]
+	start  time.Time
+	held   atomic.Int32
+
+	statsMu sync.Mutex
+	stats   EpochStats
+	// cacheBase holds the cache counters at the epoch's start.
+	cacheBase [2]int64
+}
+
+// EpochStats measures one epoch.
+type EpochStats struct {
+	Epoch   int `json:"epoch"`
+	Images  int `json:"images"`
+	Batches int `json:"batches"`
+	// Seconds is wall time from the start of the epoch to its last batch.
+	Seconds      float64 `json:"seconds"`
+	ImagesPerSec float64 `json:"images_per_sec"`
+	// StallSeconds is how long the consumer waited in Next for a batch: the
+	// time it was starved. SlabWaitSeconds is how long the producer waited
+	// for a released slab: the time the consumer held it back.
+	StallSeconds    float64 `json:"stall_seconds"`
+	SlabWaitSeconds float64 `json:"slab_wait_seconds"`
+	Skipped         int     `json:"skipped"`
+	Workers         int     `json:"workers"`
+	// CacheMisses counts the cache entries (shards) computed in the epoch
+	// and CacheHits those read (set when the epoch is complete);
+	// CacheCorrupt counts damaged entries found and rewritten. Absent
+	// without a cache stage.
+	CacheHits    int64 `json:"cache_hits,omitempty"`
+	CacheMisses  int64 `json:"cache_misses,omitempty"`
+	CacheCorrupt int64 `json:"cache_corrupt,omitempty"`
+	// Checksum is set by consumers that hash the output (see Checksum).
+	Checksum string `json:"checksum,omitempty"`
+	// Devices holds each device's figures with a prefetch stage.
+	Devices []DeviceStats `json:"devices,omitempty"`
+}
+
+// ErrBusy is returned by Engine.Epoch while another epoch is open.
+var ErrBusy = errors.New("pipe: an epoch of this pipeline is already running")
+
+// Epoch starts producing epoch n. The work stops when ctx is done, Next
+// fails or returns io.EOF, or Close is called; no goroutine outlives that.
+func (e *Engine) Epoch(ctx context.Context, n int) (*Epoch, error) {
+	if !e.running.CompareAndSwap(false, true) {
+		return nil, ErrBusy
+	}
+	x, err := e.startEpoch(ctx, n)
+	if err != nil {
+		e.running.Store(false)
+	}
+	return x, err
+}
+
+func (e *Engine) startEpoch(ctx context.Context, n int) (*Epoch, error) {
+	s := &e.s
+	if c, ok := s.Source.(source.Checker); ok && s.OnError == Fail {
+		if bad := c.Corrupt(); len(bad) > 0 {
+			more := ""
+			if len(bad) > 1 {
+				more = fmt.Sprintf(" (and %d more; on_error=skip would skip them)", len(bad)-1)
+			}
+			return nil, fmt.Errorf("%w%s", bad[0], more)
+		}
+	}
+	workers := e.Workers()
+	nslabs := workers + extraSlabs
+	sb := s.Host.SampleBytes()
+	if e.slabs == nil || e.slabs.Len() != nslabs || e.slabs.Pinned() != (e.hostAlloc != nil) {
+		if e.slabs != nil {
+			if err := e.slabs.Close(); err != nil {
+				return nil, err
+			}
+		}
+		pool, err := prefetch.NewSlabPool(nslabs, s.Batch*sb, s.Batch, e.hostAlloc)
+		if err != nil {
+			e.slabs = nil
+			return nil, err
+		}
+		e.slabs = pool
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	x := &Epoch{
+		e: e, slabs: e.slabs, epoch: n, cancel: cancel,
+		jobs:   make([]job, nslabs),
+		ready:  make(chan *job, nslabs),
+		chunks: make(chan chunk, nslabs*((s.Batch+chunkSamples-1)/chunkSamples)),
+		start:  time.Now(),
+	}
+	for i := range x.jobs {
+		x.jobs[i].done = make(chan struct{}, 1)
+		x.jobs[i].indices = e.indexBuf(i)
+	}
+	x.stats = EpochStats{Epoch: n, Workers: workers}
+	if c := s.Cache; c != nil {
+		misses, corrupt := c.Counters()
+		x.cacheBase = [2]int64{misses, corrupt}
+	}
+	x.stats.SlabWaitSeconds = -e.slabs.Wait().Seconds()
+	// One goroutine produces, workers transform: one pond group, whose
+	// context ends with the first failure or panic, and which Close waits
+	// for.
+	x.pool = pond.NewPool(workers + 1)
+	x.group = x.pool.NewGroupContext(ctx)
+	x.ctx = x.group.Context()
+	x.group.SubmitErr(func() error { x.produce(); return nil })
+	for range workers {
+		w := e.newWorker()
+		x.group.SubmitErr(func() error { x.work(w); return nil })
+	}
+	return x, nil
+}
+
+// fail records the first error and cancels the epoch.
+func (x *Epoch) fail(err error) {
+	x.failed.CompareAndSwap(nil, &err)
+	x.cancel(err)
+}
+
+func (x *Epoch) err() error {
+	if e := x.failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (x *Epoch) produce() {
+	defer close(x.chunks)
+	defer close(x.ready)
+	s := &x.e.s
+	nb := x.e.Batches()
+	for b := range nb {
+		lo := b * s.Batch
+		hi := min(lo+s.Batch, s.Plan.Len())
+		slab, err := x.slabs.Get(x.ctx)
+		if err != nil {
+			return
+		}
+		j := &x.jobs[slab.ID]
+		j.slab, j.indices, j.first = slab, j.indices[:hi-lo], lo
+		s.Plan.Fill(x.e.planEpoch(x.epoch), lo, j.indices)
+		j.skipped = j.skipped[:0]
+		j.batch = Batch{Epoch: x.epoch, Index: b, N: hi - lo, DType: s.Out.DType}
+		n := (hi - lo + chunkSamples - 1) / chunkSamples
+		j.pending.Store(int32(n))
+		x.ready <- j // never blocks: one place per slab
+		for c := lo; c < hi; c += chunkSamples {
+			select {
+			case x.chunks <- chunk{j: j, lo: c - lo, hi: min(hi, c+chunkSamples) - lo}:
+			case <-x.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (x *Epoch) work(w *worker) {
+	sb := x.e.s.Host.SampleBytes()
+	for c := range x.chunks {
+		if x.ctx.Err() == nil {
+			x.transform(w, c, sb)
+		}
+		if c.j.pending.Add(-1) == 0 {
+			c.j.done <- struct{}{}
+		}
+	}
+}
+
+// skip applies the error policy to a bad record; it reports whether the
+// chunk may go on.
+func (x *Epoch) skip(j *job, k int, err error) bool {
+	var re *source.RecordError
+	if x.e.s.OnError == Fail || !errors.As(err, &re) {
+		x.fail(err)
+		return false
+	}
+	j.mu.Lock()
+	j.skipped = append(j.skipped, skipped{k, re})
+	j.mu.Unlock()
+	return true
+}
+
+// Next returns the next batch in plan order, or io.EOF after the last one.
+// The batch is valid until its Release; hold at most a few at once, because
+// batches not released hold back production.
+func (x *Epoch) Next() (*Batch, error) {
+	if x.closed.Load() {
+		if err := x.err(); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	if int(x.held.Load()) >= x.slabs.Len() {
+		return nil, fmt.Errorf("pipe: Next with all %d batches held: Release batches before asking for more", x.slabs.Len())
+	}
+	t := time.Now()
+	var j *job
+	finished := false
+	select {
+	case j = <-x.ready:
+	case <-x.ctx.Done():
+	}
+	if j != nil {
+		select {
+		case <-j.done:
+			finished = true
+		case <-x.ctx.Done():
+		}
+	}
+	stall := time.Since(t).Seconds()
+	if !finished || x.ctx.Err() != nil {
+		stopped := x.ctx.Err() != nil
+		x.addStall(stall)
+		// Stop the workers first: they may still be writing into j's slab.
+		x.Close()
+		if j != nil {
+			x.slabs.Put(j.slab)
+		}
+		if err := x.err(); err != nil {
+			return nil, err
+		}
+		if stopped {
+			return nil, context.Cause(x.ctx)
+		}
+		return nil, io.EOF
+	}
+	b := &j.batch
+	sb := x.e.s.Host.SampleBytes()
+	b.Data = j.slab.Data[:b.N*sb]
+	b.Labels = j.slab.Labels[:b.N]
+	b.Samples = j.indices
+	nskip := 0
+	if len(j.skipped) > 0 {
+		nskip = x.compact(j, sb)
+	}
+	x.statsMu.Lock()
+	x.stats.StallSeconds += stall
+	x.stats.Images += b.N
+	x.stats.Batches++
+	x.stats.Skipped += nskip
+	x.statsMu.Unlock()
+	x.held.Add(1)
+	b.owner, b.slab = x, j.slab
+	return b, nil
+}
+
+func (x *Epoch) addStall(s float64) {
+	x.statsMu.Lock()
+	x.stats.StallSeconds += s
+	x.statsMu.Unlock()
+}
+
+// compact closes the holes skipped samples left in a batch, keeping order,
+// and returns how many there were.
+func (x *Epoch) compact(j *job, sb int) int {
+	b := &j.batch
+	// Workers record skips as they meet them; report them in plan order.
+	slices.SortFunc(j.skipped, func(a, b skipped) int { return a.k - b.k })
+	keep := make([]int, 0, b.N-len(j.skipped))
+	out, next := 0, 0
+	for k := 0; k < b.N; k++ {
+		if next < len(j.skipped) && j.skipped[next].k == k {
+			next++
+			continue
+		}
+		if out != k {
+			copy(j.slab.Data[out*sb:(out+1)*sb], j.slab.Data[k*sb:(k+1)*sb])
+			j.slab.Labels[out] = j.slab.Labels[k]
+		}
+		keep = append(keep, j.indices[k])
+		out++
+	}
+	b.N = out
+	b.Data, b.Labels, b.Samples = b.Data[:out*sb], b.Labels[:out], keep
+	x.e.addSkipped(j.skipped)
+	return len(j.skipped)
+}
+
+// Stats returns the epoch's figures so far; they are complete once Next has
+// returned io.EOF.
+func (x *Epoch) Stats() EpochStats {
+	x.statsMu.Lock()
+	s := x.stats
+	x.statsMu.Unlock()
+	if s.Seconds == 0 {
+		s.Seconds = time.Since(x.start).Seconds()
+	}
+	if s.Seconds > 0 {
+		s.ImagesPerSec = float64(s.Images) / s.Seconds
+	}
+	s.SlabWaitSeconds += x.slabs.Wait().Seconds()
+	if c := x.e.s.Cache; c != nil {
+		// An epoch needs each of its shards once; those not computed
+		// were read.
+		misses, corrupt := c.Counters()
+		s.CacheMisses = misses - x.cacheBase[0]
+		s.CacheCorrupt = corrupt - x.cacheBase[1]
+		if x.closed.Load() && x.err() == nil {
+			s.CacheHits = int64(c.Shards()) - s.CacheMisses
+		}
+	}
+	return s
+}
+
+// Close stops the epoch and waits for its goroutines. Slabs of batches not
+// yet delivered go back to the pool; delivered batches stay valid until
+// their Release. It returns the epoch's error, if it failed.
+func (x *Epoch) Close() error {
+	x.once.Do(func() {
+		x.statsMu.Lock()
+		x.stats.Seconds = time.Since(x.start).Seconds()
+		x.statsMu.Unlock()
+		x.cancel(context.Canceled)
+		if err := x.group.Wait(); errors.Is(err, pond.ErrPanic) {
+			x.fail(fmt.Errorf("pipe: pipeline goroutine: %w", err))
+		}
+		x.pool.StopAndWait()
+		// A producer stopped before it started never closes ready: drain
+		// what is there without waiting for the close.
+	drain:
+		for {
+			select {
+			case j, ok := <-x.ready:
+				if !ok {
+					break drain
+				}
+				x.slabs.Put(j.slab)
+			default:
+				break drain
+			}
+		}
+		x.closed.Store(true)
+		x.e.running.Store(false)
+	})
+	return x.err()
+}

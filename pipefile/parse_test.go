@@ -1,0 +1,119 @@
+package pipefile
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func testEnv(name string) (string, bool) {
+	switch name {
+	case "DATA":
+		return "/data", true
+	case "EMPTY":
+		return "", true
+	}
+	return "", false
+}
+
+func TestExpand(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                  "plain",
+		"${DATA}/x":              "/data/x",
+		"${MISSING:-fallback}":   "fallback",
+		"${EMPTY:-used}":         "used",
+		"${DATA:-unused}${DATA}": "/data/data",
+		"a${EMPTY}b":             "ab",
+	} {
+		got, err := expand(in, testEnv)
+		if err != nil || got != want {
+			t.Errorf("expand(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"${", "${}", "${A B}", "${NOPE}"} {
+		if _, err := expand(bad, testEnv); err == nil {
+			t.Errorf("expand(%q) gave no error", bad)
+		}
+	}
+}
+
+// TestExamplesParse: every example parses, and its stages are in an order
+// and with parameters that Compile accepts, before any data is read.
+func TestExamplesParse(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.pipe")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Parse(name, string(b), testEnv)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		stages, err := f.Stages()
+		if err == nil {
+			_, err = Compile(stages)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// FuzzParse checks that no input crashes the parser and that every error
+// carries a position.
+func FuzzParse(f *testing.F) {
+	b, _ := os.ReadFile("testdata/parse.txt")
+	for _, c := range strings.Split(string(b), "\n====\n") {
+		src, _, _ := strings.Cut(c, "\n----\n")
+		f.Add(src)
+	}
+	f.Add("source synthetic n=1\nbatch 1\n")
+	f.Add("\"\x00#=${:-}")
+	f.Fuzz(func(t *testing.T, src string) {
+		if strings.Contains(src, "cifar") || strings.Contains(src, "download") {
+			return // sources that touch files or the network are not fuzzed here
+		}
+		file, err := Parse("f.pipe", src, testEnv)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.pipe:") {
+				t.Fatalf("error without position: %v", err)
+			}
+			return
+		}
+		for _, l := range file.Lines {
+			if l.Spec.Kind == "source" && l.Args.Int("n") > 100000 {
+				return // large but valid synthetic sources are slow, not wrong
+			}
+		}
+		stages, err := file.Stages()
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.pipe:") {
+				t.Fatalf("error without position: %v", err)
+			}
+			return
+		}
+		if _, err := Compile(stages); err != nil {
+			var se *StageError
+			if !errors.As(err, &se) && !errors.Is(err, ErrConfig) {
+				t.Fatalf("order error of the wrong kind: %v", err)
+			}
+			return
+		}
+		opened, err := file.Open(context.Background(), stages, nil)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.pipe:") {
+				t.Fatalf("error without position: %v", err)
+			}
+			return
+		}
+		Close(opened)
+	})
+}

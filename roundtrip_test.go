@@ -1,0 +1,132 @@
+package pipe
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipefeed/pipe/pipefile"
+)
+
+// summaryText is a pipeline's Summary and compiled configuration with
+// pointers written out, for comparing two pipelines.
+func summaryText(p *Pipeline) string {
+	s := p.Summary()
+	t, h := s.Tensor.String(), s.HostTensor.String()
+	s.Tensor, s.HostTensor, s.Cache = nil, nil, nil
+	c := *p.cfg
+	var ops []string
+	for _, op := range c.Ops {
+		ops = append(ops, op.String())
+	}
+	c.Source, c.Ops, c.Norm = nil, nil, nil
+	train, cache, pf, eval := "", "", "", ""
+	if c.Train != nil {
+		train = fmt.Sprintf("%+v", *c.Train)
+	}
+	if c.Cache != nil {
+		cache = fmt.Sprintf("%+v", *c.Cache)
+	}
+	if c.Prefetch != nil {
+		pf = fmt.Sprintf("%+v", *c.Prefetch)
+	}
+	if c.Eval != nil {
+		e := *c.Eval
+		e.Source = nil
+		eval = fmt.Sprintf("%+v", e)
+	}
+	c.Train, c.Cache, c.Prefetch, c.Eval = nil, nil, nil, nil
+	return fmt.Sprintf("%+v tensor=%s host=%s\nconfig %+v ops=%q train=%s cache=%s prefetch=%s eval=%s",
+		s, t, h, c, ops, train, cache, pf, eval)
+}
+
+// roundTrip checks that p's String parses back to a pipeline equal to p:
+// the same stages, line for line, and the same summary.
+func roundTrip(t *testing.T, name string, p *Pipeline, env func(string) (string, bool)) {
+	t.Helper()
+	text := p.String()
+	want := summaryText(p)
+	p.Close() // a cache directory is open by one pipeline at a time
+	f, err := pipefile.Parse(name+" (String)", text, env)
+	if err != nil {
+		t.Errorf("%s: String does not parse: %v\n%s", name, err, text)
+		return
+	}
+	q, err := loadFile(context.Background(), f)
+	if err != nil {
+		t.Errorf("%s: String does not build: %v\n%s", name, err, text)
+		return
+	}
+	defer q.Close()
+	if got := q.String(); got != text {
+		t.Errorf("%s: String changed on the round trip:\n%s\nthen:\n%s", name, text, got)
+	}
+	if got := summaryText(q); got != want {
+		t.Errorf("%s: the pipeline changed on the round trip:\n%s\nthen:\n%s", name, want, got)
+	}
+}
+
+// TestStringRoundTrip: the String of every example and of every pipeline in
+// pipefile/testdata/parse.txt parses back to an equal pipeline.
+func TestStringRoundTrip(t *testing.T) {
+	b, err := os.ReadFile("pipefile/testdata/parse.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := 0
+	for i, c := range strings.Split(string(b), "\n====\n") {
+		src, _, _ := strings.Cut(c, "\n----\n")
+		f, err := pipefile.Parse("x.pipe", src, testEnv)
+		if err != nil {
+			continue
+		}
+		p, err := loadFile(context.Background(), f)
+		if err != nil {
+			continue // a case about an error
+		}
+		built++
+		roundTrip(t, fmt.Sprintf("case %d", i), p, testEnv)
+	}
+	if built < 3 {
+		t.Fatalf("only %d testdata pipelines built", built)
+	}
+	shared, _ := filepath.Abs("../shared/data")
+	env := func(name string) (string, bool) {
+		switch name {
+		case "DEVICES":
+			return "cpu:2", true
+		case "PIPE_CACHE", "OUT":
+			return t.TempDir(), true
+		case "CIFAR10":
+			return filepath.Join(shared, "cifar10/cifar-10-binary.tar.gz"), true
+		}
+		return "", false
+	}
+	files, _ := filepath.Glob("examples/*.pipe")
+	for _, name := range files {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			text, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(text), "shared/data") || strings.Contains(string(text), "CIFAR10") {
+				if _, err := os.Stat(shared); err != nil {
+					t.Skipf("%s reads %s, which is absent", name, shared)
+				}
+			}
+			t.Setenv("PIPE_CACHE", t.TempDir())
+			f, err := pipefile.Parse(name, string(text), env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := loadFile(context.Background(), f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			roundTrip(t, name, p, env)
+		})
+	}
+}
