@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/alitto/pond/v2"
 	"gorgonia.org/cu"
 
 	"github.com/pipefeed/pipe/prefetch/internal/pinned"
@@ -29,7 +30,7 @@ func CUDADevices() (int, error) {
 // CUDA is one GPU: its primary context, one non-blocking stream that every
 // copy and kernel goes through in order, and the normalize kernels loaded
 // from the embedded PTX. Completion is tracked with CUDA events by one
-// goroutine per device, which also times every copy for the bandwidth
+// goroutine per device (a task of a one-goroutine pond pool), which also times every copy for the bandwidth
 // figures.
 type CUDA struct {
 	name     string
@@ -42,7 +43,9 @@ type CUDA struct {
 	mu       sync.Mutex // guards closed and the order of work on the stream
 	closed   bool
 	inflight chan *cudaOp
-	exited   chan struct{}
+	// completer runs complete; completion is its task.
+	completer  pond.Pool
+	completion pond.Task
 
 	evMu   sync.Mutex
 	events []cu.Event // free events, recycled
@@ -79,7 +82,7 @@ func NewCUDA(ordinal int) (*CUDA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prefetch: cuda:%d: %w", ordinal, err)
 	}
-	g := &CUDA{name: fmt.Sprintf("cuda:%d", ordinal), dev: dev, inflight: make(chan *cudaOp, 1024), exited: make(chan struct{})}
+	g := &CUDA{name: fmt.Sprintf("cuda:%d", ordinal), dev: dev, inflight: make(chan *cudaOp, 1024)}
 	// The primary context is the one the CUDA runtime (and so PyTorch or
 	// cuDNN in the same process) uses: buffers are shared with them.
 	if g.ctx, err = dev.RetainPrimaryCtx(); err != nil {
@@ -105,7 +108,10 @@ func NewCUDA(ordinal int) (*CUDA, error) {
 		dev.ReleasePrimaryCtx()
 		return nil, err
 	}
-	go g.complete()
+	// The completion goroutine, in a pond pool of its own: Close waits for
+	// it, and a panic in it comes back from Close with its stack.
+	g.completer = pond.NewPool(1)
+	g.completion = g.completer.Submit(g.complete)
 	return g, nil
 }
 
@@ -304,7 +310,6 @@ func (g *CUDA) recycle(evs ...cu.Event) {
 // complete waits for each operation's end event, in stream order, and
 // completes it.
 func (g *CUDA) complete() {
-	defer close(g.exited)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	ctxErr := cu.SetCurrentContext(g.ctx)
@@ -365,7 +370,8 @@ func (g *CUDA) Close() error {
 	g.closed = true
 	close(g.inflight)
 	g.mu.Unlock()
-	<-g.exited
+	cerr := g.completion.Wait()
+	g.completer.StopAndWait()
 	err := g.do(func() error {
 		errs := []error{g.stream.Synchronize(), g.mod.Unload()}
 		for _, e := range g.events {
@@ -378,6 +384,7 @@ func (g *CUDA) Close() error {
 	if rerr := g.dev.ReleasePrimaryCtx(); err == nil {
 		err = rerr
 	}
+	err = errors.Join(cerr, err)
 	if err != nil {
 		return g.errf("closing", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/alitto/pond/v2"
 )
 
 // Device is one accelerator, or a simulated one: it owns device memory and
@@ -128,20 +130,29 @@ func checkNormalize(name string, dst, src Buffer, n int, k *Norm) error {
 // It exercises every queueing, slicing and release path of a real device on
 // any machine.
 type CPU struct {
-	name   string
-	delay  time.Duration
-	mu     sync.Mutex // guards closed and sends on reqs
+	name  string
+	delay time.Duration
+	// stream is the device's stream: a pond pool of one goroutine runs the
+	// work in order; each operation's task is its event, and a panic in
+	// one comes back as that event's error, with its stack.
+	stream pond.Pool
+	mu     sync.Mutex // guards closed and submissions to stream
 	closed bool
-	reqs   chan cpuReq
-	exited chan struct{}
 	// copyNanos is the time spent copying, for bandwidth figures.
 	copyNanos atomic.Int64
 	copied    atomic.Int64
 }
 
-type cpuReq struct {
-	op  *op
-	run func() error
+// taskEvent is an operation on a CPU device's stream.
+type taskEvent struct{ t pond.Task }
+
+func (e taskEvent) Wait(ctx context.Context) error {
+	select {
+	case <-e.t.Done():
+		return e.t.Wait()
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // CPUOption configures a CPU device.
@@ -151,14 +162,13 @@ type CPUOption func(*CPU)
 // tests of what must wait for copies. Default: 0.
 func WithCopyDelay(d time.Duration) CPUOption { return func(c *CPU) { c.delay = d } }
 
-// NewCPU returns simulated device number index. Its stream goroutine runs
-// until Close.
+// NewCPU returns simulated device number index. Its stream runs until
+// Close; at most 64 operations wait on it before a new one blocks.
 func NewCPU(index int, opts ...CPUOption) *CPU {
-	c := &CPU{name: fmt.Sprintf("cpu:%d", index), reqs: make(chan cpuReq, 64), exited: make(chan struct{})}
+	c := &CPU{name: fmt.Sprintf("cpu:%d", index), stream: pond.NewPool(1, pond.WithQueueSize(64))}
 	for _, o := range opts {
 		o(c)
 	}
-	go c.stream()
 	return c
 }
 
@@ -234,35 +244,20 @@ func (c *CPU) Read(dst []byte, src Buffer) error {
 
 // enqueue puts work on the stream.
 func (c *CPU) enqueue(run func() error) (Event, error) {
-	r := cpuReq{op: newOp(), run: run}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
-	c.reqs <- r
-	return r.op, nil
+	return taskEvent{c.stream.SubmitErr(run)}, nil
 }
 
-// stream runs the device's work in order until Close (finishing everything
-// asked for before it).
-func (c *CPU) stream() {
-	defer close(c.exited)
-	for r := range c.reqs {
-		r.op.err = r.run()
-		close(r.op.done)
-	}
-}
-
-// Close finishes the work already asked for and stops the stream goroutine.
+// Close finishes the work already asked for and stops the stream.
 func (c *CPU) Close() error {
 	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		close(c.reqs)
-	}
+	c.closed = true
 	c.mu.Unlock()
-	<-c.exited
+	c.stream.StopAndWait()
 	return nil
 }
 

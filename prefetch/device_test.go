@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestCPUDeviceCopiesInOrder(t *testing.T) {
 	}
 	for i, b := range bufs {
 		select {
-		case <-evs[i].(*op).done:
+		case <-evs[i].(taskEvent).t.Done():
 		default:
 			t.Fatalf("copy %d not done when copy 4 was", i)
 		}
@@ -88,5 +89,28 @@ func TestQueueAccounting(t *testing.T) {
 	full.Put(ctx, 0)
 	if err := full.Put(cctx, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("Put on a full queue with a cancelled context: %v", err)
+	}
+}
+
+// TestCPUDevicePanicIsTheEventsError: work that panics on a CPU device's
+// stream fails its own event with the panic and its stack; the stream goes
+// on with the next operation.
+func TestCPUDevicePanicIsTheEventsError(t *testing.T) {
+	d := NewCPU(0)
+	defer d.Close()
+	ev, err := d.enqueue(func() error { panic("kernel fault") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(context.Background()); err == nil || !strings.Contains(err.Error(), "kernel fault") || !strings.Contains(err.Error(), "goroutine") {
+		t.Fatalf("want the panic with its stack, got %v", err)
+	}
+	b, _ := d.Alloc(4)
+	ev, err = d.CopyAsync(b, []byte{1, 2, 3, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(context.Background()); err != nil || b.Host()[3] != 4 {
+		t.Fatalf("the stream stopped after a panic: %v", err)
 	}
 }

@@ -2,7 +2,8 @@ package trainer
 
 import (
 	"fmt"
-	"sync"
+
+	"github.com/alitto/pond/v2"
 )
 
 // Tensor is a dense float32 array. Image batches are NCHW: element
@@ -57,19 +58,28 @@ func reuse(t *Tensor, shape ...int) *Tensor {
 type Pool struct {
 	n   int
 	buf []GemmBuf
+	// workers runs every share but the caller's: n-1 goroutines, in pond
+	// task groups.
+	workers pond.Pool
 }
 
 // NewPool returns a pool of n workers (at least 1).
 func NewPool(n int) *Pool {
 	n = max(n, 1)
-	return &Pool{n: n, buf: make([]GemmBuf, n)}
+	p := &Pool{n: n, buf: make([]GemmBuf, n)}
+	if n > 1 {
+		p.workers = pond.NewPool(n - 1)
+	}
+	return p
 }
 
 // Workers is the pool's size.
 func (p *Pool) Workers() int { return p.n }
 
 // Run calls f(lo, hi, w) for worker w's share [lo, hi) of [0, n), on up to
-// p.Workers() goroutines, and waits.
+// p.Workers() goroutines (one pond group, the caller's goroutine taking the
+// last share), and waits. A panic in a worker is re-raised here, in the
+// caller, with the worker's stack in its value.
 func (p *Pool) Run(n int, f func(lo, hi, w int)) {
 	k := min(p.n, n)
 	if k <= 1 {
@@ -78,16 +88,15 @@ func (p *Pool) Run(n int, f func(lo, hi, w int)) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	for w := range k {
+	g := p.workers.NewGroup()
+	for w := range k - 1 {
 		lo, hi := w*n/k, (w+1)*n/k
-		if w == k-1 {
-			f(lo, hi, w) // the caller's goroutine takes the last share
-			continue
-		}
-		wg.Go(func() { f(lo, hi, w) })
+		g.Submit(func() { f(lo, hi, w) })
 	}
-	wg.Wait()
+	f((k-1)*n/k, n, k-1)
+	if err := g.Wait(); err != nil {
+		panic(err)
+	}
 }
 
 // gemm is Gemm with worker w's scratch.

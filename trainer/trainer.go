@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync"
 	"time"
+
+	"github.com/alitto/pond/v2"
 )
 
 // Batch is one replica's slice of a global batch: X is [N, C, H, W]
@@ -142,6 +143,8 @@ type Trainer struct {
 	InEpoch int
 	// part holds the figures of InEpoch's steps, for a resumed epoch.
 	part partial
+	// runner runs the replicas' steps, one goroutine each.
+	runner pond.Pool
 }
 
 // partial sums an epoch's steps.
@@ -202,7 +205,7 @@ func New(cfg Config) (*Trainer, error) {
 	if cfg.Smoothing < 0 || cfg.Smoothing >= 1 {
 		return nil, fmt.Errorf("trainer: label_smoothing=%g: want 0 ≤ ε < 1", cfg.Smoothing)
 	}
-	t := &Trainer{cfg: cfg}
+	t := &Trainer{cfg: cfg, runner: pond.NewPool(max(cfg.Replicas, 1))}
 	var err error
 	if t.peak, err = ScaleLR(cfg.LR, cfg.ScaleLR, cfg.BaseBatch, cfg.GlobalBatch); err != nil {
 		return nil, err
@@ -366,21 +369,25 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 // the mode asks for. It returns the samples, the mean loss and the correct
 // predictions.
 func (t *Trainer) step(ef EpochFeed) (int, float64, int, error) {
-	var wg sync.WaitGroup
 	eofs := make([]bool, len(t.replicas))
+	// One goroutine per replica, in a pond group: a panic in a replica's
+	// step is this step's error, with its stack.
+	g := t.runner.NewGroup()
 	for r, rep := range t.replicas {
-		wg.Go(func() {
+		rep.err = nil
+		g.Submit(func() {
 			b, err := ef.Next(r)
 			if err != nil {
 				rep.err, eofs[r] = err, errors.Is(err, io.EOF)
 				return
 			}
-			rep.err = nil
 			rep.forwardBackward(t, b)
 			b.Release()
 		})
 	}
-	wg.Wait()
+	if err := g.Wait(); err != nil {
+		return 0, 0, 0, fmt.Errorf("trainer: replica step: %w", err)
+	}
 	var errs []error
 	n, nEOF := 0, 0
 	var lossSum float64
@@ -413,14 +420,16 @@ func (t *Trainer) step(ef EpochFeed) (int, float64, int, error) {
 			return 0, 0, 0, err
 		}
 	}
-	var uw sync.WaitGroup
+	u := t.runner.NewGroup()
 	for _, rep := range t.replicas {
-		uw.Go(func() {
+		u.Submit(func() {
 			rep.model.Grads()
 			rep.opt.Step(rep.model.Params(), lr)
 		})
 	}
-	uw.Wait()
+	if err := u.Wait(); err != nil {
+		return 0, 0, 0, fmt.Errorf("trainer: update: %w", err)
+	}
 	t.Step++
 	if t.cfg.Mode == "local" && t.Step%int64(t.cfg.AverageEvery) == 0 {
 		if err := t.Sync(); err != nil {

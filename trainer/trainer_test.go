@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -203,5 +204,39 @@ func TestScheduleAndScaling(t *testing.T) {
 	}
 	if _, err := ScaleLR(0.1, "cubic", 256, 1024); err == nil {
 		t.Error("unknown scale_lr accepted")
+	}
+}
+
+// panicFeed panics serving replica 1's third batch.
+type panicFeed struct{ fakeFeed }
+
+type panicEpoch struct{ *fakeEpoch }
+
+func (f *panicFeed) Epoch(ctx context.Context, e int) (EpochFeed, error) {
+	x, _ := f.fakeFeed.Epoch(ctx, e)
+	return panicEpoch{x.(*fakeEpoch)}, nil
+}
+
+func (x panicEpoch) Next(r int) (Batch, error) {
+	if r == 1 && x.next[r] == 2 {
+		panic("replica 1 fell over")
+	}
+	return x.fakeEpoch.Next(r)
+}
+
+// TestReplicaPanicIsAnError: a panic in one replica's step ends the epoch
+// with an error carrying the panic and its stack, not a crash.
+func TestReplicaPanicIsAnError(t *testing.T) {
+	feed := &panicFeed{fakeFeed{shape: []int{1, 4, 4}, global: 8, replicas: 2, batches: 5, classes: 2}}
+	cfg := Config{Model: ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.1, Threads: 2}
+	cfg.GlobalBatch, cfg.BatchesPerEpoch = feed.global, feed.batches
+	cfg.Input, cfg.Classes, cfg.Replicas = feed.shape, feed.classes, feed.replicas
+	tr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tr.RunEpoch(context.Background(), feed, nil)
+	if err == nil || !strings.Contains(err.Error(), "replica 1 fell over") || !strings.Contains(err.Error(), "goroutine") {
+		t.Fatalf("want the panic with its stack, got %v", err)
 	}
 }
