@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -112,7 +113,13 @@ func BenchmarkCIFARPrefetch(b *testing.B) {
 
 // benchEpochs runs one epoch per iteration (epochs cycle through 0..cycle-1
 // when cycle > 0, as for a cache of that many epochs) and reports images/s.
+//
+// It runs under the GOMAXPROCS the pipeline asks for (Summary.Procs), as
+// pipe does.
 func benchEpochs(b *testing.B, p *Pipeline, cycle int) {
+	if n := p.Summary().Procs; n > runtime.GOMAXPROCS(0) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+	}
 	b.ReportAllocs()
 	e := 0
 	for b.Loop() {

@@ -208,10 +208,22 @@ func (p *Param) check(v string) (string, error) {
 	return v, nil
 }
 
-var registry = map[string]*Spec{}
+// registry holds every spec by kind and name: the builtin ones and those
+// programs Register.
+var registry = func() map[string]*Spec {
+	m := map[string]*Spec{}
+	for _, s := range builtin {
+		key := s.Kind + ":" + s.Name
+		if m[key] != nil {
+			panic("pipe: stage declared twice: " + key)
+		}
+		m[key] = s
+	}
+	return m
+}()
 
-// Register adds a spec to the registry; names are unique within a kind.
-// Stages register themselves at init; Register lets programs add their own.
+// Register adds a spec to the registry, for programs with stages of their
+// own; names are unique within a kind.
 func Register(s *Spec) {
 	key := s.Kind + ":" + s.Name
 	if _, dup := registry[key]; dup {
@@ -253,51 +265,59 @@ func bound(v float64) *float64 { return &v }
 var fillParam = Param{Name: "fill", Type: Enum, Enum: transform.FillNames(), Default: "zero",
 	Doc: "pixels outside the image: zero, reflect (dcb|abcd), edge (aaa|abcd) or wrap (bcd|abcd)"}
 
-func init() {
-	splitParam := Param{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "which part of the dataset"}
-	cifarParams := []Param{
-		{Name: "path", Type: String, Doc: "the official .tar.gz, its extracted directory, or one batch file"},
-		splitParam,
-		{Name: "download", Type: Bool, Default: "false", Doc: "fetch and verify the official archive into cache_dir when path is missing"},
-		{Name: "cache_dir", Type: String, Doc: "where downloads go (default $PIPE_CACHE or ~/.cache/pipe)"},
-		{Name: "mirror", Type: String, Doc: "download from this URL instead of the official one (needs checksum)"},
-		{Name: "checksum", Type: String, Doc: "the mirror's md5:<hex> or sha256:<hex>"},
-	}
-	openCIFAR := func(open func(context.Context, string, source.Split, ...source.CIFAROption) (*source.CIFAR, error), extra func(Args) []source.CIFAROption) func(Args) (Stage, error) {
-		return func(a Args) (Stage, error) {
-			if a.Has("mirror") != a.Has("checksum") {
-				return Stage{}, fmt.Errorf("mirror and checksum go together: a download is only kept if it matches its checksum")
-			}
-			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
-				split, _ := source.ParseSplit(a.String("split"))
-				var opts []source.CIFAROption
-				if a.Bool("download") {
-					opts = append(opts, source.WithDownload(a.String("cache_dir")))
-					if o.Progress != nil {
-						opts = append(opts, source.WithDownloadProgress(o.Progress))
-					}
-				}
-				if a.Has("mirror") {
-					opts = append(opts, source.WithMirror(a.String("mirror"), a.String("checksum")))
-				}
-				if extra != nil {
-					opts = append(opts, extra(a)...)
-				}
-				return open(ctx, a.String("path"), split, opts...)
-			}), nil
+// Parameters and constructors several specs share.
+var splitParam = Param{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "which part of the dataset"}
+var cifarParams = []Param{
+	{Name: "path", Type: String, Doc: "the official .tar.gz, its extracted directory, or one batch file"},
+	splitParam,
+	{Name: "download", Type: Bool, Default: "false", Doc: "fetch and verify the official archive into cache_dir when path is missing"},
+	{Name: "cache_dir", Type: String, Doc: "where downloads go (default $PIPE_CACHE or ~/.cache/pipe)"},
+	{Name: "mirror", Type: String, Doc: "download from this URL instead of the official one (needs checksum)"},
+	{Name: "checksum", Type: String, Doc: "the mirror's md5:<hex> or sha256:<hex>"},
+}
+
+func openCIFAR(open func(context.Context, string, source.Split, ...source.CIFAROption) (*source.CIFAR, error), extra func(Args) []source.CIFAROption) func(Args) (Stage, error) {
+	return func(a Args) (Stage, error) {
+		if a.Has("mirror") != a.Has("checksum") {
+			return Stage{}, fmt.Errorf("mirror and checksum go together: a download is only kept if it matches its checksum")
 		}
+		return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
+			split, _ := source.ParseSplit(a.String("split"))
+			var opts []source.CIFAROption
+			if a.Bool("download") {
+				opts = append(opts, source.WithDownload(a.String("cache_dir")))
+				if o.Progress != nil {
+					opts = append(opts, source.WithDownloadProgress(o.Progress))
+				}
+			}
+			if a.Has("mirror") {
+				opts = append(opts, source.WithMirror(a.String("mirror"), a.String("checksum")))
+			}
+			if extra != nil {
+				opts = append(opts, extra(a)...)
+			}
+			return open(ctx, a.String("path"), split, opts...)
+		}), nil
 	}
-	Register(&Spec{Name: "cifar10", Kind: "source", Summary: "CIFAR-10 binary distribution: 32×32 RGB, 10 classes (50,000 train, 10,000 test)",
-		Params: cifarParams, Build: openCIFAR(source.CIFAR10, nil)})
-	Register(&Spec{Name: "cifar100", Kind: "source", Summary: "CIFAR-100 binary distribution: 32×32 RGB, 100 fine or 20 coarse classes",
+}
+
+var interpParam = Param{Name: "interpolation", Type: Enum, Enum: []string{"bilinear", "bicubic", "lanczos"}, Default: "bilinear",
+	Doc: "resampling filter, antialiased when shrinking (as PIL)"}
+
+// builtin are the sources and stages pipe ships: values, one per stage,
+// walked by Stages and `pipe stages`.
+var builtin = []*Spec{
+	{Name: "cifar10", Kind: "source", Summary: "CIFAR-10 binary distribution: 32×32 RGB, 10 classes (50,000 train, 10,000 test)",
+		Params: cifarParams, Build: openCIFAR(source.CIFAR10, nil)},
+	{Name: "cifar100", Kind: "source", Summary: "CIFAR-100 binary distribution: 32×32 RGB, 100 fine or 20 coarse classes",
 		Params: append(append([]Param{}, cifarParams...), Param{Name: "labels", Type: Enum, Enum: []string{"fine", "coarse"}, Default: "fine", Doc: "which label byte to use"}),
 		Build: openCIFAR(source.CIFAR100, func(a Args) []source.CIFAROption {
 			if a.String("labels") == "coarse" {
 				return []source.CIFAROption{source.WithCoarseLabels()}
 			}
 			return nil
-		})})
-	Register(&Spec{Name: "synthetic", Kind: "source", Summary: "generated CIFAR-shaped data (3×32×32, 10 learnable classes); needs no files or network",
+		})},
+	{Name: "synthetic", Kind: "source", Summary: "generated CIFAR-shaped data (3×32×32, 10 learnable classes); needs no files or network",
 		Params: []Param{
 			{Name: "n", Type: Int, Default: "50000", Min: bound(1), Doc: "number of samples"},
 			splitParam,
@@ -313,9 +333,8 @@ func init() {
 				}
 				return source.NewSynthetic(a.Int("n"), split, uint64(a.Int("seed")), opts...)
 			}), nil
-		}})
-
-	Register(&Spec{Name: "image_folder", Kind: "source", Summary: "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
+		}},
+	{Name: "image_folder", Kind: "source", Summary: "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
 		Params: []Param{
 			{Name: "path", Type: String, Required: true, Doc: "the directory"},
 			{Name: "labels", Type: String, Doc: "flat layout: a CSV of file,label lines (a header is skipped)"},
@@ -339,8 +358,8 @@ func init() {
 				}
 				return source.OpenFolder(ctx, path, opts...)
 			}), nil
-		}})
-	Register(&Spec{Name: "tfrecord", Kind: "source", Summary: "tf.train.Example records in TFRecord files (plain or GZIP, both CRC-32Cs checked, offsets indexed once); needs decode",
+		}},
+	{Name: "tfrecord", Kind: "source", Summary: "tf.train.Example records in TFRecord files (plain or GZIP, both CRC-32Cs checked, offsets indexed once); needs decode",
 		Params: []Param{
 			{Name: "path", Type: String, Required: true, Doc: "a glob of the files, e.g. data/train-*"},
 			{Name: "image_key", Type: String, Default: "image/encoded", Doc: "the bytes feature holding the encoded image"},
@@ -364,8 +383,8 @@ func init() {
 				}
 				return source.OpenTFRecord(ctx, path, opts...)
 			}), nil
-		}})
-	Register(&Spec{Name: "webdataset", Kind: "source", Summary: "WebDataset tar shards (plain, .tar.gz, .tgz): members grouped by key, image from .jpg/.jpeg/.png, label from .cls or .json; needs decode",
+		}},
+	{Name: "webdataset", Kind: "source", Summary: "WebDataset tar shards (plain, .tar.gz, .tgz): members grouped by key, image from .jpg/.jpeg/.png, label from .cls or .json; needs decode",
 		Params: []Param{
 			{Name: "path", Type: String, Required: true, Doc: "a glob of the shards, e.g. data/shard-*.tar"},
 			{Name: "label_field", Type: String, Default: "label", Doc: "the .json field holding the label, for samples without a .cls member"},
@@ -379,14 +398,14 @@ func init() {
 				}
 				return source.OpenWebDataset(ctx, a.String("path"), opts...)
 			}), nil
-		}})
-	Register(&Spec{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
+		}},
+	{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
 		Params: []Param{
 			{Name: "seed", Type: Int, Default: "0", Positional: true, Min: bound(0), Doc: "the pipeline's seed"},
 			{Name: "buffer", Type: Int, Default: "0", Min: bound(0), Doc: "0: a full permutation; N: shards (tfrecord, webdataset files) in random order, read in sequence through an N-sample shuffle buffer (tf.data, WebDataset)"},
 		},
-		Build: func(a Args) (Stage, error) { return ShuffleBuffer(uint64(a.Int("seed")), a.Int("buffer")), nil }})
-	Register(&Spec{Name: "random_crop", Kind: "stage", Summary: "crop size×size at a random place of the image padded by pad (torchvision RandomCrop)",
+		Build: func(a Args) (Stage, error) { return ShuffleBuffer(uint64(a.Int("seed")), a.Int("buffer")), nil }},
+	{Name: "random_crop", Kind: "stage", Summary: "crop size×size at a random place of the image padded by pad (torchvision RandomCrop)",
 		Params: []Param{
 			{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop in pixels"},
 			{Name: "pad", Type: Int, Default: "0", Min: bound(0), Doc: "padding added on every side before cropping"},
@@ -399,8 +418,8 @@ func init() {
 				return Stage{}, err
 			}
 			return Map(op), nil
-		}})
-	Register(&Spec{Name: "flip", Kind: "stage", Summary: "mirror the image with probability p",
+		}},
+	{Name: "flip", Kind: "stage", Summary: "mirror the image with probability p",
 		Params: []Param{
 			{Name: "direction", Type: Enum, Enum: []string{"horizontal", "vertical"}, Default: "horizontal", Positional: true, Doc: "horizontal (left-right) or vertical (top-bottom)"},
 			{Name: "p", Type: Float, Default: "0.5", Min: bound(0), Max: bound(1), Doc: "probability of flipping"},
@@ -412,8 +431,8 @@ func init() {
 				return Stage{}, err
 			}
 			return Map(op), nil
-		}})
-	Register(&Spec{Name: "shift", Kind: "stage", Summary: "translate by a random whole number of pixels (Keras ImageDataGenerator width/height_shift_range)",
+		}},
+	{Name: "shift", Kind: "stage", Summary: "translate by a random whole number of pixels (Keras ImageDataGenerator width/height_shift_range)",
 		Params: []Param{
 			{Name: "width", Type: Float, Default: "0.1", Min: bound(0), Doc: "largest horizontal shift: a fraction of the width if < 1, else pixels"},
 			{Name: "height", Type: Float, Default: "0.1", Min: bound(0), Doc: "largest vertical shift: a fraction of the height if < 1, else pixels"},
@@ -426,8 +445,8 @@ func init() {
 				return Stage{}, err
 			}
 			return Map(op), nil
-		}})
-	Register(&Spec{Name: "cache", Kind: "stage", Summary: "store the output of every stage before it in a Badger directory and read it back instead of recomputing it",
+		}},
+	{Name: "cache", Kind: "stage", Summary: "store the output of every stage before it in a Badger directory and read it back instead of recomputing it",
 		Params: []Param{
 			{Name: "dir", Type: String, Required: true, Doc: "cache directory (created if missing; one pipe process at a time)"},
 			{Name: "epochs", Type: Int, Default: strconv.Itoa(cacheDefaults.Epochs), Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"},
@@ -438,15 +457,13 @@ func init() {
 		Build: func(a Args) (Stage, error) {
 			return Cache(cache.Config{Dir: a.String("dir"), Epochs: a.Int("epochs"), ShardSize: a.Int("shard"),
 				Ahead: a.Int("ahead"), Memory: int64(a.Int("memory")) << 20}), nil
-		}})
-	interpParam := Param{Name: "interpolation", Type: Enum, Enum: []string{"bilinear", "bicubic", "lanczos"}, Default: "bilinear",
-		Doc: "resampling filter, antialiased when shrinking (as PIL)"}
-	Register(&Spec{Name: "decode", Kind: "stage", Summary: "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
+		}},
+	{Name: "decode", Kind: "stage", Summary: "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
 		Params: []Param{
 			{Name: "reduce", Type: Bool, Default: "true", Doc: "jpegturbo build: decode only the window a following resize/random_resized_crop reads, at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size"},
 		},
-		Build: func(a Args) (Stage, error) { return Decode(DecodeConfig{FullScale: !a.Bool("reduce")}), nil }})
-	Register(&Spec{Name: "resize", Kind: "stage", Summary: "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",
+		Build: func(a Args) (Stage, error) { return Decode(DecodeConfig{FullScale: !a.Bool("reduce")}), nil }},
+	{Name: "resize", Kind: "stage", Summary: "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",
 		Params: []Param{
 			{Name: "shorter", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "length of the shorter side after resizing"},
 			interpParam,
@@ -458,8 +475,8 @@ func init() {
 				return Stage{}, err
 			}
 			return Map(op), nil
-		}})
-	Register(&Spec{Name: "center_crop", Kind: "stage", Summary: "the central size×size window, zero-padded if the image is smaller (torchvision CenterCrop)",
+		}},
+	{Name: "center_crop", Kind: "stage", Summary: "the central size×size window, zero-padded if the image is smaller (torchvision CenterCrop)",
 		Params: []Param{{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop"}},
 		Build: func(a Args) (Stage, error) {
 			op, err := transform.CenterCrop(a.Int("size"))
@@ -467,8 +484,8 @@ func init() {
 				return Stage{}, err
 			}
 			return Map(op), nil
-		}})
-	Register(&Spec{Name: "random_resized_crop", Kind: "stage", Summary: "a random area and aspect-ratio crop resized to size×size (torchvision RandomResizedCrop, with its centre-crop fallback)",
+		}},
+	{Name: "random_resized_crop", Kind: "stage", Summary: "a random area and aspect-ratio crop resized to size×size (torchvision RandomResizedCrop, with its centre-crop fallback)",
 		Params: []Param{
 			{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the output"},
 			{Name: "scale", Type: Floats, Default: "0.08,1", Doc: "range of the crop's area as a fraction of the image's"},
@@ -486,8 +503,8 @@ func init() {
 				return Stage{}, err
 			}
 			return Map(op), nil
-		}})
-	Register(&Spec{Name: "color_jitter", Kind: "stage", Summary: "random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)",
+		}},
+	{Name: "color_jitter", Kind: "stage", Summary: "random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)",
 		Params: []Param{
 			{Name: "brightness", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v]"},
 			{Name: "contrast", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v], around the mean grey"},
@@ -499,8 +516,8 @@ func init() {
 				return Stage{}, err
 			}
 			return Map(op), nil
-		}})
-	Register(&Spec{Name: "normalize", Kind: "stage", Summary: "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
+		}},
+	{Name: "normalize", Kind: "stage", Summary: "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
 		Params: []Param{
 			{Name: "mean", Type: Floats, Required: true, Doc: "per-channel means on the [0,1] scale, comma-separated (one value: all channels)"},
 			{Name: "std", Type: Floats, Required: true, Doc: "per-channel standard deviations on the [0,1] scale, all > 0"},
@@ -515,14 +532,14 @@ func init() {
 				return DeviceNormalize(n), nil
 			}
 			return Normalize(n), nil
-		}})
-	Register(&Spec{Name: "batch", Kind: "stage", Summary: "group samples into batches written straight into reusable slabs",
+		}},
+	{Name: "batch", Kind: "stage", Summary: "group samples into batches written straight into reusable slabs",
 		Params: []Param{
 			{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "samples per batch"},
 			{Name: "drop_last", Type: Bool, Default: "false", Doc: "leave out the final short batch of each epoch"},
 		},
-		Build: func(a Args) (Stage, error) { return Batching(a.Int("size"), a.Bool("drop_last")), nil }})
-	Register(&Spec{Name: "to_tensor", Kind: "stage", Summary: "the memory layout and element type of batches",
+		Build: func(a Args) (Stage, error) { return Batching(a.Int("size"), a.Bool("drop_last")), nil }},
+	{Name: "to_tensor", Kind: "stage", Summary: "the memory layout and element type of batches",
 		Params: []Param{
 			{Name: "layout", Type: Enum, Enum: []string{"nchw", "nhwc"}, Default: "nchw", Doc: "nchw (channels first, cuDNN's preference) or nhwc"},
 			{Name: "dtype", Type: Enum, Enum: []string{"float32", "float16", "uint8"}, Default: "float32", Doc: "element type; floats without normalize are scaled to [0,1]"},
@@ -531,8 +548,8 @@ func init() {
 			l, _ := transform.ParseLayout(a.String("layout"))
 			d, _ := transform.ParseDType(a.String("dtype"))
 			return ToTensor(l, d), nil
-		}})
-	Register(&Spec{Name: "prefetch", Kind: "stage", Summary: "cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers",
+		}},
+	{Name: "prefetch", Kind: "stage", Summary: "cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers",
 		Params: []Param{
 			{Name: "depth", Type: Int, Default: strconv.Itoa(prefetchDefaults.Depth), Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer"},
 			{Name: "devices", Type: String, Default: prefetchDefaults.Devices, Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
@@ -542,8 +559,8 @@ func init() {
 				return Stage{}, err
 			}
 			return Prefetch(PrefetchConfig{Depth: a.Int("depth"), Devices: a.String("devices")}), nil
-		}})
-	Register(&Spec{Name: "train", Kind: "stage", Summary: "train a model on the batches, one replica per device (data parallel); comes last, before eval",
+		}},
+	{Name: "train", Kind: "stage", Summary: "train a model on the batches, one replica per device (data parallel); comes last, before eval",
 		Params: []Param{
 			{Name: "model", Type: Enum, Enum: trainer.Models, Required: true, Positional: true, Doc: "mlp, keras_cnn (Keras' cifar10_cnn.py) or resnet (CIFAR ResNet, He et al.)"},
 			{Name: "depth", Type: Int, Default: itoa(dt.Model.Depth), Min: bound(8), Doc: "resnet depth, 6n+2: 8, 14, 20, 32, 44, 56, 110"},
@@ -578,8 +595,8 @@ func init() {
 			t.Smoothing, t.Mode, t.AverageEvery, t.Threads = a.Float("label_smoothing"), a.String("mode"), a.Int("average_every"), a.Int("threads")
 			t.Out, t.LogEvery = a.String("out"), a.Int("log_every")
 			return Train(t), nil
-		}})
-	Register(&Spec{Name: "eval", Kind: "stage", Summary: "evaluate the trained model on another split of the source (top-1 accuracy and loss), without augmentation",
+		}},
+	{Name: "eval", Kind: "stage", Summary: "evaluate the trained model on another split of the source (top-1 accuracy and loss), without augmentation",
 		Params: []Param{
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: evalDefaults.Split, Doc: "the split to evaluate on"},
 			{Name: "every", Type: Int, Default: itoa(evalDefaults.Every), Min: bound(1), Doc: "epochs between evaluations (the last epoch is always evaluated)"},
@@ -587,8 +604,8 @@ func init() {
 		},
 		Build: func(a Args) (Stage, error) {
 			return evalStage(EvalConfig{Split: a.String("split"), Every: a.Int("every"), Batch: a.Int("batch")}), nil
-		}})
-	Register(&Spec{Name: "pipeline", Kind: "stage", Summary: "how the pipeline runs; none of these change a rank's output",
+		}},
+	{Name: "pipeline", Kind: "stage", Summary: "how the pipeline runs; none of these change a rank's output",
 		Params: []Param{
 			{Name: "workers", Type: Int, Default: "0", Min: bound(0), Doc: "transform goroutines (0: one per core)"},
 			{Name: "on_error", Type: Enum, Enum: []string{"fail", "skip"}, Default: "fail", Doc: "a corrupt record stops the run (fail) or is skipped, counted and listed (skip)"},
@@ -606,7 +623,7 @@ func init() {
 				s.Seed = &seed
 			}
 			return Pipeline(s), nil
-		}})
+		}},
 }
 
 // The defaults of the stages whose Go constructors take a config struct,

@@ -12,8 +12,9 @@
 // shuffling).
 //
 // The package also holds the shard store of the cache stage (OpenCache): a
-// Badger directory of entries keyed by fingerprint/epoch/shard. It stores
-// bytes and knows nothing of what they mean: each entry carries its layout
+// Badger directory of entries keyed by fingerprint/epoch/shard. Package
+// cache decides what goes in an entry; the store keeps bytes and knows
+// nothing of what they mean: each entry carries its layout
 // name, its format, and a checksum per 64 KiB segment, and is compressed
 // with zstd where that saves at least 10 %.
 package sharding
