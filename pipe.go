@@ -621,7 +621,7 @@ func (p *Pipeline) decodeSummary(procs int) string {
 		return transform.DecoderName() + " (Go; build with -tags jpegturbo for libjpeg-turbo)"
 	}
 	s := transform.DecoderName() + " with " + transform.DecoderModules()
-	if procs != runtime.GOMAXPROCS(0) {
+	if procs > p.cores {
 		s += fmt.Sprintf(", GOMAXPROCS %d (a spare P) so workers in C keep theirs", procs)
 	}
 	// The first operation runs in the chain that decodes, unless a cache
