@@ -377,3 +377,43 @@ func TestRanksSplitEveryEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestTypedViewsCheckTheDType: Float32 views only float32 batches; a uint8
+// batch, and the uint8 host side of normalize where=device, fail with
+// ErrDType instead of returning garbage.
+func TestTypedViewsCheckTheDType(t *testing.T) {
+	norm, err := transform.Normalize([]float64{0.5}, []float64{0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		stages []Stage
+		ok     bool
+	}{
+		{"float32", []Stage{Source(synth(t, 64)), Normalize(norm), Batching(16, false), ToTensor(transform.NCHW, transform.Float32)}, true},
+		{"uint8", []Stage{Source(synth(t, 64)), Batching(16, false), ToTensor(transform.NCHW, transform.Uint8)}, false},
+		{"where=device", []Stage{Source(synth(t, 64)), DeviceNormalize(norm), Batching(16, false), ToTensor(transform.NCHW, transform.Float32),
+			Prefetch(PrefetchConfig{Devices: "cpu:2"})}, false},
+	} {
+		p := mustNew(t, c.stages...)
+		x, err := p.Epoch(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := x.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := b.Float32()
+		switch {
+		case c.ok && (err != nil || len(f) != b.N*3*32*32):
+			t.Errorf("%s: Float32 gave %d values, %v", c.name, len(f), err)
+		case !c.ok && !errors.Is(err, ErrDType):
+			t.Errorf("%s: Float32 of a %s batch: %v, want ErrDType", c.name, b.DType, err)
+		}
+		b.Release()
+		x.Close()
+		p.Close()
+	}
+}

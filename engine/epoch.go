@@ -35,10 +35,11 @@ type Batch struct {
 	// N is the number of samples; less than the batch size for the final
 	// batch without drop_last, or where records were skipped.
 	N int
-	// Data holds N samples of DType.Size()·Shape.Len() bytes each, in the
-	// pipeline's layout and dtype.
+	// Data holds N samples of the host tensor's SampleBytes each, in the
+	// pipeline's layout and DType.
 	Data []byte
-	// DType is the element type of Data.
+	// DType is the element type of Data: the pipeline's, but uint8 on the
+	// host where normalize runs on the devices.
 	DType transform.DType
 	// Labels holds the N labels.
 	Labels []int32
@@ -263,7 +264,7 @@ func (x *Epoch) produce() {
 		j.slab, j.indices, j.first = slab, j.indices[:hi-lo], lo
 		s.Plan.Fill(x.e.planEpoch(x.epoch), lo, j.indices)
 		j.skipped = j.skipped[:0]
-		j.batch = Batch{Epoch: x.epoch, Index: b, N: hi - lo, DType: s.Out.DType}
+		j.batch = Batch{Epoch: x.epoch, Index: b, N: hi - lo, DType: s.Host.DType}
 		n := (hi - lo + chunkSamples - 1) / chunkSamples
 		j.pending.Store(int32(n))
 		x.ready <- j // never blocks: one place per slab

@@ -70,6 +70,8 @@ type token struct {
 // name, parameter name, type and range, and reports the first error.
 func Parse(name, src string, env func(string) (string, bool)) (*File, error) {
 	f := &File{Name: name}
+	// A UTF-8 byte-order mark, as some Windows editors write, is not text.
+	src = strings.TrimPrefix(src, "\ufeff")
 	for i, raw := range strings.Split(src, "\n") {
 		pos := Pos{File: name, Line: i + 1, Col: 1}
 		toks, err := tokenize(strings.TrimSuffix(raw, "\r"))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -129,7 +130,7 @@ func (f *Folder) listClasses(ctx context.Context) ([]string, error) {
 	}
 	var classes []string
 	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+		if !strings.HasPrefix(e.Name(), ".") && entryIsDir(filepath.Join(f.root, e.Name()), e) {
 			classes = append(classes, e.Name())
 		}
 	}
@@ -145,15 +146,28 @@ func (f *Folder) listClasses(ctx context.Context) ([]string, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("image_folder: %s: listing: %w", f.root, err)
 			}
-			if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			path := filepath.Join(f.root, class, e.Name())
+			if strings.HasPrefix(e.Name(), ".") || entryIsDir(path, e) {
 				continue
 			}
-			if err := f.add(filepath.Join(class, e.Name()), label, e); err != nil {
+			// os.Stat, not the entry's own information: a symbolic link
+			// (how ImageNet subsets are laid out) is read at its target's
+			// size.
+			if err := f.add(filepath.Join(class, e.Name()), label, fileStat{path}); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return classes, nil
+}
+
+// entryIsDir reports whether entry e at path is a directory, following a
+// symbolic link to its target.
+func entryIsDir(path string, e fs.DirEntry) bool {
+	if e.Type()&fs.ModeSymlink == 0 {
+		return e.IsDir()
+	}
+	return isDir(path)
 }
 
 type statter interface{ Info() (os.FileInfo, error) }

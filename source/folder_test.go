@@ -1,7 +1,10 @@
 package source
 
 import (
+	"bytes"
 	"errors"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -93,5 +96,48 @@ func TestFolderClassDirectories(t *testing.T) {
 	}
 	if _, err := OpenFolder(t.Context(), filepath.Join(root, "nope")); err == nil {
 		t.Error("a missing folder opened")
+	}
+}
+
+// TestFolderFollowsSymlinks: class directories and image files that are
+// symbolic links (how ImageNet subsets are laid out) are followed: every
+// class is found and every image read at its target's size.
+func TestFolderFollowsSymlinks(t *testing.T) {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 3, 2))); err != nil {
+		t.Fatal(err)
+	}
+	img := buf.Bytes()
+	real := t.TempDir()
+	for _, c := range []string{"a", "b"} {
+		os.MkdirAll(filepath.Join(real, c), 0o755)
+		os.WriteFile(filepath.Join(real, c, "x.png"), img, 0o644)
+	}
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "c"), 0o755)
+	if err := os.Symlink(filepath.Join(real, "a"), filepath.Join(root, "a")); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	os.Symlink(filepath.Join(real, "b"), filepath.Join(root, "b"))
+	os.Symlink(filepath.Join(real, "a", "x.png"), filepath.Join(root, "c", "y.png"))
+	f, err := OpenFolder(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := f.Info().Classes; len(got) != 3 || f.Len() != 3 {
+		t.Fatalf("classes %v, %d samples; want a, b, c and 3", got, f.Len())
+	}
+	if bad := f.Corrupt(); len(bad) != 0 {
+		t.Fatalf("corrupt: %v", bad)
+	}
+	for i := range f.Len() {
+		var rec Record
+		if err := f.Read(i, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Enc) != len(img) {
+			t.Fatalf("sample %d read as %d bytes, the image has %d", i, len(rec.Enc), len(img))
+		}
 	}
 }
