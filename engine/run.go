@@ -241,7 +241,7 @@ func (e *Engine) warmAhead(ctx context.Context, first, epochs int) func() {
 
 // newCompute returns a function that computes cache entries with scratch
 // of its own, for one goroutine.
-func (e *Engine) newCompute() cache.ComputeFunc { return e.computeWith(e.newWorker()) }
+func (e *Engine) newCompute() cache.ComputeFunc { return e.newWorker().compute }
 
 // Warm fills the cache for cache epochs [0, epochs) (every distinct epoch
 // the cache has when epochs is 0 or more), computing only shards that are

@@ -23,6 +23,9 @@ type worker struct {
 	img   transform.Image
 	out   transform.Image
 	dec   *transform.Decoder
+	// compute computes a cache entry with this worker's scratch; made
+	// once, so that reading a cached chunk allocates no closure.
+	compute cache.ComputeFunc
 }
 
 type chunkRecord struct {
@@ -32,7 +35,11 @@ type chunkRecord struct {
 
 func (e *Engine) newWorker() *worker {
 	s := &e.s
-	return &worker{chain: transform.NewChain(s.Ops[s.CacheAt:]), pre: transform.NewChain(s.Ops[:s.CacheAt]), dec: transform.NewDecoder(s.Reduce)}
+	w := &worker{chain: transform.NewChain(s.Ops[s.CacheAt:]), pre: transform.NewChain(s.Ops[:s.CacheAt]), dec: transform.NewDecoder(s.Reduce)}
+	w.compute = func(ctx context.Context, id cache.ShardID, dst []byte) ([]byte, error) {
+		return e.computeShard(ctx, w, id, dst)
+	}
+	return w
 }
 
 // runChain runs c with generator r on the encoded image enc through d when
@@ -197,14 +204,13 @@ func (x *Epoch) emit(w *worker, j *job, k, sb int, s cache.Sample, ce int) bool 
 func (x *Epoch) transformShards(w *worker, j *job, lo, hi, sb int) {
 	pc := x.e.s.Cache
 	ce := pc.Epoch(x.epoch)
-	compute := x.e.computeWith(w)
 	for k := lo; k < hi; k++ {
 		idx := j.indices[k]
 		key := idx
 		if pc.Ordered() {
 			key = j.first + k // ordered entries: the plan position
 		}
-		s, err := pc.Shard(x.ctx, cache.ShardID{Epoch: ce, Index: key / pc.ShardSize()}, compute)
+		s, err := pc.Shard(x.ctx, cache.ShardID{Epoch: ce, Index: key / pc.ShardSize()}, w.compute)
 		if err != nil {
 			x.fail(err)
 			return
@@ -214,14 +220,6 @@ func (x *Epoch) transformShards(w *worker, j *job, lo, hi, sb int) {
 		if !ok {
 			return
 		}
-	}
-}
-
-// computeWith returns the function that computes cache entries with w's
-// scratch.
-func (e *Engine) computeWith(w *worker) cache.ComputeFunc {
-	return func(ctx context.Context, id cache.ShardID, dst []byte) ([]byte, error) {
-		return e.computeShard(ctx, w, id, dst)
 	}
 }
 
