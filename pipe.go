@@ -191,17 +191,15 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 	}
 	in := transform.Shape{C: info.C, H: info.H, W: info.W}
 	shape := in
-	opAt := 0
 	for i, s := range stages {
 		if s.Op() == nil {
 			continue
 		}
 		out, err := s.Op().OutShape(shape)
 		if err != nil {
-			return &StageError{Index: i, Stage: s.Name(), Err: fmt.Errorf("%w: %w", ErrConfig, err)}
+			return pipefile.Errorf(stages, i, "%w", err)
 		}
 		shape = out
-		opAt++
 	}
 	t, err := transform.ToTensor(cfg.Layout, cfg.DType, cfg.Norm, shape)
 	if err != nil {

@@ -183,7 +183,6 @@ type DeviceEpoch struct {
 	mu        sync.Mutex
 	closing   bool // Close has begun
 	producing bool // produce has begun
-	closed    atomic.Bool
 	start     time.Time
 	end       atomic.Int64 // unix nanoseconds, set by Close
 }
@@ -467,7 +466,6 @@ func (x *DeviceEpoch) Close() error {
 	for d, q := range x.queues {
 		q.Drain(func(s *devSlot) { x.free[d] <- s })
 	}
-	x.closed.Store(true)
 	return x.err()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -109,7 +110,7 @@ func Compile(stages []Stage) (*Config, error) {
 			c.Eval.Source = s.src
 		}
 		if err != nil {
-			return nil, &StageError{Index: i, Stage: s.name, Err: fmt.Errorf("%w: %w", ErrConfig, err)}
+			return nil, Errorf(stages, i, "%w", err)
 		}
 	}
 	switch {
@@ -442,10 +443,8 @@ func ParseDevices(spec string, probe bool) (*engine.Devices, error) {
 			if err != nil || i < 0 {
 				return nil, fmt.Errorf("devices=%s: %q is not a GPU number (want cuda:0 or cuda:0,1,...)", spec, f)
 			}
-			for _, g := range d.GPUs {
-				if g == i {
-					return nil, fmt.Errorf("devices=%s: cuda:%d given twice", spec, i)
-				}
+			if slices.Contains(d.GPUs, i) {
+				return nil, fmt.Errorf("devices=%s: cuda:%d given twice", spec, i)
 			}
 			d.GPUs = append(d.GPUs, i)
 		}
