@@ -41,8 +41,11 @@ type Config struct {
 	Options []sharding.CacheOption
 }
 
-// DefaultMemory is Config.Memory's default.
-const DefaultMemory = 128 << 20
+// The defaults of Config.Epochs and Config.Memory.
+const (
+	DefaultEpochs = 1
+	DefaultMemory = 128 << 20
+)
 
 // WithDefaults returns c with its defaults set, or an error for values out
 // of range.
@@ -51,7 +54,7 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, errors.New("dir is required")
 	}
 	if c.Epochs == 0 {
-		c.Epochs = 1
+		c.Epochs = DefaultEpochs
 	}
 	if c.Memory == 0 {
 		c.Memory = DefaultMemory
@@ -127,13 +130,13 @@ func Open(s Spec) (*Cache, error) {
 	case errors.Is(err, sharding.ErrNewerFormat):
 		return nil, err
 	case err != nil:
-		c.warn("open", fmt.Sprintf("cache disabled, computing live: %v", err))
+		c.Warn("open", fmt.Sprintf("cache disabled, computing live: %v", err))
 		return c, nil
 	}
 	c.store = store
 	if store.ReadOnly() {
 		c.readOnly.Store(true)
-		c.warn("write", fmt.Sprintf("cache %s is read-only: reading what it holds, computing the rest live", s.Dir))
+		c.Warn("write", fmt.Sprintf("cache %s is read-only: reading what it holds, computing the rest live", s.Dir))
 		return c, nil
 	}
 	if _, err := store.GetMeta(c.fp); err != nil {
@@ -143,7 +146,7 @@ func Open(s Spec) (*Cache, error) {
 		}
 		if err := store.PutMeta(c.fp, meta); err != nil {
 			c.readOnly.Store(true)
-			c.warn("write", fmt.Sprintf("cache %s is not writable, reading what it has and computing the rest live: %v", s.Dir, err))
+			c.Warn("write", fmt.Sprintf("cache %s is not writable, reading what it has and computing the rest live: %v", s.Dir, err))
 		}
 	}
 	return c, nil
@@ -211,9 +214,7 @@ func (c *Cache) PostRand(seed uint64, e, ce, idx int, state uint64) transform.Ra
 }
 
 // Warn records a warning once per key.
-func (c *Cache) Warn(key, msg string) { c.warn(key, msg) }
-
-func (c *Cache) warn(key, msg string) {
+func (c *Cache) Warn(key, msg string) {
 	c.warnMu.Lock()
 	defer c.warnMu.Unlock()
 	if c.warned[key] {
@@ -341,13 +342,13 @@ func (c *Cache) fill(ctx context.Context, s *Shard, compute ComputeFunc) error {
 				return nil
 			}
 			c.corrupt.Add(1)
-			c.warn(fmt.Sprintf("corrupt %d %d", s.id.Epoch, s.id.Index), fmt.Sprintf("cache entry epoch %d shard %d does not parse (%v): recomputed and rewritten", s.id.Epoch, s.id.Index, err))
+			c.Warn(fmt.Sprintf("corrupt %d %d", s.id.Epoch, s.id.Index), fmt.Sprintf("cache entry epoch %d shard %d does not parse (%v): recomputed and rewritten", s.id.Epoch, s.id.Index, err))
 		case errors.Is(err, sharding.ErrCorrupt):
 			c.corrupt.Add(1)
-			c.warn(fmt.Sprintf("corrupt %d %d", s.id.Epoch, s.id.Index), fmt.Sprintf("%v: recomputed and rewritten", err))
+			c.Warn(fmt.Sprintf("corrupt %d %d", s.id.Epoch, s.id.Index), fmt.Sprintf("%v: recomputed and rewritten", err))
 		case errors.Is(err, sharding.ErrMiss):
 		default:
-			c.warn("read", fmt.Sprintf("cache read failed, computing live: %v", err))
+			c.Warn("read", fmt.Sprintf("cache read failed, computing live: %v", err))
 		}
 	}
 	c.misses.Add(1) // once per shard: fills are single-flight
@@ -371,7 +372,7 @@ func (c *Cache) put(id ShardID, raw []byte) {
 	}
 	if err := c.store.Put(c.fp, id.Epoch, id.Index, layout, raw); err != nil {
 		c.readOnly.Store(true)
-		c.warn("write", fmt.Sprintf("cache write failed, going on without writing: %v", err))
+		c.Warn("write", fmt.Sprintf("cache write failed, going on without writing: %v", err))
 	}
 }
 

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"container/list"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -178,7 +179,7 @@ type Shard struct {
 	ready chan struct{}
 	err   error
 	refs  int
-	elem  elemRef
+	elem  *list.Element // the shard's place in the LRU order
 }
 
 // parse reads the entry's offset table and checks it against its size, so

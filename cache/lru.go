@@ -5,9 +5,6 @@ import (
 	"sync"
 )
 
-// elemRef is a shard's place in the LRU order.
-type elemRef = *list.Element
-
 // shardLRU keeps decoded shards within a byte budget. Shards in use are
 // pinned by a reference count; evicted shards give their buffers back for
 // reuse, so a steady state does not allocate shard-sized memory.

@@ -449,10 +449,10 @@ var builtin = []*Spec{
 	{Name: "cache", Kind: "stage", Summary: "store the output of every stage before it in a Badger directory and read it back instead of recomputing it",
 		Params: []Param{
 			{Name: "dir", Type: String, Required: true, Doc: "cache directory (created if missing; one pipe process at a time)"},
-			{Name: "epochs", Type: Int, Default: strconv.Itoa(cacheDefaults.Epochs), Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"},
+			{Name: "epochs", Type: Int, Default: itoa(cache.DefaultEpochs), Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"},
 			{Name: "shard", Type: Int, Default: "0", Min: bound(0), Doc: "samples per cache entry (0: about 1 MiB of images after random stages, 256 KiB otherwise, at most 256)"},
 			{Name: "ahead", Type: Int, Default: "0", Min: bound(0), Doc: "epochs pipe run warms in the background ahead of the one being read"},
-			{Name: "memory", Type: Int, Default: strconv.Itoa(int(cacheDefaults.Memory >> 20)), Min: bound(1), Doc: "MiB of decoded entries kept in memory"},
+			{Name: "memory", Type: Int, Default: itoa(cache.DefaultMemory >> 20), Min: bound(1), Doc: "MiB of decoded entries kept in memory"},
 		},
 		Build: func(a Args) (Stage, error) {
 			return Cache(cache.Config{Dir: a.String("dir"), Epochs: a.Int("epochs"), ShardSize: a.Int("shard"),
@@ -551,8 +551,8 @@ var builtin = []*Spec{
 		}},
 	{Name: "prefetch", Kind: "stage", Summary: "cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers",
 		Params: []Param{
-			{Name: "depth", Type: Int, Default: strconv.Itoa(prefetchDefaults.Depth), Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer"},
-			{Name: "devices", Type: String, Default: prefetchDefaults.Devices, Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
+			{Name: "depth", Type: Int, Default: itoa(defaultDepth), Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer"},
+			{Name: "devices", Type: String, Default: defaultDevices, Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
 		},
 		Build: func(a Args) (Stage, error) {
 			if _, err := ParseDevices(a.String("devices"), true); err != nil {
@@ -598,9 +598,9 @@ var builtin = []*Spec{
 		}},
 	{Name: "eval", Kind: "stage", Summary: "evaluate the trained model on another split of the source (top-1 accuracy and loss), without augmentation",
 		Params: []Param{
-			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: evalDefaults.Split, Doc: "the split to evaluate on"},
-			{Name: "every", Type: Int, Default: itoa(evalDefaults.Every), Min: bound(1), Doc: "epochs between evaluations (the last epoch is always evaluated)"},
-			{Name: "batch", Type: Int, Default: itoa(evalDefaults.Batch), Min: bound(1), Doc: "evaluation batch size"},
+			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: defaultEvalSplit, Doc: "the split to evaluate on"},
+			{Name: "every", Type: Int, Default: itoa(defaultEvalEvery), Min: bound(1), Doc: "epochs between evaluations (the last epoch is always evaluated)"},
+			{Name: "batch", Type: Int, Default: itoa(defaultEvalBatch), Min: bound(1), Doc: "evaluation batch size"},
 		},
 		Build: func(a Args) (Stage, error) {
 			return evalStage(EvalConfig{Split: a.String("split"), Every: a.Int("every"), Batch: a.Int("batch")}), nil
@@ -626,17 +626,10 @@ var builtin = []*Spec{
 		}},
 }
 
-// The defaults of the stages whose Go constructors take a config struct,
-// for the registry's parameter docs: one place for each value.
-var (
-	dt            = DefaultTrain("")
-	cacheDefaults = func() cache.Config {
-		c, _ := cache.Config{Dir: "."}.WithDefaults()
-		return c
-	}()
-	prefetchDefaults = PrefetchConfig{Depth: defaultDepth, Devices: defaultDevices}
-	evalDefaults     = EvalConfig{Split: defaultEvalSplit, Every: defaultEvalEvery, Batch: defaultEvalBatch}
-)
+// dt is the train stage's defaults, for the registry's parameter docs: the
+// other config-struct stages' defaults are constants (defaultDepth, …,
+// cache.DefaultEpochs, cache.DefaultMemory).
+var dt = DefaultTrain("")
 
 func itoa(n int) string     { return strconv.Itoa(n) }
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
