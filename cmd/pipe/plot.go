@@ -14,10 +14,10 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// PlotHistory draws a run's curves into dir: accuracy.png and loss.png,
+// plotHistory draws a run's curves into dir: accuracy.png and loss.png,
 // each with two panels side by side — against epoch and against wall-clock
 // time — and train and test lines. It returns the files written.
-func PlotHistory(dir string, h []pipe.TrainEpoch) ([]string, error) {
+func plotHistory(dir string, h []pipe.TrainEpoch) ([]string, error) {
 	if len(h) == 0 {
 		return nil, nil
 	}

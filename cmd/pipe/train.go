@@ -69,7 +69,7 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 	var files []string
 	if res != nil && len(res.History) > 0 && dir != "" {
 		var perr error
-		if files, perr = PlotHistory(dir, res.History); perr != nil && err == nil {
+		if files, perr = plotHistory(dir, res.History); perr != nil && err == nil {
 			err = perr
 		}
 	}
