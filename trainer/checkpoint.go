@@ -2,21 +2,38 @@ package trainer
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/gob"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // checkpointVersion is the format of checkpoint files; a file with another
-// version is refused rather than misread.
-const checkpointVersion = 1
+// version is refused rather than misread. Format 2 added the header and its
+// checksum; format 1 files (a bare gob) are refused.
+const checkpointVersion = 2
+
+// A checkpoint file is a header followed by the gob-encoded checkpoint:
+//
+//	magic   [8]byte  "pipeckpt"
+//	version uint32   little-endian, checkpointVersion
+//	length  uint64   bytes of gob that follow
+//	sum     [32]byte SHA-256 of those bytes
+//
+// so that a flipped bit, a truncated copy or a file that is not a checkpoint
+// is refused by Load instead of silently changing the training.
+const (
+	checkpointMagic  = "pipeckpt"
+	checkpointHeader = len(checkpointMagic) + 4 + 8 + sha256.Size
+)
 
 // checkpoint is what a checkpoint file holds: one model (never a copy per
 // replica), the optimiser's state, and where training stands.
 type checkpoint struct {
-	Version int
 	// Identity describes the run's model and data; a resume with another
 	// identity is refused.
 	Identity string
@@ -36,6 +53,34 @@ type checkpoint struct {
 // the run.
 var ErrCheckpoint = errors.New("checkpoint does not fit this run")
 
+// ErrCheckpointDamaged is wrapped by errors reading a checkpoint whose
+// bytes are not the ones Save wrote: truncated, or failing its checksum.
+var ErrCheckpointDamaged = errors.New("checkpoint is damaged")
+
+// tempPrefix is how Save names its temporary files beside path:
+// ".checkpoint.gob-123456" for out/checkpoint.gob. Earlier releases used
+// ".checkpoint-123456"; both are removed by removeStale.
+func tempPrefix(path string) string { return "." + filepath.Base(path) + "-" }
+
+// removeStale removes the temporary files a killed Save left beside path
+// (every file of Save's naming but keep, which may be ""). One run writes a
+// given checkpoint path at a time.
+func removeStale(path, keep string) {
+	dir := filepath.Dir(path)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := tempPrefix(path)
+	for _, e := range ents {
+		name := e.Name()
+		stale := strings.HasPrefix(name, prefix) || strings.HasPrefix(name, ".checkpoint-")
+		if stale && e.Type().IsRegular() && filepath.Join(dir, name) != keep {
+			os.Remove(filepath.Join(dir, name))
+		}
+	}
+}
+
 // Save writes the trained model (after Sync), replica 0's optimiser state
 // and the position to path atomically: a temporary file in the same
 // directory, synced, then renamed over path, so a crash leaves the old
@@ -43,25 +88,35 @@ var ErrCheckpoint = errors.New("checkpoint does not fit this run")
 // (model, data, batch) and history is the caller's to keep.
 func (t *Trainer) Save(path, identity string, history []byte) error {
 	rep := t.replicas[0]
-	c := checkpoint{Version: checkpointVersion, Identity: identity, Model: rep.model.Name,
+	c := checkpoint{Identity: identity, Model: rep.model.Name,
 		OptT: rep.opt.t, OptState: rep.opt.state, OptSq: rep.opt.sq, Step: t.Step, Epoch: t.Epoch,
 		InEpoch: t.InEpoch, Part: t.part, History: history}
 	for _, p := range rep.model.Params() {
 		c.Params = append(c.Params, p.W)
 	}
 	var buf bytes.Buffer
+	buf.Write(make([]byte, checkpointHeader))
 	if err := gob.NewEncoder(&buf).Encode(&c); err != nil {
 		return err
 	}
+	b := buf.Bytes()
+	body := b[checkpointHeader:]
+	h := b[:0:checkpointHeader]
+	h = append(h, checkpointMagic...)
+	h = binary.LittleEndian.AppendUint32(h, checkpointVersion)
+	h = binary.LittleEndian.AppendUint64(h, uint64(len(body)))
+	sum := sha256.Sum256(body)
+	_ = append(h, sum[:]...)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
+	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix(path)+"*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	if _, err := f.Write(buf.Bytes()); err == nil {
+	defer removeStale(path, tmp)
+	if _, err = f.Write(b); err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -77,19 +132,43 @@ func (t *Trainer) Save(path, identity string, history []byte) error {
 	return nil
 }
 
-// Load restores a checkpoint written by Save into every replica and returns
-// its history. The run must have the same identity.
-func (t *Trainer) Load(path, identity string) ([]byte, error) {
+// readCheckpoint reads and checks the file at path: its header, length and
+// checksum, then the gob.
+func readCheckpoint(path string) (*checkpoint, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var c checkpoint
-	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&c); err != nil {
-		return nil, fmt.Errorf("trainer: %s: %w: not a checkpoint (%v)", path, ErrCheckpoint, err)
+	if len(b) < checkpointHeader || string(b[:len(checkpointMagic)]) != checkpointMagic {
+		return nil, fmt.Errorf("trainer: %s: %w: not a checkpoint of format %d (no %q header); move it away to start again", path, ErrCheckpoint, checkpointVersion, checkpointMagic)
 	}
-	if c.Version != checkpointVersion {
-		return nil, fmt.Errorf("trainer: %s: %w: format %d, this build reads %d", path, ErrCheckpoint, c.Version, checkpointVersion)
+	h := b[len(checkpointMagic):]
+	if v := binary.LittleEndian.Uint32(h); v != checkpointVersion {
+		return nil, fmt.Errorf("trainer: %s: %w: format %d, this build reads %d", path, ErrCheckpoint, v, checkpointVersion)
+	}
+	body := b[checkpointHeader:]
+	if n := binary.LittleEndian.Uint64(h[4:]); n != uint64(len(body)) {
+		return nil, fmt.Errorf("trainer: %s: %w: %d bytes of %d (truncated or extended)", path, ErrCheckpointDamaged, len(body), n)
+	}
+	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], h[12:12+sha256.Size]) {
+		return nil, fmt.Errorf("trainer: %s: %w: its SHA-256 checksum does not match its contents", path, ErrCheckpointDamaged)
+	}
+	var c checkpoint
+	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&c); err != nil {
+		return nil, fmt.Errorf("trainer: %s: %w: checksum ok but unreadable (%v)", path, ErrCheckpoint, err)
+	}
+	return &c, nil
+}
+
+// Load restores a checkpoint written by Save into every replica and returns
+// its history. The run must have the same identity. A file that fails its
+// checksum is refused with ErrCheckpointDamaged. Load also removes the
+// temporary files of a Save that was killed.
+func (t *Trainer) Load(path, identity string) ([]byte, error) {
+	removeStale(path, "")
+	c, err := readCheckpoint(path)
+	if err != nil {
+		return nil, err
 	}
 	if c.Identity != identity {
 		return nil, fmt.Errorf("trainer: %s: %w: it was written by\n  %s\nand this run is\n  %s", path, ErrCheckpoint, c.Identity, identity)

@@ -38,7 +38,8 @@
 // each replica stalled waiting for them: the figure that says whether the
 // pipeline keeps up. Evaluation runs the model in inference mode over a
 // held-out feed. A checkpoint holds one copy of the model, the optimiser's
-// state and the position within the epoch; it is written atomically and
-// refused by a run with another model or data, and a stopped run resumes
+// state and the position within the epoch; it is written atomically with a
+// SHA-256 of its contents, refused when damaged or by a run with another
+// model or data, and a stopped run resumes
 // from it at the step it would have taken next.
 package trainer
