@@ -18,6 +18,9 @@ import (
 	"github.com/pipefeed/pipe/prefetch/internal/pinned"
 )
 
+// CUDACompiled reports whether this build has CUDA (the cuda build tag).
+const CUDACompiled = true
+
 // CUDADevices returns the number of GPUs the CUDA driver sees.
 func CUDADevices() (int, error) {
 	n, err := cu.NumDevices()

@@ -7,6 +7,9 @@ package prefetch
 // and exits the process at init without a GPU, so only the cuda build
 // imports it.)
 
+// CUDACompiled reports whether this build has CUDA (the cuda build tag).
+const CUDACompiled = false
+
 // CUDADevices returns ErrNoCUDA: this build has no CUDA.
 func CUDADevices() (int, error) { return 0, ErrNoCUDA }
 

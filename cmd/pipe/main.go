@@ -61,7 +61,9 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRun(), newBench(), newCheck(), newStages(), newPreview(), newWarm(), newCache())
+	root.Version = pipe.BuildInfo().Version
+	root.SetVersionTemplate(versionText(pipe.BuildInfo()))
+	root.AddCommand(newRun(), newBench(), newCheck(), newStages(), newPreview(), newWarm(), newCache(), newVersion())
 	return root
 }
 
