@@ -570,9 +570,11 @@ type Summary struct {
 	Devices    int
 	DeviceKind string
 	Cache      *CacheInfo
-	// Train reports a train stage; TrainOut is its out= directory.
-	Train    bool
-	TrainOut string
+	// Train reports a train stage; TrainOut is its out= directory and
+	// TrainEpochs its epochs=.
+	Train       bool
+	TrainOut    string
+	TrainEpochs int
 }
 
 // Summary describes the pipeline.
@@ -593,7 +595,7 @@ func (p *Pipeline) Summary() Summary {
 		}
 	}
 	if cfg.Train != nil {
-		s.TrainOut = cfg.Train.Out
+		s.TrainOut, s.TrainEpochs = cfg.Train.Out, cfg.Train.Epochs
 	}
 	return s
 }

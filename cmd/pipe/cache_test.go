@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pipefeed/pipe"
 )
 
 // buildPipe builds the pipe command into a temporary directory.
@@ -153,4 +156,26 @@ func readFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestWarmOnACacheInUse: a warm whose cache another pipeline holds open
+// says the cache is in use and exits 1, before it prints a plan it cannot
+// carry out ("computing live" was said, and then it failed). --json runs
+// bypassing such a cache say so on stderr.
+func TestWarmOnACacheInUse(t *testing.T) {
+	file := cachePipe(t, t.TempDir(), true)
+	holder, err := pipe.Load(context.Background(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	out, errs, code := pipeCmd(t, "warm", file)
+	if code != 1 || !strings.Contains(errs, "pipe: cannot warm ") || !strings.Contains(errs, "in use by another process") ||
+		strings.Contains(errs, "computing live") || strings.Contains(out, "warming") {
+		t.Errorf("warm on a cache in use: exit %d\nstdout %q\nstderr %q", code, out, errs)
+	}
+	out, errs, code = pipeCmd(t, "bench", file, "--epochs", "1", "--json")
+	if code != 0 || !strings.Contains(errs, "pipe: warning: cache disabled, computing live: ") || len(jsonLines(t, out)) != 1 {
+		t.Errorf("bench --json on a cache in use: exit %d\nstdout %q\nstderr %q", code, out, errs)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/schollz/progressbar/v3"
@@ -37,8 +38,14 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "pipe:", err)
+	fmt.Fprintln(os.Stderr, errorLine(err))
 	os.Exit(exitCode(ctx, err))
+}
+
+// errorLine is how the command reports err: "pipe: " and the message, whose
+// own "pipe: " (the library's package prefix) is not said twice.
+func errorLine(err error) string {
+	return "pipe: " + strings.TrimPrefix(err.Error(), "pipe: ")
 }
 
 func exitCode(ctx context.Context, err error) int {

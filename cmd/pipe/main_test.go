@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipefeed/pipe"
 	"github.com/pipefeed/pipe/internal/shareddata"
 )
 
@@ -32,7 +33,7 @@ func pipeCmd(t *testing.T, args ...string) (string, string, int) {
 	err := root.ExecuteContext(ctx)
 	code := 0
 	if err != nil {
-		errb.WriteString("pipe: " + err.Error() + "\n")
+		errb.WriteString(errorLine(err) + "\n")
 		code = exitCode(ctx, err)
 	}
 	return out.String(), errb.String(), code
@@ -118,6 +119,16 @@ func TestRunPrintsSummary(t *testing.T) {
 			t.Errorf("run output lacks %q:\n%s", want, out)
 		}
 	}
+	// Without a consumer (--consume) the consumer's wait is no figure: a
+	// stream that drops each batch waits for nearly all of them ("consumer
+	// starved 100%" on every run).
+	if strings.Contains(out, "consumer") || strings.Contains(out, "starved") {
+		t.Errorf("without --consume, the output speaks of the consumer:\n%s", out)
+	}
+	out, errs, code = pipeCmd(t, "bench", writePipe(t, small), "--epochs", "1", "--consume", "1ms")
+	if code != 0 || !strings.Contains(out, "consumer stalled ") || !strings.Contains(out, "the consumer waited for data ") {
+		t.Errorf("with --consume: exit %d, %s\n%s", code, errs, out)
+	}
 }
 
 // TestDevicesFromTheCommandLine: normalize where=device on simulated
@@ -172,11 +183,15 @@ func TestErrorsAndExitCodes(t *testing.T) {
 		{[]string{"bench", writePipe(t, small), "--consume", "1ms", "--checksum"}, 2, "cannot go with --checksum"},
 		{[]string{"bench", writePipe(t, small+"prefetch devices=all\n")}, 2, "t.pipe:8:1: prefetch: devices=all: GPU devices need the cuda build"},
 		{[]string{"bench", writePipe(t, strings.Replace(small, "std=0.25", "std=0.25 where=device", 1))}, 2, "where=device normalizes on the devices: add a prefetch stage"},
+		{[]string{"run", writePipe(t, small+"train mlp epochs=1 out=\n"), "--resume"}, 2, "pipe: --resume needs the train stage's out= directory"},
 	}
 	for _, c := range cases {
 		_, errs, code := pipeCmd(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.want) {
 			t.Errorf("pipe %v: exit %d, stderr %q; want exit %d and %q", c.args, code, errs, c.code, c.want)
+		}
+		if strings.Contains(errs, "pipe: pipe:") {
+			t.Errorf("pipe %v: the prefix is said twice: %q", c.args, errs)
 		}
 	}
 }
@@ -235,8 +250,36 @@ func TestPreviewWritesGrid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := img.Bounds(); b.Dx() != 4*(112+4)+4 || b.Dy() != 3*(96+14+4)+4 {
-		t.Errorf("grid is %v, want 4×3 tiles of 96 px, 112 wide for captions", b)
+	// A tile is as wide as the longest caption and a glyph (7 px) more, so
+	// every caption is drawn whole with a gap: a CIFAR caption
+	// "automobile #41433" used to be cut to "automobile #4143", touching
+	// the next tile's.
+	p, err := pipe.Load(context.Background(), writePipe(t, small))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cw := 96
+	for i := range 12 {
+		_, label, idx, err := p.Augmented(0, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cw = max(cw, 7*(len(caption(p.Source().Info().Classes, label, idx))+1))
+	}
+	if b := img.Bounds(); b.Dx() != 4*(cw+4)+4 || b.Dy() != 3*(96+14+4)+4 {
+		t.Errorf("grid is %v, want 4×3 tiles of 96 px, %d wide for captions", b, cw)
+	}
+	// -o picks the format by the extension.
+	jpg := filepath.Join(t.TempDir(), "grid.jpg")
+	if _, errs, code := pipeCmd(t, "preview", writePipe(t, small), "-o", jpg, "-n", "4"); code != 0 {
+		t.Fatalf("-o grid.jpg: exit %d: %s", code, errs)
+	}
+	if b, _ := os.ReadFile(jpg); len(b) < 3 || b[0] != 0xff || b[1] != 0xd8 {
+		t.Errorf("-o grid.jpg did not write a JPEG: % x", b[:min(len(b), 8)])
+	}
+	if _, errs, code := pipeCmd(t, "preview", writePipe(t, small), "-o", "grid.gif"); code != 2 || !strings.Contains(errs, ".png or .jpg") {
+		t.Errorf("-o grid.gif: exit %d, %s", code, errs)
 	}
 }
 
@@ -348,8 +391,16 @@ func TestTrainFromTheCommandLine(t *testing.T) {
 	}
 	// --resume of the finished run trains nothing more and says where it is.
 	out, errs, code = pipeCmd(t, "run", f, "--resume")
-	if code != 0 || !strings.Contains(out, "resumed  at epoch 2, step 0 of it") {
+	if code != 0 || !strings.Contains(out, "resumed  at epoch 2, step 0 of it (step 14 in all): the run's 2 epochs are done, nothing is left to train") ||
+		!strings.Contains(out, "trained  nothing in this run (the checkpoint has all 2 epochs)") || strings.Contains(out, "trained  2 epochs") {
 		t.Errorf("resume: exit %d, %s\n%s", code, errs, out)
+	}
+	// bench does not offer --resume, and refuses it as any unknown flag.
+	if out, _, _ := pipeCmd(t, "bench", "--help"); strings.Contains(out, "resume") {
+		t.Errorf("bench --help offers --resume:\n%s", out)
+	}
+	if _, _, code := pipeCmd(t, "bench", f, "--resume"); code != 2 {
+		t.Errorf("bench --resume: exit %d, want 2", code)
 	}
 	js := writePipe(t, strings.Replace(body, "epochs=2", "epochs=1", 1))
 	os.RemoveAll(dir)

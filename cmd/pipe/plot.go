@@ -56,7 +56,7 @@ func plotHistory(dir string, h []pipe.TrainEpoch) ([]string, error) {
 			label string
 			get   func(pipe.TrainEpoch) float64
 		}{
-			{"epoch", func(e pipe.TrainEpoch) float64 { return float64(e.Epoch + 1) }},
+			{"epoch", func(e pipe.TrainEpoch) float64 { return float64(e.Epoch) }}, // numbered from 0, as the log numbers them
 			{"wall-clock time (s)", func(e pipe.TrainEpoch) float64 { return e.WallSeconds }},
 		} {
 			p := plot.New()

@@ -4,8 +4,13 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/image/font"
@@ -20,8 +25,8 @@ func newPreview() *cobra.Command {
 	var out string
 	var n, epoch, scale, cols int
 	c := &cobra.Command{
-		Use:   "preview FILE -o grid.png",
-		Short: "draw augmented samples with their class names into a PNG grid",
+		Use:   "preview FILE -o grid.png|grid.jpg",
+		Short: "draw augmented samples with their class names into a PNG or JPEG grid",
 		Long: `preview draws the first N samples of an epoch as the pipeline makes them
 (after every image operation, before the tensor is written), each labelled
 with its class name and sample index, so a person can see that the
@@ -29,7 +34,11 @@ augmentation is right.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if out == "" {
-				return usageError{fmt.Errorf("preview needs -o FILE.png")}
+				return usageError{fmt.Errorf("preview needs -o FILE.png (or .jpg)")}
+			}
+			encode, err := encoderFor(out)
+			if err != nil {
+				return usageError{err}
 			}
 			if n < 1 || scale < 1 || cols < 1 || epoch < 0 {
 				return usageError{fmt.Errorf("--n, --scale and --cols must be at least 1 and --epoch at least 0")}
@@ -48,7 +57,7 @@ augmentation is right.`,
 			if err != nil {
 				return err
 			}
-			if err := png.Encode(f, grid); err != nil {
+			if err := encode(f, grid); err != nil {
 				f.Close()
 				return err
 			}
@@ -59,12 +68,32 @@ augmentation is right.`,
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&out, "output", "o", "", "PNG file to write")
+	c.Flags().StringVarP(&out, "output", "o", "", "file to write: .png, or .jpg/.jpeg for a JPEG")
 	c.Flags().IntVarP(&n, "n", "n", 64, "samples to draw")
 	c.Flags().IntVar(&epoch, "epoch", 0, "epoch whose augmentations to draw")
 	c.Flags().IntVar(&scale, "scale", 3, "pixel magnification")
 	c.Flags().IntVar(&cols, "cols", 8, "samples per row")
 	return c
+}
+
+// encoderFor returns the image encoder that name's extension asks for.
+func encoderFor(name string) (func(io.Writer, image.Image) error, error) {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".png":
+		return png.Encode, nil
+	case ".jpg", ".jpeg":
+		return func(w io.Writer, m image.Image) error { return jpeg.Encode(w, m, &jpeg.Options{Quality: 95}) }, nil
+	}
+	return nil, fmt.Errorf("-o %s: the grid is written as .png or .jpg/.jpeg; say which by the extension", name)
+}
+
+// caption is a tile's caption: the class name (or number) and the sample.
+func caption(classes []string, label, sample int) string {
+	name := fmt.Sprint(label)
+	if label >= 0 && label < len(classes) {
+		name = classes[label]
+	}
+	return fmt.Sprintf("%s #%d", name, sample)
 }
 
 func drawGrid(p *pipe.Pipeline, epoch, n, cols, scale int) (*image.RGBA, error) {
@@ -77,16 +106,16 @@ func drawGrid(p *pipe.Pipeline, epoch, n, cols, scale int) (*image.RGBA, error) 
 		if err != nil {
 			return nil, err
 		}
-		name := fmt.Sprint(label)
-		if label >= 0 && label < len(classes) {
-			name = classes[label]
-		}
 		tiles = append(tiles, img)
-		captions = append(captions, fmt.Sprintf("%s #%d", name, idx))
+		captions = append(captions, caption(classes, label, idx))
 		cw, ch = max(cw, img.W*scale), max(ch, img.H*scale)
 	}
-	const textH, pad = 14, 4
-	cw = max(cw, 7*16) // room for a caption of 16 characters
+	// Each tile is as wide as its longest caption, whole, plus a glyph's
+	// width between captions (basicfont's glyphs are 7 pixels wide).
+	const textH, pad, glyph = 14, 4, 7
+	for _, c := range captions {
+		cw = max(cw, glyph*(utf8.RuneCountInString(c)+1))
+	}
 	rows := (n + cols - 1) / cols
 	grid := image.NewRGBA(image.Rect(0, 0, cols*(cw+pad)+pad, rows*(ch+textH+pad)+pad))
 	for i := range grid.Pix {
@@ -106,11 +135,7 @@ func drawGrid(p *pipe.Pipeline, epoch, n, cols, scale int) (*image.RGBA, error) 
 		}
 		d := font.Drawer{Dst: grid, Src: image.Black, Face: basicfont.Face7x13,
 			Dot: fixed.P(x0, y0+ch+textH-3)}
-		caption := captions[i]
-		if max := cw / 7; len(caption) > max {
-			caption = caption[:max]
-		}
-		d.DrawString(caption)
+		d.DrawString(captions[i])
 	}
 	return grid, nil
 }

@@ -33,7 +33,6 @@ func (f *runFlags) register(c *cobra.Command, epochs int) {
 	c.Flags().BoolVar(&f.json, "json", false, "print one JSON object per epoch on stdout")
 	c.Flags().BoolVar(&f.checksum, "checksum", false, "hash every output byte and label of each epoch (costs throughput)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
-	c.Flags().BoolVar(&f.resume, "resume", false, "with a train stage: continue from the checkpoint in its out= directory")
 	c.Flags().DurationVar(&f.consume, "consume", 0, "make each batch's consumer take this long, as a training step would (one consumer per device); the stall figures then say whether the pipeline keeps up")
 }
 
@@ -46,6 +45,7 @@ func newRun() *cobra.Command {
 		RunE:  func(c *cobra.Command, args []string) error { return stream(c, args[0], f) },
 	}
 	f.register(c, 1)
+	c.Flags().BoolVar(&f.resume, "resume", false, "with a train stage: continue from the checkpoint in its out= directory")
 	return c
 }
 
@@ -95,9 +95,12 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 		return usageError{errors.New("--resume continues training: the file has no train stage")}
 	}
 	out, errw := c.OutOrStdout(), c.ErrOrStderr()
-	info := describe(p)
-	if !f.json {
-		fmt.Fprint(out, info)
+	if f.json {
+		// stdout is the JSON objects; the warnings the summary would
+		// carry go to stderr rather than nowhere.
+		warnings(errw, p)
+	} else {
+		fmt.Fprint(out, describe(p))
 	}
 	var bar *progressbar.ProgressBar
 	if !f.quiet && isTerminal(errw) {
@@ -123,7 +126,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 				enc.Encode(s)
 				return
 			}
-			fmt.Fprintln(out, epochLine(s))
+			fmt.Fprintln(out, epochLine(s, f.consume > 0))
 		},
 	}
 	if bar != nil {
@@ -136,10 +139,22 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	if !f.json {
-		fmt.Fprint(out, summary(p, stats))
+	if f.json {
+		warnings(errw, p)
+	} else {
+		fmt.Fprint(out, summary(p, stats, f.consume > 0))
 	}
 	return nil
+}
+
+// warnings writes the cache's warnings to w, one "pipe: warning:" line each:
+// what --json leaves out of stdout.
+func warnings(w io.Writer, p *pipe.Pipeline) {
+	if c := p.CacheInfo(); c != nil {
+		for _, m := range c.Warnings {
+			fmt.Fprintf(w, "pipe: warning: %s\n", m)
+		}
+	}
 }
 
 func isTerminal(w io.Writer) bool {
@@ -188,9 +203,15 @@ func describe(p *pipe.Pipeline) string {
 	return b.String()
 }
 
-func epochLine(s pipe.EpochStats) string {
-	line := fmt.Sprintf("epoch %d: %d images in %.3f s = %.0f images/s (consumer stalled %.3f s, producer waited %.3f s for slabs",
-		s.Epoch, s.Images, s.Seconds, s.ImagesPerSec, s.StallSeconds, s.SlabWaitSeconds)
+// epochLine is a streamed epoch's line. The consumer's stall is a figure
+// only when there is a consumer (consumed: --consume); a stream that drops
+// each batch at once waits for nearly every one, which says nothing.
+func epochLine(s pipe.EpochStats, consumed bool) string {
+	line := fmt.Sprintf("epoch %d: %d images in %.3f s = %.0f images/s (", s.Epoch, s.Images, s.Seconds, s.ImagesPerSec)
+	if consumed {
+		line += fmt.Sprintf("consumer stalled %.3f s, ", s.StallSeconds)
+	}
+	line += fmt.Sprintf("producer waited %.3f s for slabs", s.SlabWaitSeconds)
 	if s.Skipped > 0 {
 		line += fmt.Sprintf(", %d skipped", s.Skipped)
 	}
@@ -205,13 +226,17 @@ func epochLine(s pipe.EpochStats) string {
 		line += " checksum " + s.Checksum
 	}
 	for _, d := range s.Devices {
-		line += fmt.Sprintf("\n  %s: %d batches, stalled %.3f s (%.1f%%), held production back %.3f s, copied %.1f MB at %.1f GB/s",
-			d.Device, d.Batches, d.StallSeconds, d.StallPct, d.ProducerWaitSeconds, float64(d.Bytes)/1e6, d.CopyGBps)
+		line += fmt.Sprintf("\n  %s: %d batches, ", d.Device, d.Batches)
+		if consumed {
+			line += fmt.Sprintf("stalled %.3f s (%.1f%%), ", d.StallSeconds, d.StallPct)
+		}
+		line += fmt.Sprintf("held production back %.3f s, copied %.1f MB at %.1f GB/s", d.ProducerWaitSeconds, float64(d.Bytes)/1e6, d.CopyGBps)
 	}
 	return line
 }
 
-func summary(p *pipe.Pipeline, stats []pipe.EpochStats) string {
+// summary is a stream's closing lines; consumed as for epochLine.
+func summary(p *pipe.Pipeline, stats []pipe.EpochStats, consumed bool) string {
 	var b strings.Builder
 	images, secs, stall := 0, 0.0, 0.0
 	for _, s := range stats {
@@ -220,8 +245,8 @@ func summary(p *pipe.Pipeline, stats []pipe.EpochStats) string {
 		stall += s.StallSeconds
 	}
 	fmt.Fprintf(&b, "total    %d images in %.3f s = %.0f images/s over %d epochs", images, secs, float64(images)/secs, len(stats))
-	if secs > 0 {
-		fmt.Fprintf(&b, "; consumer starved %.0f%% of the time", 100*stall/secs)
+	if consumed && secs > 0 {
+		fmt.Fprintf(&b, "; the consumer waited for data %.0f%% of the time", 100*stall/secs)
 	}
 	b.WriteString("\n")
 	if c := p.CacheInfo(); c != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,6 +18,9 @@ import (
 // object) per epoch, plots and a summary at the end.
 func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 	out, errw := c.OutOrStdout(), c.ErrOrStderr()
+	if f.resume && p.Summary().TrainOut == "" {
+		return usageError{errors.New("--resume needs the train stage's out= directory, where the checkpoint is")}
+	}
 	if !f.json {
 		fmt.Fprint(out, describe(p))
 	}
@@ -24,6 +28,7 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 	var bar *progressbar.ProgressBar
 	started := time.Now()
 	dir := p.Summary().TrainOut
+	ran := 0 // epochs trained by this process (a resume may have none left)
 	opts := pipe.TrainOptions{
 		Resume: f.resume,
 		OnStart: func(tr *trainer.Trainer) {
@@ -36,7 +41,11 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 			fmt.Fprintf(out, "batch    per-device %d × %d devices = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
 				p.BatchSize()/n, n, p.BatchSize(), tr.PeakLR(), tr.StepsPerEpoch())
 			if f.resume {
-				fmt.Fprintf(out, "resumed  at epoch %d, step %d of it (step %d in all)\n", tr.Epoch, tr.InEpoch, tr.Step)
+				fmt.Fprintf(out, "resumed  at epoch %d, step %d of it (step %d in all)", tr.Epoch, tr.InEpoch, tr.Step)
+				if epochs := p.Summary().TrainEpochs; tr.Epoch >= epochs {
+					fmt.Fprintf(out, ": the run's %d epochs are done, nothing is left to train", epochs)
+				}
+				fmt.Fprintln(out)
 			}
 			if !f.quiet && isTerminal(errw) {
 				bar = progressbar.NewOptions64(int64(tr.StepsPerEpoch()), progressbar.OptionSetWriter(errw),
@@ -51,6 +60,7 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 			}
 		},
 		OnEpoch: func(e pipe.TrainEpoch) {
+			ran++
 			if bar != nil {
 				bar.Reset()
 				bar.Clear()
@@ -81,7 +91,7 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 		return err
 	}
 	if !f.json {
-		fmt.Fprint(out, trainSummary(res.History, time.Since(started), dir, files))
+		fmt.Fprint(out, trainSummary(res.History, ran, time.Since(started), dir, files))
 	}
 	return nil
 }
@@ -95,8 +105,9 @@ func trainLine(e pipe.TrainEpoch) string {
 		e.LR, e.ImagesPerSec, e.StallPct, e.Seconds, e.WallSeconds)
 }
 
-// trainSummary is the one screen at the end of a run.
-func trainSummary(h []pipe.TrainEpoch, took time.Duration, dir string, files []string) string {
+// trainSummary is the one screen at the end of a run: h is every epoch's
+// figures, the last ran of them trained by this process.
+func trainSummary(h []pipe.TrainEpoch, ran int, took time.Duration, dir string, files []string) string {
 	var b strings.Builder
 	last := h[len(h)-1]
 	var images int
@@ -110,8 +121,16 @@ func trainSummary(h []pipe.TrainEpoch, took time.Duration, dir string, files []s
 			best, bestEpoch = *e.TestAccuracy, e.Epoch
 		}
 	}
-	fmt.Fprintf(&b, "trained  %d epochs, %d images in %.0f s of training (%.0f images/s), data stall %.1f%% of it\n",
-		len(h), images, secs, float64(images)/secs, 100*stall/secs)
+	switch {
+	case ran == len(h):
+		fmt.Fprintf(&b, "trained  %d epochs, ", len(h))
+	case ran == 0:
+		fmt.Fprintf(&b, "trained  nothing in this run (the checkpoint has all %d epochs); over them, ", len(h))
+	default:
+		fmt.Fprintf(&b, "trained  %d epochs, %d of them in this run after --resume; ", len(h), ran)
+	}
+	fmt.Fprintf(&b, "%d images in %.0f s of training (%.0f images/s), data stall %.1f%% of it\n",
+		images, secs, float64(images)/secs, 100*stall/secs)
 	fmt.Fprintf(&b, "final    train loss %.4f, train accuracy %.2f%%", last.TrainLoss, 100*last.TrainAccuracy)
 	if last.TestAccuracy != nil {
 		fmt.Fprintf(&b, ", test loss %.4f, test accuracy %.2f%%", *last.TestLoss, 100**last.TestAccuracy)

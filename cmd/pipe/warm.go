@@ -40,6 +40,12 @@ resumes where it stopped.`,
 			if info == nil {
 				return usageError{fmt.Errorf("%s has no cache stage to warm (add e.g. \"cache dir=.pipe-cache epochs=10\" after the random stages)", args[0])}
 			}
+			if !info.Enabled {
+				// A run would go on without the cache, computing live;
+				// a warm has nothing to do without it.
+				why := strings.Join(info.Warnings, "; ")
+				return fmt.Errorf("cannot warm %s: %s", info.Dir, strings.TrimPrefix(why, "cache disabled, computing live: "))
+			}
 			if workers > 0 {
 				p.SetWorkers(workers)
 			}
