@@ -45,7 +45,7 @@ func (e *Engine) openDevices() error {
 	e.devs = devs
 	// Each device's buffers live as long as the devices: depth queued, one
 	// being consumed, one being filled.
-	per := e.s.Batch / len(devs)
+	per := e.rows / len(devs)
 	for _, dev := range devs {
 		free := make(chan *devSlot, spec.Depth+2)
 		for range spec.Depth + 2 {

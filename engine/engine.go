@@ -98,6 +98,11 @@ type Engine struct {
 	running atomic.Bool
 	slabs   *prefetch.SlabPool
 	indices [][]int // per slab: the sample indices of its batch
+	// rows is the most samples a batch can hold: the batch size, or the
+	// epoch's samples where they are fewer. Slabs, index buffers and device
+	// buffers are sized by it, not by the batch size alone: a batch of 10
+	// million over 1,000 samples needs room for 1,000.
+	rows int
 
 	devs      []prefetch.Device // opened by the first DeviceEpoch
 	devFree   []chan *devSlot   // per device, its free buffers
@@ -121,7 +126,7 @@ func New(s Spec) (*Engine, error) {
 		return nil, errors.New("engine: devices need at least one device and depth ≥ 1")
 	}
 	s.Ops = append([]transform.Op(nil), s.Ops...)
-	e := &Engine{s: s}
+	e := &Engine{s: s, rows: max(1, min(s.Batch, s.Plan.Len()))}
 	t := s.Host
 	e.direct = t.DType == transform.Uint8 && (t.Layout == transform.NCHW || t.Shape.C == 1)
 	e.SetWorkers(s.Workers)
@@ -179,13 +184,13 @@ func (e *Engine) planEpoch(n int) int {
 	return n
 }
 
-// indexBuf returns the batch-sized index buffer of slab i, kept across
+// indexBuf returns the batch-sized (rows) index buffer of slab i, kept across
 // epochs so that a steady state allocates nothing.
 func (e *Engine) indexBuf(i int) []int {
 	for len(e.indices) <= i {
-		e.indices = append(e.indices, make([]int, e.s.Batch))
+		e.indices = append(e.indices, make([]int, e.rows))
 	}
-	return e.indices[i][:e.s.Batch]
+	return e.indices[i][:e.rows]
 }
 
 // SlabsOut is the number of host slabs not in the pool: held by batches

@@ -196,7 +196,10 @@ func (e *Engine) startEpoch(ctx context.Context, n int) (*Epoch, error) {
 				return nil, err
 			}
 		}
-		pool, err := prefetch.NewSlabPool(nslabs, s.Batch*sb, s.Batch, e.hostAlloc)
+		if err := checkMemory(nslabs, e.rows, sb); err != nil {
+			return nil, err
+		}
+		pool, err := prefetch.NewSlabPool(nslabs, e.rows*sb, e.rows, e.hostAlloc)
 		if err != nil {
 			e.slabs = nil
 			return nil, err
@@ -208,7 +211,7 @@ func (e *Engine) startEpoch(ctx context.Context, n int) (*Epoch, error) {
 		e: e, slabs: e.slabs, epoch: n, cancel: cancel,
 		jobs:   make([]job, nslabs),
 		ready:  make(chan *job, nslabs),
-		chunks: make(chan chunk, nslabs*((s.Batch+chunkSamples-1)/chunkSamples)),
+		chunks: make(chan chunk, nslabs*((e.rows+chunkSamples-1)/chunkSamples)),
 		start:  time.Now(),
 	}
 	for i := range x.jobs {
