@@ -270,7 +270,18 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		Batch: cfg.Batch, DropLast: cfg.DropLast, Workers: cfg.Workers, OnError: cfg.OnError,
 		Cache: p.cache, Devices: p.devs,
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// The evaluation pipeline is built with the training one, so that a
+	// check (pipe check) finds what would stop the first evaluation.
+	if cfg.Eval != nil {
+		if p.evalP, err = p.evalPipeline(); err != nil {
+			p.eng.Close()
+			return pipefile.Errorf(stages, pipefile.Index(stages, "eval"), "%w", err)
+		}
+	}
+	return nil
 }
 
 // deviceTensor splits the output tensor t for normalize where=device: the
@@ -452,6 +463,9 @@ func (p *Pipeline) SetWorkers(n int) {
 		n = p.cores
 	}
 	p.eng.SetWorkers(n)
+	if p.evalP != nil {
+		p.evalP.SetWorkers(n)
+	}
 }
 
 // Samples is the number of samples an epoch delivers on this rank (before

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -127,11 +129,6 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 	if o.OnStart != nil {
 		o.OnStart(tr)
 	}
-	if p.cfg.Eval != nil && p.evalP == nil {
-		if p.evalP, err = p.evalPipeline(); err != nil {
-			return nil, err
-		}
-	}
 	evalP := p.evalP
 	wall := 0.0
 	if n := len(res.History); n > 0 {
@@ -240,16 +237,92 @@ func appendJSONLine(path string, v any, truncate bool) error {
 }
 
 // evalPipeline is the held-out data as the model sees it: the eval source,
-// no augmentation, the training normalisation on the host, NCHW float32.
+// the training's decode stage and image operations with each random one
+// replaced by its deterministic counterpart (evalOps), the training
+// normalisation on the host, NCHW float32. Its samples must come out in the
+// shape the model takes.
 func (p *Pipeline) evalPipeline() (*Pipeline, error) {
 	seed := p.cfg.Seed
 	stages := []Stage{Source(p.cfg.Eval.Source)}
+	var names []string
+	info := p.cfg.Eval.Source.Info()
+	shape := transform.Shape{C: info.C, H: info.H, W: info.W} // H, W 0: sizes vary (encoded)
+	for _, s := range p.stages {
+		if s.Name() == "decode" {
+			stages = append(stages, s)
+			names = append(names, s.String())
+			continue
+		}
+		if s.Op() == nil {
+			continue
+		}
+		ops, err := evalOps(s.Op(), shape)
+		if err != nil {
+			return nil, err
+		}
+		for _, op := range ops {
+			if shape, err = op.OutShape(shape); err != nil {
+				return nil, fmt.Errorf("held-out images: %s: %w", op, err)
+			}
+			stages = append(stages, Map(op))
+			names = append(names, op.String())
+		}
+	}
 	if p.cfg.Norm != nil {
 		stages = append(stages, Normalize(p.cfg.Norm))
 	}
 	stages = append(stages, Options(Settings{Workers: p.Workers(), OnError: p.cfg.OnError, Seed: &seed}),
 		Batching(p.cfg.Eval.Batch, false), ToTensor(transform.NCHW, transform.Float32))
-	return New(stages...)
+	e, err := New(stages...)
+	if err != nil {
+		return nil, fmt.Errorf("held-out images: %w", err)
+	}
+	if got, want := e.out.Shape, p.out.Shape; got != want {
+		e.Close()
+		steps := strings.Join(names, ", ")
+		if steps == "" {
+			steps = "no image operations"
+		}
+		return nil, fmt.Errorf("held-out images come out %s (after %s), and the model takes %s: the random stages are left out of evaluation, so the deterministic ones must make the training shape (e.g. resize and center_crop)", got, steps, want)
+	}
+	return e, nil
+}
+
+// evalOps is what evaluation runs for the training operation op on images
+// of shape in: op itself when it is deterministic; for random_resized_crop
+// S, resize shorter=round(S·8/7) then center_crop S (torchvision's
+// evaluation: 256 then 224 for 224); for random_crop S, center_crop S of
+// the unpadded image; nothing for the other random operations (flips,
+// shifts, colour jitter).
+func evalOps(op transform.Op, in transform.Shape) ([]transform.Op, error) {
+	if !op.Random() {
+		return []transform.Op{op}, nil
+	}
+	switch o := op.(type) {
+	case *transform.RandomResizedCropOp:
+		r, err := transform.Resize(int(math.Round(float64(o.Size)*8/7)), o.Interp)
+		if err != nil {
+			return nil, err
+		}
+		c, err := transform.CenterCrop(o.Size)
+		if err != nil {
+			return nil, err
+		}
+		return []transform.Op{r, c}, nil
+	case *transform.RandomCropOp:
+		if in.H == o.Size && in.W == o.Size {
+			return nil, nil
+		}
+		if in.H > 0 && (in.H < o.Size || in.W < o.Size) {
+			return nil, fmt.Errorf("held-out images: %s: the %dx%d images are smaller than the crop, which only padding fills; evaluation does not pad", op, in.W, in.H)
+		}
+		c, err := transform.CenterCrop(o.Size)
+		if err != nil {
+			return nil, err
+		}
+		return []transform.Op{c}, nil
+	}
+	return nil, nil
 }
 
 // trainFeed hands the pipeline's batches to the trainer: each device's
