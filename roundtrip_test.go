@@ -103,6 +103,12 @@ func TestStringRoundTrip(t *testing.T) {
 			return t.TempDir(), true
 		case "CIFAR10":
 			return cifar, true
+		case "IMAGENET":
+			return filepath.Join(shared, "imagenet-sample"), true
+		case "LABELS":
+			return filepath.Join(shared, "imagenet-sample", "labels.csv"), true
+		case "TFRECORD":
+			return filepath.Join(shared, "tfrecord", "*-of-*"), true
 		}
 		return "", false
 	}
@@ -113,7 +119,7 @@ func TestStringRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Contains(string(text), "shared/data") {
+			if strings.Contains(string(text), "${IMAGENET") || strings.Contains(string(text), "${TFRECORD") {
 				if _, err := os.Stat(shared); err != nil {
 					t.Skipf("%s reads %s, which is absent", name, shared)
 				}

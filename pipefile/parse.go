@@ -134,7 +134,9 @@ func tokenize(line string) ([]token, *tokErr) {
 	return toks, nil
 }
 
-// expand replaces ${VAR} and ${VAR:-default} in s.
+// expand replaces ${VAR}, ${VAR:-default} and ${VAR:?message} in s: the
+// last is an error carrying message where VAR is unset or empty, for a file
+// that needs a path only its user can give.
 func expand(s string, env func(string) (string, bool)) (string, error) {
 	var out strings.Builder
 	for {
@@ -150,11 +152,14 @@ func expand(s string, env func(string) (string, bool)) (string, error) {
 		}
 		ref := s[i+2 : i+end]
 		name, def, hasDef := strings.Cut(ref, ":-")
-		if name == "" || strings.ContainsAny(name, " $:{") {
+		name, msg, required := strings.Cut(name, ":?")
+		if name == "" || strings.ContainsAny(name, " $:{") || (hasDef && required) {
 			return "", fmt.Errorf("bad variable reference ${%s}", ref)
 		}
 		v, ok := env(name)
 		switch {
+		case required && v == "":
+			return "", fmt.Errorf("environment variable %s is not set: %s", name, msg)
 		case ok && (v != "" || !hasDef):
 			out.WriteString(v)
 		case hasDef:

@@ -27,15 +27,22 @@ func TestExpand(t *testing.T) {
 		"${EMPTY:-used}":         "used",
 		"${DATA:-unused}${DATA}": "/data/data",
 		"a${EMPTY}b":             "ab",
+		"${DATA:?set DATA}/x":    "/data/x",
 	} {
 		got, err := expand(in, testEnv)
 		if err != nil || got != want {
 			t.Errorf("expand(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"${", "${}", "${A B}", "${NOPE}"} {
+	for _, bad := range []string{"${", "${}", "${A B}", "${NOPE}", "${:?x}", "${A:?x:-y}"} {
 		if _, err := expand(bad, testEnv); err == nil {
 			t.Errorf("expand(%q) gave no error", bad)
+		}
+	}
+	for _, in := range []string{"${NOPE:?point NOPE at the images}", "${EMPTY:?point NOPE at the images}"} {
+		_, err := expand(in, testEnv)
+		if name, _, _ := strings.Cut(in[2:], ":"); err == nil || !strings.Contains(err.Error(), "environment variable "+name+" is not set: point NOPE at the images") {
+			t.Errorf("expand(%q): %v", in, err)
 		}
 	}
 }
@@ -52,7 +59,16 @@ func TestExamplesParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := Parse(name, string(b), testEnv)
+		// The examples that need a user's data say so when its variable
+		// is unset; here they get a path (their data is not read).
+		env := func(v string) (string, bool) {
+			switch v {
+			case "IMAGENET", "TFRECORD":
+				return "/data/" + v, true
+			}
+			return testEnv(v)
+		}
+		f, err := Parse(name, string(b), env)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
