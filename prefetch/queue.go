@@ -2,6 +2,7 @@ package prefetch
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -12,8 +13,13 @@ import (
 type Queue[T any] struct {
 	ch           chan T
 	consumerWait atomic.Int64
-	producerWait atomic.Int64
 	items        atomic.Int64
+	// The producer's waits for room: those that ended, and the start of
+	// the one in progress (zero when none), so that Stats counts a stall
+	// while it lasts. One producer Puts at a time.
+	waitMu       sync.Mutex
+	producerWait time.Duration
+	waitingSince time.Time
 }
 
 // NewQueue returns a queue holding at most depth items (depth ≥ 1).
@@ -29,8 +35,15 @@ func (q *Queue[T]) Put(ctx context.Context, v T) error {
 		return nil
 	default:
 	}
-	t := time.Now()
-	defer func() { q.producerWait.Add(int64(time.Since(t))) }()
+	q.waitMu.Lock()
+	q.waitingSince = time.Now()
+	q.waitMu.Unlock()
+	defer func() {
+		q.waitMu.Lock()
+		q.producerWait += time.Since(q.waitingSince)
+		q.waitingSince = time.Time{}
+		q.waitMu.Unlock()
+	}()
 	select {
 	case q.ch <- v:
 		q.items.Add(1)
@@ -85,7 +98,7 @@ type QueueStats struct {
 	// ConsumerWait is how long the consumer waited for data: its stall.
 	ConsumerWait time.Duration
 	// ProducerWait is how long the producer waited for room: time the
-	// consumer held it back.
+	// consumer held it back, including a wait still in progress.
 	ProducerWait time.Duration
 	// Items is how many items passed through.
 	Items int64
@@ -93,5 +106,11 @@ type QueueStats struct {
 
 // Stats returns the queue's figures.
 func (q *Queue[T]) Stats() QueueStats {
-	return QueueStats{ConsumerWait: time.Duration(q.consumerWait.Load()), ProducerWait: time.Duration(q.producerWait.Load()), Items: q.items.Load()}
+	q.waitMu.Lock()
+	pw := q.producerWait
+	if !q.waitingSince.IsZero() {
+		pw += time.Since(q.waitingSince)
+	}
+	q.waitMu.Unlock()
+	return QueueStats{ConsumerWait: time.Duration(q.consumerWait.Load()), ProducerWait: pw, Items: q.items.Load()}
 }
