@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/pipefeed/pipe/source"
@@ -74,6 +75,9 @@ func Parse(name, src string, env func(string) (string, bool)) (*File, error) {
 	src = strings.TrimPrefix(src, "\ufeff")
 	for i, raw := range strings.Split(src, "\n") {
 		pos := Pos{File: name, Line: i + 1, Col: 1}
+		if len(raw) > maxLine {
+			return nil, &SyntaxError{Pos: pos, Msg: fmt.Sprintf("the line is %d bytes long; a .pipe line is at most %d (is this a .pipe file?)", len(raw), maxLine)}
+		}
 		toks, err := tokenize(strings.TrimSuffix(raw, "\r"))
 		if err != nil {
 			pos.Col = err.col
@@ -89,6 +93,20 @@ func Parse(name, src string, env func(string) (string, bool)) (*File, error) {
 		f.Lines = append(f.Lines, l)
 	}
 	return f, nil
+}
+
+// maxLine bounds a line, far above any real stage (a path is at most 4 KiB
+// on Linux), so that a file that is not a .pipe file is refused at once.
+const maxLine = 64 << 10
+
+// clip is s for an error message: quoted, and cut short with its length
+// where it is longer than any name or value a person would type.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", strings.ToValidUTF8(s[:max], ""), len(s))
 }
 
 type tokErr struct {
@@ -185,7 +203,7 @@ func parseLine(pos Pos, toks []token, env func(string) (string, bool)) (Line, er
 	}
 	spec := Lookup(kind, name)
 	if spec == nil {
-		msg := fmt.Sprintf("unknown %s %q", kind, name)
+		msg := fmt.Sprintf("unknown %s %s", kind, clip(name))
 		if s := suggest(name, names(kind)); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		} else if Lookup("source", name) != nil {
@@ -214,7 +232,7 @@ func parseLine(pos Pos, toks []token, env func(string) (string, bool)) (Line, er
 				for _, q := range spec.Params {
 					ps = append(ps, q.Name)
 				}
-				msg := fmt.Sprintf("unknown parameter %q", key)
+				msg := fmt.Sprintf("unknown parameter %s", clip(key))
 				if s := suggest(key, ps); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				} else if len(ps) > 0 {
@@ -233,7 +251,7 @@ func parseLine(pos Pos, toks []token, env func(string) (string, bool)) (Line, er
 				}
 			}
 			if p == nil {
-				return Line{}, &SyntaxError{Pos: at, Stage: spec.Name, Msg: fmt.Sprintf("unexpected value %q (write name=value)", t.text)}
+				return Line{}, &SyntaxError{Pos: at, Stage: spec.Name, Msg: fmt.Sprintf("unexpected value %s (write name=value)", clip(t.text))}
 			}
 		}
 		if given[p.Name] {
@@ -351,20 +369,37 @@ func (f *File) Pos(i int) Pos { return f.Lines[i].Pos }
 // suggest returns the candidate closest to s by edit distance, if it is
 // close enough to be a likely typo.
 func suggest(s string, candidates []string) string {
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
 	limit := 2
 	if len(s) <= 3 {
 		limit = 1
 	}
-	if bestD <= limit || (best != "" && (strings.HasPrefix(best, s) || strings.HasPrefix(s, best)) && len(s) >= 3) {
+	best, bestD := "", limit+1
+	for _, c := range candidates {
+		// The distance is at least the difference in length: a long word
+		// costs no more than a short one.
+		if abs(len(s)-len(c)) > limit {
+			continue
+		}
+		if d := editDistance(s, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best != "" || len(s) < 3 {
 		return best
 	}
+	for _, c := range candidates {
+		if strings.HasPrefix(c, s) || strings.HasPrefix(s, c) {
+			return c
+		}
+	}
 	return ""
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 func editDistance(a, b string) int {

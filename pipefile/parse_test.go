@@ -3,6 +3,7 @@ package pipefile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,4 +133,31 @@ func FuzzParse(f *testing.F) {
 		}
 		Close(opened)
 	})
+}
+
+// TestHugeTokens: a 60 KB unknown word is echoed cut short, with its length
+// (the suggestion no longer computes an edit distance against names whose
+// length differs by more than the distance it accepts: 5 MB took 1.6 s);
+// a line beyond the limit is refused whole.
+func TestHugeTokens(t *testing.T) {
+	word := strings.Repeat("x", 60<<10)
+	for _, src := range []string{
+		word + "\n",
+		"source synthetic\nbatch 8 " + word + "=1\n",
+		"source synthetic\nflip " + word + "\n",
+		"source synthetic\nflip p=" + word + "\n",
+		"source synthetic\nbatch " + word + "\n",
+	} {
+		_, err := Parse("x.pipe", src, testEnv)
+		if err == nil {
+			t.Fatalf("%.40q: no error", src)
+		}
+		if len(err.Error()) > 400 || !strings.Contains(err.Error(), fmt.Sprintf("(%d bytes)", len(word))) {
+			t.Errorf("%.40q: error of %d bytes: %.300s", src, len(err.Error()), err)
+		}
+	}
+	_, err := Parse("x.pipe", "source synthetic\n# "+strings.Repeat("y", 5<<20)+"\nbatch 8\n", testEnv)
+	if err == nil || !strings.Contains(err.Error(), "x.pipe:2:1: the line is 5242882 bytes long; a .pipe line is at most 65536") {
+		t.Errorf("5 MB line: %v", err)
+	}
 }

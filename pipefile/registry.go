@@ -150,7 +150,7 @@ func parseFloats(s string) ([]float64, error) {
 	for _, f := range strings.Split(s, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not a number", f)
+			return nil, fmt.Errorf("%s is not a number", clip(f))
 		}
 		out = append(out, v)
 	}
@@ -164,26 +164,26 @@ func (p *Param) check(v string) (string, error) {
 	case Int:
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return "", fmt.Errorf("%q is not an integer", v)
+			return "", fmt.Errorf("%s is not an integer", clip(v))
 		}
 		nums = []float64{float64(n)}
 	case Float:
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return "", fmt.Errorf("%q is not a finite number", v)
+			return "", fmt.Errorf("%s is not a finite number", clip(v))
 		}
 		nums = []float64{f}
 	case Floats:
 		f, err := parseFloats(v)
 		if err != nil || len(f) == 0 {
-			return "", fmt.Errorf("%q is not a comma-separated list of numbers", v)
+			return "", fmt.Errorf("%s is not a comma-separated list of numbers", clip(v))
 		}
 		nums = f
 	case Bool:
 		switch v {
 		case "true", "false":
 		default:
-			return "", fmt.Errorf("%q is not true or false", v)
+			return "", fmt.Errorf("%s is not true or false", clip(v))
 		}
 	case Enum:
 		for _, e := range p.Enum {
@@ -191,7 +191,7 @@ func (p *Param) check(v string) (string, error) {
 				return v, nil
 			}
 		}
-		msg := fmt.Sprintf("%q is not one of %s", v, strings.Join(p.Enum, ", "))
+		msg := fmt.Sprintf("%s is not one of %s", clip(v), strings.Join(p.Enum, ", "))
 		if s := suggest(v, p.Enum); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
