@@ -158,18 +158,24 @@ type Pipeline struct {
 // New builds a pipeline from stages: exactly one Source first, then any
 // shuffle, decode, image operations, cache and normalize, then batch,
 // to_tensor, prefetch, train and eval.
-func New(stages ...Stage) (*Pipeline, error) { return build(stages, false) }
+func New(stages ...Stage) (*Pipeline, error) { return build(stages, loadOptions{}) }
 
-func build(stages []Stage, cacheClosed bool) (*Pipeline, error) {
+func build(stages []Stage, lo loadOptions) (*Pipeline, error) {
 	cfg, err := pipefile.Compile(stages)
 	if err != nil {
 		return nil, err
+	}
+	if lo.world > 0 {
+		if lo.rank < 0 || lo.rank >= lo.world {
+			return nil, fmt.Errorf("%w: rank %d of %d: want 0 ≤ rank < world", ErrConfig, lo.rank, lo.world)
+		}
+		cfg.Rank, cfg.World = lo.rank, lo.world
 	}
 	if cfg.Source == nil {
 		return nil, pipefile.Errorf(stages, 0, "the source is not open (pipefile.File.Open opens a file's sources)")
 	}
 	p := &Pipeline{stages: stages, cfg: cfg, cores: runtime.GOMAXPROCS(0)}
-	if err := p.resolve(stages, cacheClosed); err != nil {
+	if err := p.resolve(stages, lo.cacheClosed); err != nil {
 		if p.cache != nil {
 			p.cache.Close()
 		}
@@ -265,7 +271,7 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		}
 	}
 	p.eng, err = engine.New(engine.Spec{
-		Source: cfg.Source, InShape: in, Ops: cfg.Ops, CacheAt: cfg.CacheAt, Reduce: cfg.Reduce,
+		Source: cfg.Source, InShape: in, Ops: cfg.Ops, CacheAt: cfg.CacheAt, Reduce: cfg.Reduce, MaxPixels: cfg.MaxPixels,
 		Host: p.host, Out: p.out, DevNorm: devNorm, Seed: cfg.Seed, Plan: p.plan,
 		Batch: cfg.Batch, DropLast: cfg.DropLast, Workers: cfg.Workers, OnError: cfg.OnError,
 		Cache: p.cache, Devices: p.devs,
@@ -365,12 +371,18 @@ func (p *Pipeline) openCache(in transform.Shape, closed bool) (*cache.Cache, err
 }
 
 // decoding describes the decode stage as this build carries it out, for
-// cache fingerprints: the decoders' pixels differ.
+// cache fingerprints: the decoders' pixels differ, and max_pixels decides
+// which images are skipped (written only when not the default, so caches
+// made before it existed keep their fingerprints).
 func (p *Pipeline) decoding() string {
+	s := "decode decoder=" + transform.DecoderName()
 	if transform.RegionDecoding() {
-		return fmt.Sprintf("decode decoder=%s reduce=%t", transform.DecoderName(), p.cfg.Reduce)
+		s += fmt.Sprintf(" reduce=%t", p.cfg.Reduce)
 	}
-	return "decode decoder=" + transform.DecoderName()
+	if m := p.cfg.MaxPixels; m != 0 && m != transform.DefaultMaxPixels {
+		s += fmt.Sprintf(" max_pixels=%d", m)
+	}
+	return s
 }
 
 // Load parses a .pipe file, checks its stages' order and parameters, then
@@ -402,7 +414,7 @@ func loadFile(ctx context.Context, f *pipefile.File, opts ...LoadOption) (*Pipel
 	if err != nil {
 		return nil, err
 	}
-	p, err := build(stages, lo.cacheClosed)
+	p, err := build(stages, lo)
 	if err != nil {
 		pipefile.Close(stages)
 		return nil, positioned(f, err)
@@ -426,6 +438,7 @@ type LoadOption func(*loadOptions)
 type loadOptions struct {
 	progress    func(done, total int64)
 	cacheClosed bool
+	rank, world int // world 0: as the file says
 }
 
 // WithDownloadProgress reports the progress of downloads that sources make
@@ -439,6 +452,13 @@ func WithDownloadProgress(f func(done, total int64)) LoadOption {
 // written. It is for tools that work on the directory themselves, like
 // pipe cache gc.
 func WithCacheClosed() LoadOption { return func(o *loadOptions) { o.cacheClosed = true } }
+
+// WithRank makes the pipeline rank's share of world ranks, whatever the
+// file's pipeline stage says: for a launcher (torchrun, mpirun, Slurm) that
+// gives each process its rank in the environment.
+func WithRank(rank, world int) LoadOption {
+	return func(o *loadOptions) { o.rank, o.world = rank, world }
+}
 
 // Source returns the pipeline's dataset.
 func (p *Pipeline) Source() source.Source { return p.cfg.Source }
@@ -500,6 +520,28 @@ func (p *Pipeline) Skipped() ([]*source.RecordError, int) { return p.eng.Skipped
 // fails or returns io.EOF, or the epoch is closed; no goroutine outlives
 // that.
 func (p *Pipeline) Epoch(ctx context.Context, e int) (*Epoch, error) { return p.eng.Epoch(ctx, e) }
+
+// EpochFrom starts epoch e at batch first: the batches an Epoch would give
+// from there on, the earlier ones not computed. It resumes an epoch
+// stopped in the middle.
+func (p *Pipeline) EpochFrom(ctx context.Context, e, first int) (*Epoch, error) {
+	return p.eng.EpochFrom(ctx, e, first)
+}
+
+// Corrupt returns the corrupt records the source found when it opened, as
+// the error an epoch would stop on before its first batch under
+// on_error=fail (nil otherwise): what `pipe check` reports.
+func (p *Pipeline) Corrupt() error { return p.eng.Corrupt() }
+
+// SetHostAllocator makes the host slabs come from a, e.g. memory shared
+// with a loader in another process, so that batches reach it uncopied; call
+// it before the first epoch, on a pipeline without a prefetch stage.
+// SlabLayout says what the first epoch will ask of a.
+func (p *Pipeline) SetHostAllocator(a prefetch.HostAllocator) error { return p.eng.SetHostAllocator(a) }
+
+// SlabLayout is what the next epoch allocates: n slabs of bytes bytes, each
+// holding up to rows samples.
+func (p *Pipeline) SlabLayout() (n, bytes, rows int) { return p.eng.SlabLayout() }
 
 // DeviceEpoch starts epoch e on the pipeline's devices, opening them on
 // first use (Close closes them).

@@ -47,6 +47,10 @@ type Spec struct {
 	// Reduce lets the decoder decode at a reduced DCT scale (see
 	// transform.NewDecoder).
 	Reduce bool
+	// MaxPixels is the decoder's limit on an image's pixels
+	// (transform.Decoder.MaxPixels; 0: transform.DefaultMaxPixels). A
+	// larger image is a corrupt record.
+	MaxPixels int
 	// Host is the tensor the workers write into slabs; Out is what
 	// consumers get: Host, but for normalize on the devices, where Host is
 	// uint8 and DevNorm converts it on each device.

@@ -113,6 +113,7 @@ type Epoch struct {
 	e      *Engine
 	slabs  *prefetch.SlabPool // e.slabs when the epoch started
 	epoch  int
+	from   int             // the first batch produced (EpochFrom)
 	ctx    context.Context // the group's: cancelled by Close, a failure or a panic
 	cancel context.CancelCauseFunc
 	pool   pond.Pool
@@ -160,32 +161,58 @@ type EpochStats struct {
 	Devices []DeviceStats `json:"devices,omitempty"`
 }
 
+// Corrupt returns the first corrupt record the source found when it opened
+// (a truncated file, a label out of range, …), saying how many more there
+// are, where on_error=fail stops the run before its first batch on them;
+// nil where there are none or they are skipped.
+func (e *Engine) Corrupt() error {
+	c, ok := e.s.Source.(source.Checker)
+	if !ok || e.s.OnError != Fail {
+		return nil
+	}
+	bad := c.Corrupt()
+	if len(bad) == 0 {
+		return nil
+	}
+	more := ""
+	if len(bad) > 1 {
+		more = fmt.Sprintf(" (and %d more; on_error=skip would skip them)", len(bad)-1)
+	}
+	return fmt.Errorf("%w%s", bad[0], more)
+}
+
 // ErrBusy is returned by Engine.Epoch while another epoch is open.
 var ErrBusy = errors.New("pipe: an epoch of this pipeline is already running")
 
 // Epoch starts producing epoch n. The work stops when ctx is done, Next
 // fails or returns io.EOF, or Close is called; no goroutine outlives that.
 func (e *Engine) Epoch(ctx context.Context, n int) (*Epoch, error) {
+	return e.EpochFrom(ctx, n, 0)
+}
+
+// EpochFrom is Epoch from batch first on: batches first, first+1, … of
+// epoch n, equal to those of an Epoch that started at 0 (every sample's
+// augmentation depends only on the seed, the epoch and the sample), without
+// computing the ones before. It resumes an epoch stopped in the middle.
+func (e *Engine) EpochFrom(ctx context.Context, n, first int) (*Epoch, error) {
+	if first < 0 || first > e.Batches() {
+		return nil, fmt.Errorf("engine: batch %d of an epoch of %d batches", first, e.Batches())
+	}
 	if !e.running.CompareAndSwap(false, true) {
 		return nil, ErrBusy
 	}
-	x, err := e.startEpoch(ctx, n)
+	x, err := e.startEpoch(ctx, n, first)
 	if err != nil {
 		e.running.Store(false)
+		return nil, err
 	}
-	return x, err
+	return x, nil
 }
 
-func (e *Engine) startEpoch(ctx context.Context, n int) (*Epoch, error) {
+func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 	s := &e.s
-	if c, ok := s.Source.(source.Checker); ok && s.OnError == Fail {
-		if bad := c.Corrupt(); len(bad) > 0 {
-			more := ""
-			if len(bad) > 1 {
-				more = fmt.Sprintf(" (and %d more; on_error=skip would skip them)", len(bad)-1)
-			}
-			return nil, fmt.Errorf("%w%s", bad[0], more)
-		}
+	if err := e.Corrupt(); err != nil {
+		return nil, err
 	}
 	workers := e.Workers()
 	nslabs := workers + extraSlabs
@@ -208,7 +235,7 @@ func (e *Engine) startEpoch(ctx context.Context, n int) (*Epoch, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	x := &Epoch{
-		e: e, slabs: e.slabs, epoch: n, cancel: cancel,
+		e: e, slabs: e.slabs, epoch: n, from: first, cancel: cancel,
 		jobs:   make([]job, nslabs),
 		ready:  make(chan *job, nslabs),
 		chunks: make(chan chunk, nslabs*((e.rows+chunkSamples-1)/chunkSamples)),
@@ -256,7 +283,7 @@ func (x *Epoch) produce() {
 	defer close(x.ready)
 	s := &x.e.s
 	nb := x.e.Batches()
-	for b := range nb {
+	for b := x.from; b < nb; b++ {
 		lo := b * s.Batch
 		hi := min(lo+s.Batch, s.Plan.Len())
 		slab, err := x.slabs.Get(x.ctx)

@@ -35,7 +35,8 @@ type chunkRecord struct {
 
 func (e *Engine) newWorker() *worker {
 	s := &e.s
-	w := &worker{chain: transform.NewChain(s.Ops[s.CacheAt:]), pre: transform.NewChain(s.Ops[:s.CacheAt]), dec: transform.NewDecoder(s.Reduce)}
+	w := &worker{chain: transform.NewChain(s.Ops[s.CacheAt:]), pre: transform.NewChain(s.Ops[:s.CacheAt]),
+		dec: &transform.Decoder{Reduce: s.Reduce, MaxPixels: s.MaxPixels}}
 	w.compute = func(ctx context.Context, id cache.ShardID, dst []byte) ([]byte, error) {
 		return e.computeShard(ctx, w, id, dst)
 	}

@@ -334,7 +334,11 @@ func (f *File) Open(ctx context.Context, stages []Stage, o *OpenOptions) ([]Stag
 			Close(out[:i])
 			pos := f.Lines[i].Pos
 			if isDataError(err) || ctx.Err() != nil {
-				return nil, fmt.Errorf("%s: %s: %w", pos, f.Lines[i].Spec.Name, err)
+				name := f.Lines[i].Spec.Name + ": "
+				if strings.HasPrefix(err.Error(), name) {
+					name = "" // the source's error names it already
+				}
+				return nil, fmt.Errorf("%s: %s%w", pos, name, err)
 			}
 			return nil, &SyntaxError{Pos: pos, Stage: f.Lines[i].Spec.Name, Msg: strings.TrimPrefix(err.Error(), f.Lines[i].Spec.Name+": ")}
 		}

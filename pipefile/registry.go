@@ -270,7 +270,7 @@ var splitParam = Param{Name: "split", Type: Enum, Enum: []string{"train", "test"
 var cifarParams = []Param{
 	{Name: "path", Type: String, Doc: "the official .tar.gz, its extracted directory, or one batch file"},
 	splitParam,
-	{Name: "download", Type: Bool, Default: "false", Doc: "fetch and verify the official archive into cache_dir when path is missing"},
+	{Name: "download", Type: Bool, Default: "false", Doc: "fetch and verify the official archive into cache_dir when no path is given"},
 	{Name: "cache_dir", Type: String, Doc: "where downloads go (default $PIPE_CACHE or ~/.cache/pipe)"},
 	{Name: "mirror", Type: String, Doc: "download from this URL instead of the official one (needs checksum)"},
 	{Name: "checksum", Type: String, Doc: "the mirror's md5:<hex> or sha256:<hex>"},
@@ -461,8 +461,11 @@ var builtin = []*Spec{
 	{Name: "decode", Kind: "stage", Summary: "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
 		Params: []Param{
 			{Name: "reduce", Type: Bool, Default: "true", Doc: "jpegturbo build: decode only the window a following resize/random_resized_crop reads, at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size"},
+			{Name: "max_pixels", Type: Int, Default: itoa(transform.DefaultMaxPixels), Min: bound(1), Doc: "largest image decoded, width × height (the default, 2^26, is an 8192×8192 square, above a 61-MP photograph); checked from the header before anything is allocated: a larger image is a corrupt record, which on_error=skip skips"},
 		},
-		Build: func(a Args) (Stage, error) { return Decode(DecodeConfig{FullScale: !a.Bool("reduce")}), nil }},
+		Build: func(a Args) (Stage, error) {
+			return Decode(DecodeConfig{FullScale: !a.Bool("reduce"), MaxPixels: a.Int("max_pixels")}), nil
+		}},
 	{Name: "resize", Kind: "stage", Summary: "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",
 		Params: []Param{
 			{Name: "shorter", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "length of the shorter side after resizing"},

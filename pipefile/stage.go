@@ -54,8 +54,10 @@ type Config struct {
 	Ops     []transform.Op
 	CacheAt int
 	Cache   *cache.Config
-	// Decode is set by a decode stage; Reduce is its reduce=.
+	// Decode is set by a decode stage; Reduce is its reduce= and
+	// MaxPixels its max_pixels=.
 	Decode, Reduce bool
+	MaxPixels      int
 	Norm           *transform.Normalization
 	NormOnDevice   bool
 	Layout         transform.Layout
@@ -88,7 +90,15 @@ type StageError struct {
 	Err   error
 }
 
-func (e *StageError) Error() string { return e.Stage + ": " + e.Err.Error() }
+// Error is the stage's name and the error, said once where the error
+// already starts with the name (a source's own errors do).
+func (e *StageError) Error() string {
+	msg := e.Err.Error()
+	if strings.HasPrefix(msg, e.Stage+": ") {
+		return msg
+	}
+	return e.Stage + ": " + msg
+}
 func (e *StageError) Unwrap() error { return e.Err }
 
 // Errorf is a StageError about stage i of stages, wrapping ErrConfig.
@@ -218,6 +228,12 @@ type DecodeConfig struct {
 	// scale of 1/8, 1/4 and 1/2 that still gives it at least as many pixels
 	// as it outputs.
 	FullScale bool
+	// MaxPixels is the largest image, width × height, decoded (the .pipe
+	// parameter max_pixels=); 0 means transform.DefaultMaxPixels, whose
+	// doc says why that default. A larger image is refused from its
+	// header, before its pixels are allocated, as a corrupt record
+	// (on_error=skip skips it). Negative values are an error.
+	MaxPixels int
 }
 
 // Decode turns the encoded images of a source such as image_folder (JPEG,
@@ -226,14 +242,22 @@ type DecodeConfig struct {
 // the decoding. In the jpegturbo build, when the first operation is resize
 // or random_resized_crop, only the window it reads is decoded.
 func Decode(d DecodeConfig) Stage {
-	return Stage{name: "decode", line: fmt.Sprintf("decode reduce=%t", !d.FullScale), apply: func(c *Config) error {
+	limit := d.MaxPixels
+	if limit == 0 {
+		limit = transform.DefaultMaxPixels
+	}
+	line := fmt.Sprintf("decode reduce=%t max_pixels=%d", !d.FullScale, limit)
+	return Stage{name: "decode", line: line, apply: func(c *Config) error {
 		if c.Decode {
 			return errors.New("decode given twice")
 		}
 		if len(c.Ops) > 0 || c.Cache != nil {
 			return errors.New("decode must come before image operations and the cache: they work on pixels")
 		}
-		c.Decode, c.Reduce = true, !d.FullScale
+		if d.MaxPixels < 0 {
+			return fmt.Errorf("max_pixels=%d: want a pixel count ≥ 1, or 0 for the default (%d)", d.MaxPixels, transform.DefaultMaxPixels)
+		}
+		c.Decode, c.Reduce, c.MaxPixels = true, !d.FullScale, limit
 		return nil
 	}}
 }

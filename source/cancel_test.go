@@ -201,7 +201,7 @@ func tfRecords(n, size int) []byte {
 	return out
 }
 
-func gzipBytes(t *testing.T, b []byte) []byte {
+func gzipBytes(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)

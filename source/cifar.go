@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
@@ -61,7 +62,8 @@ var cifar100 = &cifarFormat{
 
 // CIFAR is a CIFAR-10 or CIFAR-100 split held in memory as the records of
 // its files: one copy of the dataset, read by index without copying. Files
-// may hold any whole number of records (the official ones hold 10,000).
+// may hold any number of records (the official ones hold 10,000); bytes
+// after a file's last whole record are one more record, a corrupt one.
 type CIFAR struct {
 	format  *cifarFormat
 	info    Info
@@ -76,9 +78,10 @@ type CIFAR struct {
 }
 
 type cifarFile struct {
-	name  string // as shown in errors: path, or archive:member
-	first int    // index of its first record
-	data  []byte // its records, back to back
+	name    string // as shown in errors: path, or archive:member
+	first   int    // index of its first record
+	data    []byte // its whole records, back to back
+	partial int    // bytes after them: a partial record at index first+len(data)/recSize
 }
 
 // CIFAROption configures a CIFAR source.
@@ -91,10 +94,13 @@ type cifarConfig struct {
 	checksum string
 	coarse   bool
 	progress func(done, total int64)
+	dlOpts   []DownloadOption
 }
 
-// WithDownload fetches the official archive into cacheDir when path does
-// not exist ("" means the default, [DefaultCacheDir]). Default: off.
+// WithDownload fetches the official archive into cacheDir ("" means the
+// default, [DefaultCacheDir]) when no path is given, and reads it from
+// there. A path that is given and missing stays an error: a mistyped path
+// does not turn into a download. Default: off.
 func WithDownload(cacheDir string) CIFAROption {
 	return func(c *cifarConfig) error {
 		c.download = true
@@ -126,11 +132,28 @@ func WithDownloadProgress(f func(done, total int64)) CIFAROption {
 	return func(c *cifarConfig) error { c.progress = f; return nil }
 }
 
+// WithDownloadOptions sets the download's options, such as its timeouts
+// ([WithConnectTimeout], [WithIdleTimeout]). Default: none, so the
+// defaults of [Download].
+func WithDownloadOptions(opts ...DownloadOption) CIFAROption {
+	return func(c *cifarConfig) error {
+		var d downloadConfig
+		for _, o := range opts {
+			if err := o(&d); err != nil {
+				return err
+			}
+		}
+		c.dlOpts = append(c.dlOpts, opts...)
+		return nil
+	}
+}
+
 // CIFAR10 opens a split of CIFAR-10 from path: the official
 // cifar-10-binary.tar.gz, the cifar-10-batches-bin directory extracted from
-// it (or a directory holding that), or a single batch file. Cancelling ctx
-// stops a download (leaving nothing in the cache directory) or the reading
-// of the archive; the error wraps ctx's.
+// it (or a directory holding that), or a single batch file. With
+// [WithDownload] and no path, the archive is fetched instead. Cancelling
+// ctx stops a download (leaving nothing in the cache directory) or the
+// reading of the archive; the error wraps ctx's.
 func CIFAR10(ctx context.Context, path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
 	return openCIFAR(ctx, cifar10, path, split, opts)
 }
@@ -192,8 +215,12 @@ func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts 
 		c.info.Classes = readClassNames(filepath.Join(filepath.Dir(p), c.metaName()))
 	}
 	for i := range c.files {
-		c.files[i].first = c.n
-		c.n += len(c.files[i].data) / c.recSize
+		f := &c.files[i]
+		f.first = c.n
+		c.n += len(f.data) / c.recSize
+		if f.partial > 0 {
+			c.n++
+		}
 	}
 	if c.info.Classes == nil {
 		c.info.Classes = f.classes
@@ -222,19 +249,23 @@ func numbered(n int) []string {
 	return s
 }
 
-// resolveCIFARPath returns the file or directory to read, downloading the
-// archive when allowed and needed.
+// resolveCIFARPath returns the file or directory to read: p when given,
+// else the archive in the cache directory, downloaded when allowed and
+// needed.
 func resolveCIFARPath(ctx context.Context, f *cifarFormat, p string, cfg cifarConfig) (string, error) {
 	if p != "" {
-		if _, err := os.Stat(p); err == nil {
+		_, err := os.Stat(p)
+		switch {
+		case err == nil:
 			return p, nil
-		} else if !errors.Is(err, fs.ErrNotExist) {
+		case !errors.Is(err, fs.ErrNotExist):
 			return "", fmt.Errorf("%s: %w", f.name, err)
+		case cfg.download:
+			return "", fmt.Errorf("%s: %s does not exist (download=true fetches %s only when no path is given)", f.name, p, f.archive)
 		}
-		if !cfg.download {
-			return "", fmt.Errorf("%s: %s does not exist (add download=true to fetch %s)", f.name, p, f.archive)
-		}
-	} else if !cfg.download {
+		return "", fmt.Errorf("%s: %s does not exist (give no path and download=true to fetch %s)", f.name, p, f.archive)
+	}
+	if !cfg.download {
 		return "", fmt.Errorf("%s: no path given (set path= to the data, or download=true)", f.name)
 	}
 	dir := cfg.cacheDir
@@ -248,7 +279,7 @@ func resolveCIFARPath(ctx context.Context, f *cifarFormat, p string, cfg cifarCo
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
-	if err := Download(ctx, cfg.url, dst, cfg.checksum, cfg.progress); err != nil {
+	if err := Download(ctx, cfg.url, dst, cfg.checksum, cfg.progress, cfg.dlOpts...); err != nil {
 		return "", fmt.Errorf("%s: %w", f.name, err)
 	}
 	return dst, nil
@@ -289,8 +320,8 @@ func (c *CIFAR) metaName() string {
 
 // loadFile appends the records of one batch file.
 func (c *CIFAR) loadFile(name string, size int64) error {
-	if _, err := c.records(name, size); err != nil {
-		return err
+	if size == 0 {
+		return c.emptyFile(name)
 	}
 	fh, err := os.Open(name)
 	if err != nil {
@@ -301,24 +332,43 @@ func (c *CIFAR) loadFile(name string, size int64) error {
 	if _, err := io.ReadFull(fh, data); err != nil {
 		return fmt.Errorf("%s: reading %s: %w", c.format.name, name, err)
 	}
-	c.files = append(c.files, cifarFile{name: name, data: data})
+	c.files = append(c.files, c.newFile(name, data))
 	c.osFiles = append(c.osFiles, name)
 	return nil
 }
 
-// records checks that a file of size bytes holds a whole number of records
-// and returns how many.
-func (c *CIFAR) records(name string, size int64) (int, error) {
-	rs := int64(c.recSize)
-	switch {
-	case size == 0:
-		return 0, fmt.Errorf("%s: %s: %w: empty file", c.format.name, name, ErrFormat)
-	case size%rs != 0:
-		whole := size / rs
-		return 0, fmt.Errorf("%s: %s: %w: %d bytes is not a whole number of %d-byte records (truncated: record %d is cut off at offset %d)",
-			c.format.name, name, ErrFormat, size, rs, whole, whole*rs)
+// emptyFile is the error for a file of no bytes: it holds no record, not
+// even a corrupt one.
+func (c *CIFAR) emptyFile(name string) error {
+	return fmt.Errorf("%s: %s: %w: empty file", c.format.name, name, ErrFormat)
+}
+
+// newFile splits data into its whole records and the bytes after them,
+// which validate lists as a corrupt record.
+func (c *CIFAR) newFile(name string, data []byte) cifarFile {
+	whole := len(data) / c.recSize * c.recSize
+	return cifarFile{name: name, data: data[:whole:whole], partial: len(data) - whole}
+}
+
+// readMember reads the size bytes a tar header promises. It allocates as
+// bytes arrive, never more than twice what has come, so a damaged header
+// claiming more than the archive holds cannot allocate the difference.
+func readMember(r io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, 0, min(size, 1<<20))
+	for int64(len(data)) < size {
+		if len(data) == cap(data) {
+			data = slices.Grow(data, int(min(size-int64(len(data)), int64(len(data)))))
+		}
+		n, err := r.Read(data[len(data):min(int64(cap(data)), size)])
+		data = data[:len(data)+n]
+		if err == io.EOF && int64(len(data)) < size {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil && err != io.EOF {
+			return data, err
+		}
 	}
-	return int(size / rs), nil
+	return data, nil
 }
 
 // loadArchive reads the members from the official archive. Cancelling ctx
@@ -376,17 +426,17 @@ func (c *CIFAR) loadArchive(ctx context.Context, name string, members []string) 
 			continue
 		}
 		member := name + ":" + h.Name
-		if _, err := c.records(member, h.Size); err != nil {
-			return err
+		if h.Size == 0 {
+			return c.emptyFile(member)
 		}
-		data := make([]byte, h.Size)
-		if n, err := io.ReadFull(tr, data); err != nil {
+		data, err := readMember(tr, h.Size)
+		if err != nil {
 			if err := canceled(); err != nil {
 				return err
 			}
-			return fmt.Errorf("%s: %s: %w: member cut short at offset %d of %d: %v", c.format.name, member, ErrFormat, n, h.Size, err)
+			return fmt.Errorf("%s: %s: %w: member cut short at offset %d of %d: %v", c.format.name, member, ErrFormat, len(data), h.Size, err)
 		}
-		c.files[i] = cifarFile{name: member, data: data}
+		c.files[i] = c.newFile(member, data)
 		found++
 	}
 	// tar stops at its end-of-archive blocks even when the read that gave
@@ -407,13 +457,21 @@ func (c *CIFAR) loadArchive(ctx context.Context, name string, members []string) 
 	return nil
 }
 
-// validate checks every label once, at open, so a bad record is known before
-// any batch is made.
+// validate checks every label and every file's length once, at open, so a
+// bad record is known before any batch is made.
 func (c *CIFAR) validate() {
-	for i := 0; i < c.n; i++ {
-		f := c.file(i)
-		if l := int(f.data[(i-f.first)*c.recSize+c.label]); l >= c.nclass {
-			e := c.recordError(i, fmt.Errorf("%w: label %d, want 0..%d", ErrLabel, l, c.nclass-1))
+	for k := range c.files {
+		f := &c.files[k]
+		whole := len(f.data) / c.recSize
+		for j := range whole {
+			if l := int(f.data[j*c.recSize+c.label]); l >= c.nclass {
+				e := c.recordError(f.first+j, fmt.Errorf("%w: label %d, want 0..%d", ErrLabel, l, c.nclass-1))
+				c.corrupt = append(c.corrupt, e)
+			}
+		}
+		if f.partial > 0 {
+			e := c.recordError(f.first+whole, fmt.Errorf("%w: the last %d bytes are not a whole %d-byte record (the file is cut short?)",
+				ErrFormat, f.partial, c.recSize))
 			c.corrupt = append(c.corrupt, e)
 		}
 	}
@@ -442,7 +500,8 @@ func (c *CIFAR) file(i int) *cifarFile {
 func (c *CIFAR) Len() int   { return c.n }
 func (c *CIFAR) Info() Info { return c.info }
 
-// Corrupt lists the records whose labels are out of range.
+// Corrupt lists the records whose labels are out of range, and the partial
+// record at the end of a file that is not a whole number of records.
 func (c *CIFAR) Corrupt() []*RecordError { return c.corrupt }
 
 func (c *CIFAR) Read(i int, rec *Record) error {

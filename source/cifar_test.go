@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/pipefeed/pipe/internal/shareddata"
@@ -144,12 +145,8 @@ func TestCIFARBadInput(t *testing.T) {
 		setup func() string
 		want  []string
 	}{
+		// A truncated file opens, its partial record corrupt: TestCIFARPartialTail.
 		{"missing path", func() string { return filepath.Join(root, "nope") }, []string{"nope does not exist", "download=true"}},
-		{"truncated file", func() string {
-			p := filepath.Join(root, "trunc.bin")
-			os.WriteFile(p, files["data_batch_1.bin"][:3073*2+100], 0o644)
-			return p
-		}, []string{"trunc.bin", "truncated", "record 2", "offset 6146"}},
 		{"empty file", func() string {
 			p := filepath.Join(root, "empty.bin")
 			os.WriteFile(p, nil, 0o644)
@@ -298,7 +295,7 @@ func TestDownload(t *testing.T) {
 		{"/cut.tar.gz", md5sum(archive), "unexpected EOF"},
 	} {
 		dir := t.TempDir()
-		_, err := CIFAR10(t.Context(), filepath.Join(dir, "absent"), Train, WithDownload(dir), WithMirror(srv2.URL+c.path, c.sum))
+		_, err := CIFAR10(t.Context(), "", Train, WithDownload(dir), WithMirror(srv2.URL+c.path, c.sum))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", c.path, err, c.want)
 		}
@@ -362,24 +359,44 @@ func TestRealCIFAR10(t *testing.T) {
 	}
 }
 
+// TestCIFARArchiveHugeMember: a member whose header claims a terabyte but
+// holds 100 bytes is an error after those bytes, not a terabyte allocated.
+func TestCIFARArchiveHugeMember(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "cifar-10-batches-bin/data_batch_1.bin", Size: 1 << 40, Mode: 0o644, Typeflag: tar.TypeReg})
+	tw.Write(make([]byte, 100))
+	tw.Flush() // fails, the member being short: the archive ends here
+	zw.Close()
+	archive := filepath.Join(t.TempDir(), "cifar-10-binary.tar.gz")
+	os.WriteFile(archive, buf.Bytes(), 0o644)
+	_, err := CIFAR10(t.Context(), archive, Train)
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "cut short at offset 100 of 1099511627776") {
+		t.Fatalf("err = %v, want the member cut short", err)
+	}
+}
+
 func FuzzCIFARFile(f *testing.F) {
 	files := fakeCIFAR10(2)
 	f.Add(files["data_batch_1.bin"])
 	f.Add(files["data_batch_1.bin"][:3000])
 	f.Add([]byte{})
 	f.Add(append([]byte{200}, make([]byte, cifarPixels)...))
+	f.Add(append(bytes.Clone(files["data_batch_1.bin"]), 7, 7, 7))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := filepath.Join(dir, "data.bin")
 		os.WriteFile(p, b, 0o644)
 		c, err := CIFAR10(t.Context(), p, Train)
 		if err != nil {
-			if len(b) > 0 && len(b)%3073 == 0 {
-				t.Fatalf("whole records rejected: %v", err)
+			if len(b) > 0 {
+				t.Fatalf("%d bytes rejected: %v", len(b), err)
 			}
 			return
 		}
-		if c.Len()*3073 != len(b) {
+		// Whole records, and a partial one after them.
+		if c.Len() != (len(b)+3072)/3073 {
 			t.Fatalf("Len %d for %d bytes", c.Len(), len(b))
 		}
 		var r Record
@@ -399,4 +416,36 @@ func FuzzCIFARFile(f *testing.F) {
 			t.Fatalf("%d bad reads, %d corrupt records listed", bad, len(c.Corrupt()))
 		}
 	})
+}
+
+// TestCIFARGivenPathMissing: a path that is given but does not exist is an
+// error that names it, even with download=true; nothing is fetched. Only
+// an empty path downloads.
+func TestCIFARGivenPathMissing(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	cache := t.TempDir()
+	missing := filepath.Join(t.TempDir(), "no", "such", "file.tar.gz")
+	_, err := CIFAR10(t.Context(), missing, Train, WithDownload(cache), WithMirror(srv.URL+"/x.tar.gz", md5sum(nil)))
+	if err == nil || !strings.Contains(err.Error(), missing+" does not exist") || errors.Is(err, ErrDownload) {
+		t.Fatalf("err = %v, want one naming the missing path", err)
+	}
+	if !strings.Contains(err.Error(), "download") {
+		t.Errorf("err = %v does not say how to download instead", err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests to the mirror for a mistyped path", n)
+	}
+	if left := dirNames(cache); len(left) != 0 {
+		t.Errorf("cache holds %v", left)
+	}
+	// With no path, the same options download (here: the mirror's 404).
+	_, err = CIFAR10(t.Context(), "", Train, WithDownload(cache), WithMirror(srv.URL+"/x.tar.gz", md5sum(nil)))
+	if !errors.Is(err, ErrDownload) || requests.Load() != 1 {
+		t.Errorf("no path: err = %v after %d requests, want the mirror's 404", err, requests.Load())
+	}
 }

@@ -28,17 +28,33 @@
 // decompression, a listing of every file in a large folder. Every
 // constructor that touches files or the network therefore takes a context
 // first, and cancelling it stops that work promptly with an error that
-// wraps the context's. What the work writes (downloads, indexes,
-// decompressed copies) appears under its final name only whole: it is
-// written to a temporary name and renamed, and removed if the work fails or
-// is cancelled.
+// wraps the context's. A download also ends by itself when the server
+// cannot be reached (a connect timeout) or stops sending (an idle timeout:
+// a slow server that keeps sending is waited for). A download happens only
+// when no path is given: a path that is given and missing is an error, so a
+// typing mistake is not a download. What the work writes (downloads,
+// indexes, decompressed copies) appears under its final name only whole: it
+// is written to a temporary name and renamed, and removed if the work
+// fails, times out or is cancelled.
 //
 // Bad data is found at open where that is cheap: sources that check every
 // record then ([Checker]) list the bad ones before any batch is made, so a
-// pipeline can stop at once or know what it will skip. An error about a
-// particular record is a [*RecordError] that names the file, the byte
-// offset and the sample index, so a person can find the bad bytes; it wraps
-// a sentinel such as [ErrLabel], [ErrFormat] or [ErrCRC] for errors.Is.
+// pipeline can stop at once or know what it will skip. Damage is a bad
+// record, not a failure to open, wherever the records around it can still
+// be read: a label past [MaxClasses] (or past the named classes), a label
+// or JSON member that does not parse, and the end of a file that cannot be
+// parsed — a partial CIFAR record, a TFRecord or tar header cut short or
+// garbled. A format whose records are found by walking the file (TFRecord,
+// tar) cannot find any record past a header it cannot trust, so the rest
+// of that file is one bad record at the header's offset, after every good
+// record before it. A size read from a file is believed only as far as
+// the file goes: a record's memory is allocated only for bytes the file
+// holds, and only up to [MaxRecordBytes]. An error about a particular record is a [*RecordError]
+// that names the file, the byte offset and the sample index, so a person
+// can find the bad bytes; it wraps a sentinel such as [ErrLabel],
+// [ErrFormat] or [ErrCRC] for errors.Is. ([ErrCRC] wraps [ErrChecksum]: a
+// CRC mismatch is damaged data like any other checksum mismatch, which
+// callers that tell data errors from usage errors count on.)
 // [Fingerprinter] names the exact data a source read, so that a cache of
 // its output is found again only for that data.
 package source

@@ -1,7 +1,7 @@
 package source
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,9 +36,10 @@ type Folder struct {
 	files   []string // relative to root, in index order
 	sizes   []int64
 	mtimes  []int64
-	labels  []int
+	labels  []int // -1 for a corrupt label
 	info    Info
 	corrupt []*RecordError
+	bad     map[int]*RecordError // corrupt by index
 }
 
 // FolderOption configures a Folder.
@@ -50,18 +51,22 @@ type folderConfig struct {
 
 // WithLabels makes the folder flat: path is a CSV of file,label lines (a
 // header line is skipped), with labels 0, 1, ...; the files it lists are
-// the samples, in its order.
+// the samples, in its order. A line whose label is not a number in
+// 0..MaxClasses-1 (or, with [WithClassNames], one it names) makes its file
+// a corrupt record.
 func WithLabels(path string) FolderOption { return func(c *folderConfig) { c.labels = path } }
 
 // WithClassNames names the labels from a CSV of label,name lines (such as
-// ILSVRC's synsets). Default: class folders' names, or the label numbers.
+// ILSVRC's synsets); its labels are the classes, so they must run from 0
+// without gaps, and with class folders, name every one. Default: class
+// folders' names, or the label numbers.
 func WithClassNames(path string) FolderOption { return func(c *folderConfig) { c.classes = path } }
 
 // OpenFolder lists the folder at root. Files with other extensions than
-// .jpg, .jpeg and .png (any case) inside class folders, and empty files,
-// are kept as corrupt records (see Corrupt): with on_error=skip they are
-// skipped and listed, otherwise the run stops on the first. Dot files are
-// ignored. Listing stats every file, which takes a while for a folder the
+// .jpg, .jpeg and .png (any case) inside class folders, empty files, and
+// files whose line of the labels CSV has a bad label are kept as corrupt
+// records (see Corrupt): with on_error=skip they are skipped and listed,
+// otherwise the run stops on the first. Dot files are ignored. Listing stats every file, which takes a while for a folder the
 // size of ImageNet; cancelling ctx stops it before the next file, and the
 // error wraps ctx's.
 func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder, error) {
@@ -83,32 +88,40 @@ func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder
 	if !st.IsDir() {
 		return nil, fmt.Errorf("image_folder: %s is not a directory", root)
 	}
-	f := &Folder{root: abs}
+	f := &Folder{root: abs, bad: map[int]*RecordError{}}
 	var classes []string
-	if cfg.labels != "" {
-		classes, err = f.listFlat(ctx, cfg.labels)
-	} else {
-		classes, err = f.listClasses(ctx)
+	switch {
+	case cfg.labels != "" && cfg.classes != "":
+		if classes, err = readClassCSV(cfg.classes, nil); err == nil {
+			_, err = f.listFlat(ctx, cfg.labels, classes, cfg.classes)
+		}
+	case cfg.labels != "":
+		classes, err = f.listFlat(ctx, cfg.labels, nil, "")
+	default:
+		if classes, err = f.listClasses(ctx); err == nil && cfg.classes != "" {
+			classes, err = readClassCSV(cfg.classes, classes)
+		}
 	}
 	if err != nil {
 		return nil, err
-	}
-	if cfg.classes != "" {
-		if classes, err = readClassCSV(cfg.classes, classes); err != nil {
-			return nil, err
-		}
 	}
 	if len(f.files) == 0 {
 		return nil, fmt.Errorf("image_folder: %s: %w: no image files", root, ErrFormat)
 	}
 	for i, name := range f.files {
+		e, ok := f.bad[i]
 		switch {
+		case ok:
 		case !isImage(name):
-			f.corrupt = append(f.corrupt, &RecordError{File: filepath.Join(abs, name), Index: i,
-				Err: fmt.Errorf("%w: extension %q (want .jpg, .jpeg or .png)", ErrUnknownFormat, filepath.Ext(name))})
+			e = &RecordError{File: filepath.Join(abs, name), Index: i,
+				Err: fmt.Errorf("%w: extension %q (want .jpg, .jpeg or .png)", ErrUnknownFormat, filepath.Ext(name))}
 		case f.sizes[i] == 0:
-			f.corrupt = append(f.corrupt, &RecordError{File: filepath.Join(abs, name), Index: i, Err: fmt.Errorf("%w: empty file", ErrFormat)})
+			e = &RecordError{File: filepath.Join(abs, name), Index: i, Err: fmt.Errorf("%w: empty file", ErrFormat)}
+		default:
+			continue
 		}
+		f.bad[i] = e
+		f.corrupt = append(f.corrupt, e)
 	}
 	id := "image_folder " + abs
 	if cfg.labels != "" {
@@ -188,9 +201,12 @@ type fileStat struct{ path string }
 
 func (s fileStat) Info() (os.FileInfo, error) { return os.Stat(s.path) }
 
-// listFlat reads the labels CSV: the samples are the files it lists. Each
-// costs a stat, so it looks at ctx before each.
-func (f *Folder) listFlat(ctx context.Context, csvPath string) ([]string, error) {
+// listFlat reads the labels CSV: the samples are the files it lists. A
+// line whose label is not a number, or is not below len(names) (classes
+// from namesPath) or else MaxClasses, is a corrupt record; without names,
+// the classes are the numbers up to the largest good label. Each file costs
+// a stat, so it looks at ctx before each.
+func (f *Folder) listFlat(ctx context.Context, csvPath string, names []string, namesPath string) ([]string, error) {
 	rows, err := readCSV(csvPath)
 	if err != nil {
 		return nil, err
@@ -200,56 +216,67 @@ func (f *Folder) listFlat(ctx context.Context, csvPath string) ([]string, error)
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("image_folder: %s: listing: %w", f.root, err)
 		}
-		label, err := strconv.Atoi(r.fields[1])
-		if err != nil || label < 0 {
-			if r.line == 1 {
-				continue // a header
-			}
-			return nil, fmt.Errorf("image_folder: %s:%d: label %q is not a number ≥ 0", csvPath, r.line, r.fields[1])
-		}
 		name := r.fields[0]
+		label, err := strconv.Atoi(r.fields[1])
+		var bad error
+		switch {
+		case err != nil && r.line == 1:
+			continue // a header
+		case err != nil:
+			bad = fmt.Errorf("%w: line %d: %s: label %q is not a number", ErrLabel, r.line, name, r.fields[1])
+		case label < 0 || label >= MaxClasses:
+			bad = fmt.Errorf("%w: line %d: %s: label %d is not in 0..%d (MaxClasses-1)", ErrLabel, r.line, name, label, MaxClasses-1)
+		case names != nil && label >= len(names):
+			bad = fmt.Errorf("%w: line %d: %s: label %d, but %s names classes 0..%d", ErrLabel, r.line, name, label, namesPath, len(names)-1)
+		}
+		if bad != nil {
+			f.bad[len(f.files)] = &RecordError{File: csvPath, Offset: r.off, Index: len(f.files), Err: bad}
+			label = -1
+		}
 		if err := f.add(name, label, fileStat{filepath.Join(f.root, name)}); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", csvPath, r.line, err)
 		}
 		maxLabel = max(maxLabel, label)
 	}
-	classes := make([]string, maxLabel+1)
-	for i := range classes {
-		classes[i] = strconv.Itoa(i)
+	if names != nil {
+		return names, nil
 	}
-	return classes, nil
+	return numbered(maxLabel + 1), nil
 }
 
 type csvRow struct {
-	line   int
+	line   int   // 1-based
+	off    int64 // byte offset of the line
 	fields []string
 }
 
 // readCSV reads lines of two comma-separated fields.
 func readCSV(path string) ([]csvRow, error) {
-	fh, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("image_folder: %w", err)
 	}
-	defer fh.Close()
 	var rows []csvRow
-	sc := bufio.NewScanner(fh)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
+	for n, off := 1, 0; off < len(b); n++ {
+		end := bytes.IndexByte(b[off:], '\n')
+		if end < 0 {
+			end = len(b) - off
 		}
-		fields := strings.Split(line, ",")
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("image_folder: %s:%d: want two comma-separated fields, got %q", path, n, line)
+		line := strings.TrimSpace(string(b[off : off+end]))
+		if line != "" {
+			fields := strings.Split(line, ",")
+			if len(fields) != 2 {
+				return nil, fmt.Errorf("image_folder: %s:%d: want two comma-separated fields, got %q", path, n, line)
+			}
+			rows = append(rows, csvRow{n, int64(off), []string{strings.TrimSpace(fields[0]), strings.TrimSpace(fields[1])}})
 		}
-		rows = append(rows, csvRow{n, []string{strings.TrimSpace(fields[0]), strings.TrimSpace(fields[1])}})
+		off += end + 1
 	}
-	return rows, sc.Err()
+	return rows, nil
 }
 
-// readClassCSV reads label,name lines; there must be a name for every
-// label the data uses.
+// readClassCSV reads label,name lines, labels below MaxClasses; there must
+// be a name for every label up to the largest, and for every class in have.
 func readClassCSV(path string, have []string) ([]string, error) {
 	rows, err := readCSV(path)
 	if err != nil {
@@ -264,6 +291,9 @@ func readClassCSV(path string, have []string) ([]string, error) {
 				continue
 			}
 			return nil, fmt.Errorf("image_folder: %s:%d: label %q is not a number ≥ 0", path, r.line, r.fields[0])
+		}
+		if label >= MaxClasses {
+			return nil, fmt.Errorf("image_folder: %s:%d: label %d is not below MaxClasses (%d)", path, r.line, label, MaxClasses)
 		}
 		names[label] = r.fields[1]
 		n = max(n, label+1)
@@ -290,11 +320,12 @@ func (f *Folder) Read(i int, rec *Record) error {
 	if i < 0 || i >= len(f.files) {
 		return fmt.Errorf("image_folder: sample %d out of range [0, %d)", i, len(f.files))
 	}
+	// Files of other formats, empty files and bad labels are all here.
+	if e, ok := f.bad[i]; ok {
+		return e
+	}
 	path := filepath.Join(f.root, f.files[i])
 	fail := func(err error) error { return &RecordError{File: path, Index: i, Err: err} }
-	if !isImage(path) {
-		return fail(fmt.Errorf("%w: extension %q (want .jpg, .jpeg or .png)", ErrUnknownFormat, filepath.Ext(path)))
-	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return fail(err)
@@ -307,9 +338,6 @@ func (f *Folder) Read(i int, rec *Record) error {
 	buf := rec.Buf[:n]
 	if _, err := io.ReadFull(fh, buf); err != nil {
 		return fail(fmt.Errorf("%w: %v (the file changed since it was listed?)", ErrFormat, err))
-	}
-	if n == 0 {
-		return fail(fmt.Errorf("%w: empty file", ErrFormat))
 	}
 	*rec = Record{Enc: buf, Label: f.labels[i], Buf: rec.Buf, Path: path}
 	return nil

@@ -82,6 +82,23 @@ var (
 	ErrDownload = errors.New("download failed")
 )
 
+// MaxClasses bounds the classes of a source: a label must be below it, and
+// a record whose label is not is a corrupt record ([ErrLabel]). A source
+// names its classes in a table with one entry per label up to the largest,
+// and a classifier needs an output per class, so a label read from damaged
+// data (a TFRecord int64, a .cls member, a labels CSV) must not set their
+// size. 1<<20 (1,048,576) is past the largest label sets trained as one
+// classifier head (ImageNet-21k's 21,841 classes, MegaFace's 672,057
+// identities) while the table of its names stays near 24 MiB.
+const MaxClasses = 1 << 20
+
+// MaxRecordBytes bounds the bytes of one record whose size a file's own
+// header gives (a TFRecord length, a WebDataset member), beyond the file's
+// size, which always bounds it. A worker reads a whole record into its
+// buffer, so a record past it is corrupt rather than allocated: 1 GiB is
+// far past any image a decode stage can turn into pixels.
+const MaxRecordBytes = 1 << 30
+
 // RecordError reports a bad record: where it is and what is wrong with it.
 type RecordError struct {
 	File   string // file (or archive member) holding the record

@@ -22,7 +22,11 @@ import (
 // TFRecord reads tf.train.Example records from TFRecord files: each record
 // is a little-endian uint64 length, the masked CRC-32C of those 8 bytes,
 // the data, and the masked CRC-32C of the data; both checksums are
-// verified on every read. Random access goes through an offset index built
+// verified on every read. A header that cannot be trusted (cut short,
+// failing its CRC, or giving a length past the end of the file or
+// MaxRecordBytes) ends what can be read of its file: the records before it
+// read, and it is one more record, a corrupt one, standing for the rest of
+// the file. Random access goes through an offset index built
 // on first use and stored in an index directory, keyed by the file's
 // fingerprint, so a changed file gets a new one. GZIP-compressed files are
 // decompressed once into that directory. Indexes and decompressed copies
@@ -37,6 +41,7 @@ type TFRecord struct {
 	textKey  string
 	offset   int // subtracted from labels
 	corrupt  []*RecordError
+	bad      map[int]*RecordError // corrupt by index
 	info     Info
 	fp       string
 }
@@ -45,7 +50,8 @@ type tfFile struct {
 	name    string // as given
 	path    string // the plain TFRecord data read (the decompressed copy for GZIP)
 	fh      *os.File
-	offsets []int64 // record start offsets in path
+	size    int64   // of path
+	offsets []int64 // record start offsets in path; the last may be a corrupt tail
 }
 
 // TFRecordOption configures a TFRecord source.
@@ -72,8 +78,10 @@ func WithIndexDir(dir string) TFRecordOption { return func(c *tfConfig) { c.inde
 // classes from 1 (0 was background), so 1 makes them 0-based. Default 0.
 func WithLabelOffset(off int) TFRecordOption { return func(c *tfConfig) { c.labelOffset = off } }
 
-// ErrCRC means a TFRecord checksum does not match its bytes.
-var ErrCRC = errors.New("CRC-32C mismatch")
+// ErrCRC means a TFRecord checksum does not match its bytes. It wraps
+// [ErrChecksum]: a CRC mismatch is damaged data, like any other checksum
+// mismatch.
+var ErrCRC = fmt.Errorf("CRC-32C %w", ErrChecksum)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -85,8 +93,11 @@ func maskedCRC(b []byte) uint32 {
 
 // OpenTFRecord opens the files matching pattern (a glob), in sorted order.
 // Opening reads every file: it decompresses GZIP files and builds indexes
-// the index directory lacks, then reads every record's label. Cancelling
-// ctx stops that within about a megabyte of reading; the error wraps ctx's.
+// the index directory lacks, then reads every record's label. Records that
+// fail their checks then (a CRC, the Example, a missing image or label, a
+// label below label_offset or not below MaxClasses, a corrupt tail) are
+// listed by Corrupt, and Read of one returns the same error. Cancelling ctx
+// stops opening within about a megabyte of reading; the error wraps ctx's.
 func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (*TFRecord, error) {
 	cfg := tfConfig{imageKey: "image/encoded", labelKey: "image/class/label", textKey: "image/class/text"}
 	for _, o := range opts {
@@ -150,12 +161,21 @@ func openTFFile(ctx context.Context, name, fp, dir string) (*tfFile, error) {
 			}
 		}
 	}
-	if b, err := os.ReadFile(index); err == nil && len(b)%8 == 0 {
-		for i := 0; i < len(b); i += 8 {
-			f.offsets = append(f.offsets, int64(binary.LittleEndian.Uint64(b[i:])))
-		}
-	} else {
+	if f.fh, err = os.Open(f.path); err != nil {
+		return nil, fmt.Errorf("tfrecord: %w", err)
+	}
+	st, err := f.fh.Stat()
+	if err != nil {
+		f.fh.Close()
+		return nil, fmt.Errorf("tfrecord: %w", err)
+	}
+	f.size = st.Size()
+	if b, err := os.ReadFile(index); err == nil {
+		f.offsets = parseIndex(b, f.size)
+	}
+	if f.offsets == nil {
 		if f.offsets, err = scanTF(ctx, f.path, name); err != nil {
+			f.fh.Close()
 			return nil, err
 		}
 		var out []byte
@@ -169,10 +189,24 @@ func openTFFile(ctx context.Context, name, fp, dir string) (*tfFile, error) {
 			return err
 		})
 	}
-	if f.fh, err = os.Open(f.path); err != nil {
-		return nil, fmt.Errorf("tfrecord: %w", err)
-	}
 	return f, nil
+}
+
+// parseIndex returns the offsets of an index file, or nil if it is not one
+// for a file of size bytes: offsets rise, each leaving room for a header.
+func parseIndex(b []byte, size int64) []int64 {
+	if len(b) == 0 || len(b)%8 != 0 {
+		return nil
+	}
+	offs := make([]int64, 0, len(b)/8)
+	for i := 0; i < len(b); i += 8 {
+		o := int64(binary.LittleEndian.Uint64(b[i:]))
+		if o < 0 || o >= size || (len(offs) > 0 && o < offs[len(offs)-1]+16) {
+			return nil
+		}
+		offs = append(offs, o)
+	}
+	return offs
 }
 
 // shardFiles returns the files matching pattern, sorted, and sets an empty
@@ -231,63 +265,98 @@ func gunzipCopy(ctx context.Context, src, dst, what string) error {
 	return nil
 }
 
-// scanTF walks a plain TFRecord file, checking every length's CRC, and
-// returns the record offsets. (Data CRCs are checked on every read.)
+// scanTF walks a plain TFRecord file, checking every length, and returns
+// the record offsets. A header that cannot be trusted ends the walk, its
+// offset the last: readRaw finds it corrupt, and with it the rest of the
+// file, since no record after it can be found. (Data CRCs are checked on
+// every read.)
 func scanTF(ctx context.Context, path, name string) ([]int64, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
 	defer fh.Close()
-	st, _ := fh.Stat()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("tfrecord: %w", err)
+	}
 	size := st.Size()
 	r := bufio.NewReaderSize(fh, 1<<20)
 	var offs []int64
 	var head [12]byte
 	p := poller{ctx: ctx}
 	for off := int64(0); off < size; {
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return nil, &RecordError{File: name, Offset: off, Index: len(offs), Err: fmt.Errorf("%w: truncated record header", ErrFormat)}
-		}
-		n := binary.LittleEndian.Uint64(head[:8])
-		if maskedCRC(head[:8]) != binary.LittleEndian.Uint32(head[8:]) {
-			return nil, &RecordError{File: name, Offset: off, Index: len(offs), Err: fmt.Errorf("%w: record length", ErrCRC)}
-		}
-		if n > uint64(size-off-16) {
-			return nil, &RecordError{File: name, Offset: off, Index: len(offs), Err: fmt.Errorf("%w: record of %d bytes runs past the end", ErrFormat, n)}
-		}
 		offs = append(offs, off)
-		if _, err := r.Discard(int(n) + 4); err != nil {
-			return nil, &RecordError{File: name, Offset: off, Index: len(offs) - 1, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
+		if _, err := io.ReadFull(r, head[:]); err == io.ErrUnexpectedEOF || err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("tfrecord: %s: indexing: %w", name, err)
 		}
-		off += 16 + int64(n)
-		if err := p.poll(16 + int64(n)); err != nil {
+		n, err := tfLength(head[:], size-off)
+		if err != nil {
+			break
+		}
+		if _, err := r.Discard(int(n) + 4); err != nil {
+			return nil, fmt.Errorf("tfrecord: %s: indexing (did the file shrink?): %w", name, err)
+		}
+		off += 16 + n
+		if err := p.poll(16 + n); err != nil {
 			return nil, fmt.Errorf("tfrecord: %s: indexing: %w", name, err)
 		}
 	}
 	return offs, nil
 }
 
-// readRaw returns record j of file f, its data CRC verified, in buf.
+// tfLength returns the data length a record's 12-byte header gives, having
+// checked the length's CRC, that the record fits in the left bytes of the
+// file from its start, and MaxRecordBytes.
+func tfLength(head []byte, left int64) (int64, error) {
+	if maskedCRC(head[:8]) != binary.LittleEndian.Uint32(head[8:12]) {
+		return 0, fmt.Errorf("%w: record length", ErrCRC)
+	}
+	n := binary.LittleEndian.Uint64(head[:8])
+	switch {
+	case left < 16 || n > uint64(left-16):
+		return 0, fmt.Errorf("%w: record of %d bytes runs past the end of the file (%d bytes left)", ErrFormat, n, left)
+	case n > MaxRecordBytes:
+		return 0, fmt.Errorf("%w: record of %d bytes, past MaxRecordBytes (%d)", ErrFormat, n, MaxRecordBytes)
+	}
+	return int64(n), nil
+}
+
+// readRaw returns record j of file f, its length and data CRCs verified, in
+// buf.
 func (f *tfFile) readRaw(j, index int, buf []byte) ([]byte, error) {
 	off := f.offsets[j]
+	bad := func(err error) ([]byte, error) {
+		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: err}
+	}
 	var head [12]byte
-	if _, err := f.fh.ReadAt(head[:], off); err != nil {
-		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
+	if k, err := f.fh.ReadAt(head[:], off); err == io.EOF {
+		return bad(fmt.Errorf("%w: record header cut short: %d of 12 bytes", ErrFormat, k))
+	} else if err != nil {
+		return bad(fmt.Errorf("%w: %v", ErrFormat, err))
 	}
-	if maskedCRC(head[:8]) != binary.LittleEndian.Uint32(head[8:]) {
-		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: fmt.Errorf("%w: record length (the file changed since it was indexed?)", ErrCRC)}
+	n, err := tfLength(head[:], f.size-off)
+	if err != nil {
+		if off == 0 && errors.Is(err, ErrCRC) {
+			err = fmt.Errorf("%w (not a TFRecord file?)", err)
+		}
+		if j == len(f.offsets)-1 {
+			// scanTF stopped here: the bytes after the header are lost too.
+			err = fmt.Errorf("%w; the rest of the file (%d bytes) cannot be read", err, f.size-off)
+		}
+		return bad(err)
 	}
-	n := int(binary.LittleEndian.Uint64(head[:8]))
-	if cap(buf) < n+4 {
+	if int64(cap(buf)) < n+4 {
 		buf = make([]byte, n+4)
 	}
 	buf = buf[:n+4]
 	if _, err := f.fh.ReadAt(buf, off+12); err != nil {
-		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
+		return bad(fmt.Errorf("%w: %v", ErrFormat, err))
 	}
 	if maskedCRC(buf[:n]) != binary.LittleEndian.Uint32(buf[n:]) {
-		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: fmt.Errorf("%w: record data", ErrCRC)}
+		return bad(fmt.Errorf("%w: record data", ErrCRC))
 	}
 	return buf[:n], nil
 }
@@ -312,6 +381,9 @@ func (t *TFRecord) Fingerprint() (string, error) { return t.fp, nil }
 func (t *TFRecord) Read(i int, rec *Record) error {
 	if i < 0 || i >= t.n {
 		return fmt.Errorf("tfrecord: sample %d out of range [0, %d)", i, t.n)
+	}
+	if e, ok := t.bad[i]; ok {
+		return e
 	}
 	f, j := t.locate(i)
 	data, err := f.readRaw(j, i, rec.Buf)
@@ -338,7 +410,7 @@ func (t *TFRecord) Read(i int, rec *Record) error {
 
 // classes reads every record's label (and class text where present) to
 // name the classes: the text of each label, else its number. Records that
-// fail their checks are kept in t.corrupt.
+// fail the checks Read makes are kept in t.corrupt and t.bad.
 func (t *TFRecord) classes(ctx context.Context, offset int) ([]string, error) {
 	names := map[int]string{}
 	maxLabel := -1
@@ -362,24 +434,35 @@ func (t *TFRecord) classes(ctx context.Context, offset int) ([]string, error) {
 				continue
 			}
 			buf = data[:cap(data)]
-			ex, err := parseExample(data, "", t.labelKey, t.textKey)
-			if err != nil {
+			ex, err := parseExample(data, t.imageKey, t.labelKey, t.textKey)
+			switch {
+			case err != nil:
 				bad(err)
 				continue
-			}
-			if !ex.hasLabel {
+			case ex.image == nil:
+				bad(fmt.Errorf("%w: no bytes feature %q", ErrFormat, t.imageKey))
+				continue
+			case !ex.hasLabel:
 				bad(fmt.Errorf("%w: no int64 feature %q", ErrFormat, t.labelKey))
+				continue
+			case ex.label < int64(offset):
+				bad(fmt.Errorf("%w: %d with label_offset %d", ErrLabel, ex.label, offset))
+				continue
+			case ex.label-int64(offset) >= MaxClasses:
+				bad(fmt.Errorf("%w: %d with label_offset %d is not below MaxClasses (%d)", ErrLabel, ex.label, offset, MaxClasses))
 				continue
 			}
 			l := int(ex.label) - offset
-			if l < 0 {
-				bad(fmt.Errorf("%w: %d with label_offset %d", ErrLabel, ex.label, offset))
-				continue
-			}
 			maxLabel = max(maxLabel, l)
 			if ex.text != nil {
 				names[l] = string(ex.text)
 			}
+		}
+	}
+	if len(t.corrupt) > 0 {
+		t.bad = make(map[int]*RecordError, len(t.corrupt))
+		for _, e := range t.corrupt {
+			t.bad[e.Index] = e
 		}
 	}
 	out := make([]string, maxLabel+1)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -40,10 +42,21 @@ type wdsShard struct {
 type wdsSample struct {
 	shard      int
 	key        string
+	first      int64 // the data of its first member
 	off, size  int64 // the image member's data
 	label      int
 	imageName  string
 	labelFound bool
+	err        error        // the first problem found in its members
+	errOff     int64        // the data offset of the member at fault
+	bad        *RecordError // what Read returns, for a corrupt sample
+}
+
+// fail records a problem with the member at off, unless there was one.
+func (s *wdsSample) fail(off int64, err error) {
+	if s.err == nil {
+		s.err, s.errOff = err, off
+	}
 }
 
 // WebDatasetOption configures a WebDataset source.
@@ -63,11 +76,14 @@ func WithJSONLabel(field string) WebDatasetOption { return func(c *wdsConfig) { 
 func WithWDSIndexDir(dir string) WebDatasetOption { return func(c *wdsConfig) { c.indexDir = dir } }
 
 // OpenWebDataset opens the shards matching pattern (a glob), in sorted
-// order. Samples without an image or a label, and a member cut short by a
-// truncated shard, are corrupt records (see Corrupt). Opening reads every
-// shard (and decompresses the gzipped ones the index directory lacks);
-// cancelling ctx stops that within about a megabyte of reading, and the
-// error wraps ctx's.
+// order. Samples without an image or a label, with a label that is not a
+// number in 0..MaxClasses-1, with a .json that does not parse, with an
+// image past MaxRecordBytes, or with a member cut short by a truncated
+// shard are corrupt records (see Corrupt). So is the rest of a shard from a
+// tar header that is cut short or garbage: the samples before it read, and
+// it is one more sample. Opening reads every shard (and decompresses the
+// gzipped ones the index directory lacks); cancelling ctx stops that
+// within about a megabyte of reading, and the error wraps ctx's.
 func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOption) (*WebDataset, error) {
 	cfg := wdsConfig{labelField: "label"}
 	for _, o := range opts {
@@ -115,20 +131,22 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 			return nil, err
 		}
 	}
-	for i, s := range w.samples {
+	for i := range w.samples {
+		s := &w.samples[i]
+		e := &RecordError{File: w.shards[s.shard].name, Index: i}
 		switch {
+		case s.err != nil:
+			e.Offset, e.Err = s.errOff, s.err
 		case s.imageName == "":
-			w.corrupt = append(w.corrupt, &RecordError{File: w.shards[s.shard].name, Index: i,
-				Err: fmt.Errorf("%w: sample %q has no .jpg, .jpeg or .png member", ErrUnknownFormat, s.key)})
+			e.Offset, e.Err = s.first, fmt.Errorf("%w: sample %q has no .jpg, .jpeg or .png member", ErrUnknownFormat, s.key)
 		case !s.labelFound:
-			w.corrupt = append(w.corrupt, &RecordError{File: w.shards[s.shard].name, Offset: s.off, Index: i,
-				Err: fmt.Errorf("%w: sample %q has no .cls member and no %q in a .json member", ErrFormat, s.key, cfg.labelField)})
-		case s.label < 0:
-			w.corrupt = append(w.corrupt, &RecordError{File: w.shards[s.shard].name, Offset: s.off, Index: i,
-				Err: fmt.Errorf("%w: sample %q: label %d", ErrLabel, s.key, s.label)})
+			e.Offset, e.Err = s.off, fmt.Errorf("%w: sample %q has no .cls member and no %q in a .json member", ErrFormat, s.key, cfg.labelField)
 		default:
 			maxLabel = max(maxLabel, s.label)
+			continue
 		}
+		s.bad = e
+		w.corrupt = append(w.corrupt, e)
 	}
 	if len(w.samples) == 0 {
 		w.Close()
@@ -167,7 +185,9 @@ func (c *counter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// index walks one shard's members into samples.
+// index walks one shard's members into samples. A problem with a member
+// is its sample's (wdsSample.fail); a header that cannot be read ends the
+// walk, the rest of the shard one more sample, a corrupt one.
 func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField string) error {
 	st, err := fh.Stat()
 	if err != nil {
@@ -180,6 +200,7 @@ func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField 
 	name := w.shards[si].name
 	p := poller{ctx: ctx}
 	var polled int64 // c.n at the last poll
+	var next int64   // where the next header starts: after the last member's data, padded to 512 bytes
 	for {
 		if err := p.poll(c.n - polled); err != nil {
 			return fmt.Errorf("webdataset: %s: indexing: %w", name, err)
@@ -189,13 +210,25 @@ func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField 
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("webdataset: %w", err) // reading the file, not its contents
+		}
 		if err != nil {
-			return &RecordError{File: name, Offset: c.n, Index: len(w.samples), Err: fmt.Errorf("%w: bad tar header: %v", ErrFormat, err)}
+			off := min(next, size)
+			w.samples = append(w.samples, wdsSample{shard: si, key: fmt.Sprintf("(rest of the shard from offset %d)", off), first: off,
+				err: fmt.Errorf("%w: bad tar header: %v; the rest of the shard (%d bytes) cannot be read", ErrFormat, err, size-off), errOff: off})
+			return nil
+		}
+		off := c.n
+		if hdr.Size > size-off {
+			next = size
+		} else {
+			next = off + (hdr.Size+511)&^511
 		}
 		if hdr.Typeflag != tar.TypeReg {
 			continue
 		}
-		off := c.n
 		dir, base := path.Split(hdr.Name)
 		stem, ext, _ := strings.Cut(base, ".")
 		key := dir + stem
@@ -203,27 +236,34 @@ func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField 
 		if !ok {
 			k = len(w.samples)
 			byKey[key] = k
-			w.samples = append(w.samples, wdsSample{shard: si, key: key, label: -1})
+			w.samples = append(w.samples, wdsSample{shard: si, key: key, first: off})
 		}
 		s := &w.samples[k]
-		if off+hdr.Size > size {
+		if hdr.Size > size-off {
 			// A truncated shard: the member's bytes are not all there.
-			w.corrupt = append(w.corrupt, &RecordError{File: name, Offset: off, Index: k,
-				Err: fmt.Errorf("%w: member %s of %d bytes is cut short at %d", ErrFormat, hdr.Name, hdr.Size, size-off)})
-			s.imageName = "" // unusable whatever it held
+			s.fail(off, fmt.Errorf("%w: member %s of %d bytes is cut short at %d", ErrFormat, hdr.Name, hdr.Size, size-off))
 			return nil
 		}
 		switch strings.ToLower(ext) {
 		case "jpg", "jpeg", "png":
+			if hdr.Size > MaxRecordBytes {
+				s.fail(off, fmt.Errorf("%w: member %s of %d bytes, past MaxRecordBytes (%d)", ErrFormat, hdr.Name, hdr.Size, MaxRecordBytes))
+				continue
+			}
 			s.imageName, s.off, s.size = hdr.Name, off, hdr.Size
 		case "cls":
 			b, err := io.ReadAll(io.LimitReader(tr, 64))
 			if err != nil {
-				return &RecordError{File: name, Offset: off, Index: k, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
+				return fmt.Errorf("webdataset: %s: %w", name, err)
 			}
 			v, err := strconv.Atoi(strings.TrimSpace(string(b)))
 			if err != nil {
-				return &RecordError{File: name, Offset: off, Index: k, Err: fmt.Errorf("%w: %s holds %q, not a class number", ErrLabel, hdr.Name, b)}
+				s.fail(off, fmt.Errorf("%w: %s holds %q, not a class number", ErrLabel, hdr.Name, b))
+				continue
+			}
+			if v < 0 || v >= MaxClasses {
+				s.fail(off, fmt.Errorf("%w: %s holds %d, not in 0..%d (MaxClasses-1)", ErrLabel, hdr.Name, v, MaxClasses-1))
+				continue
 			}
 			s.label, s.labelFound = v, true
 		case "json":
@@ -232,11 +272,19 @@ func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField 
 			}
 			var m map[string]any
 			if err := json.NewDecoder(io.LimitReader(tr, 1<<20)).Decode(&m); err != nil {
-				return &RecordError{File: name, Offset: off, Index: k, Err: fmt.Errorf("%w: %s: %v", ErrFormat, hdr.Name, err)}
+				s.fail(off, fmt.Errorf("%w: %s: %v", ErrFormat, hdr.Name, err))
+				continue
 			}
-			if v, ok := m[labelField].(float64); ok && v == float64(int(v)) {
-				s.label, s.labelFound = int(v), true
+			v, ok := m[labelField]
+			if !ok {
+				continue
 			}
+			f, isNum := v.(float64)
+			if !isNum || f != math.Trunc(f) || f < 0 || f >= MaxClasses {
+				s.fail(off, fmt.Errorf("%w: %s: %q is %v, not a class number in 0..%d (MaxClasses-1)", ErrLabel, hdr.Name, labelField, v, MaxClasses-1))
+				continue
+			}
+			s.label, s.labelFound = int(f), true
 		}
 	}
 }
@@ -255,16 +303,11 @@ func (w *WebDataset) Read(i int, rec *Record) error {
 	if i < 0 || i >= len(w.samples) {
 		return fmt.Errorf("webdataset: sample %d out of range [0, %d)", i, len(w.samples))
 	}
-	s := w.samples[i]
-	sh := w.shards[s.shard]
-	if s.imageName == "" || !s.labelFound || s.label < 0 {
-		for _, c := range w.corrupt {
-			if c.Index == i {
-				return c
-			}
-		}
-		return &RecordError{File: sh.name, Index: i, Err: fmt.Errorf("%w: sample %q is incomplete", ErrFormat, s.key)}
+	s := &w.samples[i]
+	if s.bad != nil {
+		return s.bad
 	}
+	sh := w.shards[s.shard]
 	if cap(rec.Buf) < int(s.size) {
 		rec.Buf = make([]byte, s.size)
 	}

@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"io"
 )
 
 // ErrDecode is wrapped by every error Decode returns for bytes that are not
@@ -17,28 +18,40 @@ var ErrDecode = errors.New("cannot decode image")
 // Decode decodes a JPEG or PNG into dst as 3-channel CHW RGB with Go's
 // decoders: greyscale is repeated into the three channels, CMYK and YCCK
 // JPEGs are converted, and alpha is dropped. dst's memory is reused when it
-// is large enough. A [Decoder] is faster in the jpegturbo build.
-func Decode(dst *Image, data []byte) error {
-	var img image.Image
-	var err error
+// is large enough. An image over [DefaultMaxPixels] is refused from its
+// header, before its pixels are allocated, with [ErrTooLarge]; a [Decoder]
+// has a configurable limit, and is faster in the jpegturbo build.
+func Decode(dst *Image, data []byte) error { return decode(dst, data, DefaultMaxPixels) }
+
+// decode is Decode with a limit of limit pixels.
+func decode(dst *Image, data []byte, limit int) error {
+	var config func(io.Reader) (image.Config, error)
+	var dec func(io.Reader) (image.Image, error)
 	switch {
 	case isJPEG(data):
-		img, err = jpeg.Decode(bytes.NewReader(data))
+		config, dec = jpeg.DecodeConfig, jpeg.Decode
 	case len(data) >= 8 && bytes.Equal(data[:8], []byte("\x89PNG\r\n\x1a\n")):
-		img, err = png.Decode(bytes.NewReader(data))
+		config, dec = png.DecodeConfig, png.Decode
 	case len(data) == 0:
 		return fmt.Errorf("%w: empty", ErrDecode)
 	default:
 		return fmt.Errorf("%w: not JPEG or PNG (starts % x)", ErrDecode, data[:min(len(data), 4)])
 	}
+	// The header first: Go's decoders allocate the whole image as soon as
+	// they know its size.
+	c, err := config(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	if err := checkSize(c.Width, c.Height, limit); err != nil {
+		return err
+	}
+	img, err := dec(bytes.NewReader(data))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrDecode, err)
 	}
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
-	if err := checkSize(w, h); err != nil {
-		return err
-	}
 	dst.Resize(3, h, w)
 	r, g, bl := dst.Plane(0), dst.Plane(1), dst.Plane(2)
 	switch m := img.(type) {

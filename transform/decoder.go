@@ -53,6 +53,31 @@ func DecoderModules() string {
 // at a reduced scale (the jpegturbo build).
 func RegionDecoding() bool { return jpegturbo.Available }
 
+// DefaultMaxPixels is the largest image, in pixels (width × height), that
+// [Decode] and a [Decoder] whose MaxPixels is 0 decode: 2²⁶ = 67,108,864,
+// an 8192×8192 square. It is above the largest camera photographs (a 61-MP
+// full-frame sensor writes 9504×6336), and it bounds what one image can
+// cost a worker, where a header of a few bytes could otherwise claim
+// gigabytes: 192 MiB for the RGB result, plus what the decoder holds
+// beside it. In the jpegturbo build that is at most 528 MiB (libjpeg's cap
+// of 8 bytes a pixel plus 16 MiB, enough for the whole-image coefficient
+// buffer of a progressive 4:4:4 CMYK JPEG). In the default build it is up
+// to 1.5 GiB for that same JPEG (image/jpeg keeps its coefficients as
+// int32, 16 bytes a pixel, beside its YCbCr, K and CMYK images), 512 MiB
+// for a 16-bit RGBA PNG, and a few bytes a pixel for other images. Twice
+// the pixels would double each figure, for every worker decoding such an
+// image at once.
+const DefaultMaxPixels = 1 << 26
+
+// maxSide is the longest side decoded, whatever the pixel limit: the cache
+// stores sides in 16 bits.
+const maxSide = 1 << 15
+
+// ErrTooLarge is wrapped by the error for an image whose header claims more
+// pixels than the decoder's limit or a side over 32768. It wraps
+// [ErrDecode]: such a file is a corrupt record, which on_error=skip skips.
+var ErrTooLarge = fmt.Errorf("%w: too large", ErrDecode)
+
 // Decoder decodes JPEG and PNG images to 3-channel CHW RGB (see [Decode]),
 // reusing its memory and, in the jpegturbo build, its libjpeg decompressor
 // from one image to the next. It is not safe for concurrent use: keep one
@@ -63,12 +88,28 @@ type Decoder struct {
 	// DecodeFor still decodes only the window the op reads, at full scale,
 	// and its result equals Decode followed by the op.
 	Reduce bool
-	turbo  *jpegturbo.Decoder
-	win    Image // the decoded window
+	// MaxPixels is the largest image (width × height) decoded; 0, or a
+	// negative value, means DefaultMaxPixels. The size is read from the
+	// header before any pixel memory is allocated, and a larger image is
+	// an ErrTooLarge error. In the jpegturbo build it also caps libjpeg's
+	// own memory for one image at 8 bytes a pixel of the limit plus 16 MiB
+	// (see DefaultMaxPixels).
+	MaxPixels int
+	turbo     *jpegturbo.Decoder
+	win       Image // the decoded window
 }
 
-// NewDecoder returns a decoder; reduce sets Reduce.
+// NewDecoder returns a decoder with the default pixel limit; reduce sets
+// Reduce.
 func NewDecoder(reduce bool) *Decoder { return &Decoder{Reduce: reduce} }
+
+// maxPixels is the decoder's limit, MaxPixels or the default.
+func (d *Decoder) maxPixels() int {
+	if d.MaxPixels > 0 {
+		return d.MaxPixels
+	}
+	return DefaultMaxPixels
+}
 
 func (d *Decoder) jpeg() (*jpegturbo.Decoder, error) {
 	if d.turbo == nil {
@@ -85,7 +126,7 @@ func (d *Decoder) jpeg() (*jpegturbo.Decoder, error) {
 // libjpeg-turbo for JPEGs in the jpegturbo build.
 func (d *Decoder) Decode(dst *Image, data []byte) error {
 	if !jpegturbo.Available || !isJPEG(data) {
-		return Decode(dst, data)
+		return decode(dst, data, d.maxPixels())
 	}
 	t, w, h, err := d.header(data)
 	if err != nil {
@@ -96,17 +137,21 @@ func (d *Decoder) Decode(dst *Image, data []byte) error {
 }
 
 // header reads the JPEG header of data with libjpeg: the decompressor,
-// ready to decode, and the image's width and height.
+// ready to decode, and the image's width and height, within the decoder's
+// limit. libjpeg has allocated no pixel or coefficient memory yet: that
+// happens in the decode that follows, under the memory cap set here.
 func (d *Decoder) header(data []byte) (*jpegturbo.Decoder, int, int, error) {
 	t, err := d.jpeg()
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	limit := d.maxPixels()
+	t.MaxMemory = 8*min(limit, maxSide*maxSide) + 16<<20
 	w, h, err := t.Header(data)
 	if err != nil {
 		return nil, 0, 0, decodeErr(err)
 	}
-	if err := checkSize(w, h); err != nil {
+	if err := checkSize(w, h, limit); err != nil {
 		t.Abort()
 		return nil, 0, 0, err
 	}
@@ -121,9 +166,16 @@ func decodeErr(err error) error {
 	return fmt.Errorf("%w: %v", ErrDecode, err)
 }
 
-func checkSize(w, h int) error {
-	if w == 0 || h == 0 || w > 1<<15 || h > 1<<15 {
+// checkSize checks the size a header gives against limit pixels and
+// maxSide.
+func checkSize(w, h, limit int) error {
+	switch {
+	case w <= 0 || h <= 0:
 		return fmt.Errorf("%w: %dx%d pixels", ErrDecode, w, h)
+	case int64(w)*int64(h) > int64(limit):
+		return fmt.Errorf("%w: %dx%d is %d pixels, over the limit of %d (max_pixels)", ErrTooLarge, w, h, int64(w)*int64(h), limit)
+	case w > maxSide || h > maxSide:
+		return fmt.Errorf("%w: %dx%d has a side over %d pixels", ErrTooLarge, w, h, maxSide)
 	}
 	return nil
 }

@@ -14,4 +14,11 @@
 //
 // Allocation: operations write into a destination image whose buffer the
 // caller owns and reuses; in steady state nothing is allocated per sample.
+//
+// Decoding trusts no header: [Decode] and a [Decoder] read an image's size
+// first and refuse one over a pixel limit ([DefaultMaxPixels], or
+// Decoder.MaxPixels) before allocating anything for it, so what one image
+// can cost in memory is bounded whatever a few hundred bytes claim. Such an
+// image, like any unreadable one, is an [ErrDecode] error, which a pipeline
+// treats as a corrupt record.
 package transform

@@ -20,6 +20,11 @@ func newCheck() *cobra.Command {
 				return err
 			}
 			defer p.Close()
+			// Corrupt records found as the data opened stop a run before
+			// its first batch (on_error=fail); check says so too.
+			if err := p.Corrupt(); err != nil {
+				return err
+			}
 			out := c.OutOrStdout()
 			fmt.Fprint(out, describe(p))
 			fmt.Fprintln(out, "stages:")

@@ -77,7 +77,11 @@ typedef struct {
 
 static void pj_error_exit(j_common_ptr c) {
 	pj_err *e = (pj_err *)c->err;
-	(*c->err->format_message)(c, e->msg);
+	if (c->err->msg_code == JERR_NO_BACKING_STORE)
+		// jmemnobs.c's answer to a whole-image buffer over max_memory_to_use.
+		snprintf(e->msg, sizeof e->msg, "the image's coefficient buffer needs more than the %ld bytes allowed", c->mem->max_memory_to_use);
+	else
+		(*c->err->format_message)(c, e->msg);
 	longjmp(e->jump, 1);
 }
 
@@ -116,14 +120,17 @@ static int pj_direct(pj_dec *p) { return p->direct; }
 static int pj_ycbcr(pj_dec *p) { return p->d.jpeg_color_space == JCS_YCbCr && p->d.num_components == 3; }
 
 // pj_header reads the header of buf; buf must stay valid until pj_decode
-// or pj_abort. Returns 0, or -1 with the message in pj_msg.
-static int pj_header(pj_dec *p, const unsigned char *buf, unsigned long n, int *w, int *h) {
+// or pj_abort. maxmem caps the memory libjpeg allocates for the image (0:
+// no cap); its whole-image buffers, allocated by jpeg_start_decompress,
+// are what it bounds. Returns 0, or -1 with the message in pj_msg.
+static int pj_header(pj_dec *p, const unsigned char *buf, unsigned long n, long maxmem, int *w, int *h) {
 	p->err.truncated = 0;
 	p->started = 0;
 	if (setjmp(p->err.jump)) {
 		jpeg_abort_decompress(&p->d);
 		return -1;
 	}
+	p->d.mem->max_memory_to_use = maxmem;
 	jpeg_mem_src(&p->d, buf, n);
 	jpeg_read_header(&p->d, TRUE);
 	p->started = 1;
@@ -159,6 +166,14 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 	int cmyk = d->jpeg_color_space == JCS_CMYK || d->jpeg_color_space == JCS_YCCK;
 	d->out_color_space = gray ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_RGB;
 	jpeg_start_decompress(d);
+	if (p->err.truncated) {
+		// A progressive or multi-scan JPEG has been read whole: its
+		// missing scans would only give grey rows.
+		snprintf(p->err.msg, sizeof p->err.msg, "Premature end of JPEG file");
+		jpeg_abort_decompress(d);
+		p->started = 0;
+		return -1;
+	}
 	int own = p->own = !p->libhuff && pj_huff_install(d, &p->huff);
 	if (x0 < 0 || y0 < 0 || cw <= 0 || ch <= 0 ||
 	    x0 + cw > (int)d->output_width || y0 + ch > (int)d->output_height) {
@@ -195,6 +210,15 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 		JSAMPROW rows[1] = {row};
 		if (jpeg_read_scanlines(d, rows, 1) != 1 || (direct && p->rgb.y != y + 1)) {
 			snprintf(p->err.msg, sizeof p->err.msg, "no scanline %d", y0 + y);
+			free(row);
+			jpeg_abort_decompress(d);
+			p->started = 0;
+			return -1;
+		}
+		if (p->err.truncated || (own && p->huff.truncated)) {
+			// The data has ended: every row left would be grey, and the
+			// result is an error anyway.
+			snprintf(p->err.msg, sizeof p->err.msg, "Premature end of JPEG file");
 			free(row);
 			jpeg_abort_decompress(d);
 			p->started = 0;
@@ -253,9 +277,16 @@ const Available = true
 // Decoder is one libjpeg decompressor, reused image after image. It is not
 // safe for concurrent use: give each worker its own.
 type Decoder struct {
-	d   *C.pj_dec
-	pin runtime.Pinner
-	buf []byte // the data whose header was read, pinned until Decode
+	// MaxMemory caps, in bytes, what libjpeg allocates for one image (0:
+	// no cap), as its max_memory_to_use; Header applies it. What it bounds
+	// is the whole-image coefficient buffer of progressive and multi-scan
+	// JPEGs, 2 bytes per coefficient of every component, which
+	// jpeg_start_decompress allocates: a JPEG needing more is an error
+	// from Decode, before the buffer is allocated.
+	MaxMemory int
+	d         *C.pj_dec
+	pin       runtime.Pinner
+	buf       []byte // the data whose header was read, pinned until Decode
 }
 
 // New returns a decoder. Its C memory is freed when it is garbage
@@ -290,7 +321,7 @@ func (d *Decoder) Header(data []byte) (w, h int, err error) {
 	d.pin.Pin(&data[0])
 	d.buf = data
 	var cw, ch C.int
-	if C.pj_header(d.d, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), &cw, &ch) != 0 {
+	if C.pj_header(d.d, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.long(d.MaxMemory), &cw, &ch) != 0 {
 		err := d.err()
 		d.Abort()
 		return 0, 0, err

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pipefeed/pipe/internal/shareddata"
@@ -204,6 +205,38 @@ func TestOwnHuffmanBadData(t *testing.T) {
 		got, _, err := decodeWith(t, d, false, data, 8, 0, 0, w, h)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s after corrupt inputs: err %v, equal %v", name, err, bytes.Equal(got, want))
+		}
+	}
+}
+
+// TestMaxMemory: MaxMemory caps libjpeg's whole-image coefficient buffer.
+// The progressive test image (200×150, about 100 KB of coefficients) is an
+// error naming the cap under 64 KiB, and the decoder works afterwards; it
+// decodes under 4 MiB and without a cap, and a baseline image, which has
+// no such buffer, decodes under 64 KiB.
+func TestMaxMemory(t *testing.T) {
+	files := huffmanFiles(t)
+	d, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := func(name string, maxMemory int) error {
+		d.MaxMemory = maxMemory
+		w, h, err := d.Header(files[name])
+		if err != nil {
+			return err
+		}
+		return d.Decode(make([]byte, 3*w*h), 8, 0, 0, w, h)
+	}
+	if err := decode("progressive.jpg", 64<<10); err == nil || !strings.Contains(err.Error(), "65536 bytes allowed") {
+		t.Errorf("progressive.jpg under a 64 KiB cap: %v", err)
+	}
+	for _, c := range []struct {
+		name      string
+		maxMemory int
+	}{{"progressive.jpg", 4 << 20}, {"progressive.jpg", 0}, {"restart420.jpg", 64 << 10}} {
+		if err := decode(c.name, c.maxMemory); err != nil {
+			t.Errorf("%s under a cap of %d bytes: %v", c.name, c.maxMemory, err)
 		}
 	}
 }

@@ -14,7 +14,9 @@ var Version = ""
 var errOff = errors.New("libjpeg-turbo is not in this build (go build -tags jpegturbo)")
 
 // Decoder is the jpegturbo build's decompressor; here every call fails.
-type Decoder struct{}
+type Decoder struct {
+	MaxMemory int // the jpegturbo build's cap on libjpeg's memory; unused here
+}
 
 func New() (*Decoder, error)                                        { return nil, errOff }
 func (d *Decoder) Header(data []byte) (w, h int, err error)         { return 0, 0, errOff }

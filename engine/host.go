@@ -1,0 +1,29 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/pipefeed/pipe/prefetch"
+)
+
+// SetHostAllocator makes the host slabs of later epochs come from a (memory
+// shared with another process, for a loader there) instead of the Go heap.
+// It is for pipelines without devices (whose slabs come from the device's
+// page-locked memory), set before the first epoch.
+func (e *Engine) SetHostAllocator(a prefetch.HostAllocator) error {
+	switch {
+	case e.s.Devices != nil:
+		return errors.New("engine: the host slabs of a pipeline with devices are the devices' own")
+	case e.slabs != nil || e.running.Load():
+		return errors.New("engine: SetHostAllocator after the first epoch")
+	}
+	e.hostAlloc = a
+	return nil
+}
+
+// SlabLayout is what the next epoch allocates: n slabs of bytes bytes, each
+// holding up to rows samples (the batch size, or the epoch's samples where
+// they are fewer).
+func (e *Engine) SlabLayout() (n, bytes, rows int) {
+	return e.Workers() + extraSlabs, e.rows * e.s.Host.SampleBytes(), e.rows
+}

@@ -1,0 +1,195 @@
+package transform
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// greyJPEG is a greyscale JPEG of about 150 bytes whose frame header claims
+// w×h pixels: baseline (SOF0), or progressive (SOF2) with one DC scan. Each
+// Huffman table holds one code, a single 0 bit for symbol 0, so every zero
+// bit of the scan data is a flat grey block's DC difference or end of
+// block. data zero bytes of scan follow the header, then an EOI marker if
+// eoi is set; without it the file ends inside the scan, as a truncated one
+// does.
+func greyJPEG(progressive bool, w, h, data int, eoi bool) []byte {
+	b := []byte{0xff, 0xd8}
+	seg := func(marker byte, payload ...byte) {
+		n := len(payload) + 2
+		b = append(b, 0xff, marker, byte(n>>8), byte(n))
+		b = append(b, payload...)
+	}
+	dqt := bytes.Repeat([]byte{1}, 65)
+	dqt[0] = 0 // 8-bit table 0
+	seg(0xdb, dqt...)
+	sof, se := byte(0xc0), byte(63)
+	if progressive {
+		sof, se = 0xc2, 0
+	}
+	seg(sof, 8, byte(h>>8), byte(h), byte(w>>8), byte(w), 1, 1, 0x11, 0)
+	var dht []byte
+	for _, class := range []byte{0x00, 0x10} { // DC table 0, AC table 0
+		counts := make([]byte, 16)
+		counts[0] = 1
+		dht = append(append(append(dht, class), counts...), 0)
+	}
+	seg(0xc4, dht...)
+	seg(0xda, 1, 1, 0x00, 0, se, 0)
+	b = append(b, make([]byte, data)...)
+	if eoi {
+		b = append(b, 0xff, 0xd9)
+	}
+	return b
+}
+
+// pngChunk appends a PNG chunk with its CRC.
+func pngChunk(b []byte, typ string, data []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+	start := len(b)
+	b = append(append(b, typ...), data...)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[start:]))
+}
+
+// hugePNG is a PNG of about 70 bytes whose header (with a valid CRC)
+// claims w×h RGB pixels; its image data holds one row's filter byte and a
+// few pixels.
+func hugePNG(tb testing.TB, w, h uint32) []byte {
+	b := []byte("\x89PNG\r\n\x1a\n")
+	ihdr := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, w), h)
+	b = pngChunk(b, "IHDR", append(ihdr, 8, 2, 0, 0, 0)) // 8-bit RGB
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(make([]byte, 7))
+	if err := zw.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	b = pngChunk(b, "IDAT", z.Bytes())
+	return pngChunk(b, "IEND", nil)
+}
+
+// TestDecodeRefusesHugeHeaders decodes files of a few hundred bytes whose
+// headers claim gigapixels, as in issue 17 (a progressive 32768×32768 JPEG
+// took libjpeg to 9.5 GB; a baseline 65535×65535 one and a 200000×200000
+// PNG killed Go's decoders), and ones just over the default limit: every
+// way of decoding refuses them with ErrDecode (ErrTooLarge, but where
+// libjpeg's header reader refuses a side over 65500 itself), at once, from
+// the header, without allocating the image in Go or (peak RSS) in libjpeg.
+func TestDecodeRefusesHugeHeaders(t *testing.T) {
+	files := map[string][]byte{
+		"baseline JPEG 65535x65535, truncated":    greyJPEG(false, 65535, 65535, 16, false),
+		"baseline JPEG 65535x65535":               greyJPEG(false, 65535, 65535, 16, true),
+		"progressive JPEG 32768x32768, truncated": greyJPEG(true, 32768, 32768, 16, false),
+		"progressive JPEG 32768x32768":            greyJPEG(true, 32768, 32768, 16, true),
+		"baseline JPEG 8200x8200":                 greyJPEG(false, 8200, 8200, 16, true),
+		"progressive JPEG 8200x8200":              greyJPEG(true, 8200, 8200, 16, true),
+		"PNG 200000x200000":                       hugePNG(t, 200000, 200000),
+		"PNG 8200x8200":                           hugePNG(t, 8200, 8200),
+	}
+	libjpegRefuses := func(name string) bool { return RegionDecoding() && strings.Contains(name, "JPEG 65535") }
+	rrc, _ := RandomResizedCrop(32, [2]float64{0.5, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
+	ways := map[string]func(data []byte) error{
+		"Decode":         func(data []byte) error { var m Image; return Decode(&m, data) },
+		"Decoder.Decode": func(data []byte) error { var m Image; return NewDecoder(false).Decode(&m, data) },
+		"DecodeFor": func(data []byte) error {
+			var m Image
+			r := NewRand(1, 0, 0, 0)
+			_, err := NewDecoder(false).DecodeFor(&m, data, rrc, &r)
+			return err
+		},
+		"DecodeFor reduced": func(data []byte) error {
+			var m Image
+			r := NewRand(1, 0, 0, 0)
+			_, err := NewDecoder(true).DecodeFor(&m, data, rrc, &r)
+			return err
+		},
+	}
+	rss0, rssKnown := peakRSS()
+	for name, data := range files {
+		for way, decode := range ways {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			err := decode(data)
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, ErrDecode) || !errors.Is(err, ErrTooLarge) && !(way != "Decode" && libjpegRefuses(name)) {
+				t.Errorf("%s (%d bytes), %s: %v, want ErrTooLarge", name, len(data), way, err)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+				t.Errorf("%s, %s: allocated %d bytes refusing it", name, way, n)
+			}
+			if took > 2*time.Second {
+				t.Errorf("%s, %s: %v to refuse it", name, way, took)
+			}
+		}
+	}
+	if rss1, _ := peakRSS(); rssKnown && rss1-rss0 > 256<<20 {
+		t.Errorf("peak RSS grew by %d MiB refusing the files", (rss1-rss0)>>20)
+	}
+}
+
+// TestDecoderMaxPixels: an image of exactly MaxPixels decodes, one pixel
+// fewer allowed refuses it with ErrTooLarge, for baseline and progressive
+// JPEGs and PNGs, whole and through DecodeFor.
+func TestDecoderMaxPixels(t *testing.T) {
+	var pngBuf bytes.Buffer
+	if err := png.Encode(&pngBuf, image.NewNRGBA(image.Rect(0, 0, 40, 25))); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"baseline JPEG":    photo(t, 40, 25),
+		"progressive JPEG": greyJPEG(true, 40, 25, 4, true),
+		"PNG":              pngBuf.Bytes(),
+	}
+	rrc, _ := RandomResizedCrop(16, [2]float64{0.5, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
+	for name, data := range files {
+		for _, limit := range []int{1000, 999} {
+			d := &Decoder{Reduce: true, MaxPixels: limit}
+			var m Image
+			err := d.Decode(&m, data)
+			r := NewRand(1, 0, 0, 0)
+			_, errFor := d.DecodeFor(&m, data, rrc, &r)
+			switch {
+			case limit == 1000 && (err != nil || errFor != nil):
+				t.Errorf("%s, 40x25 with MaxPixels %d: %v, %v", name, limit, err, errFor)
+			case limit == 1000:
+				if err := d.Decode(&m, data); err != nil || m.Shape() != (Shape{3, 25, 40}) {
+					t.Errorf("%s: decoded %s (%v)", name, m.Shape(), err)
+				}
+			case !errors.Is(err, ErrTooLarge) || !errors.Is(errFor, ErrTooLarge):
+				t.Errorf("%s, 40x25 with MaxPixels %d: %v, %v; want ErrTooLarge", name, limit, err, errFor)
+			}
+		}
+	}
+}
+
+// TestTruncatedProgressive: a progressive JPEG cut short is an error in
+// both builds (libjpeg's decode stops when it has read the scans, instead
+// of producing the grey rows the missing ones leave).
+func TestTruncatedProgressive(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "progressive.jpg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder(false)
+	var m Image
+	for _, n := range []int{len(data) / 3, len(data) - 40} {
+		if err := d.Decode(&m, data[:n]); !errors.Is(err, ErrDecode) {
+			t.Errorf("progressive.jpg cut to %d of %d bytes: %v", n, len(data), err)
+		}
+	}
+	if err := d.Decode(&m, data); err != nil {
+		t.Fatal(err)
+	}
+}
