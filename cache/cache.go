@@ -95,6 +95,7 @@ type Cache struct {
 	cfg      Config
 	fp       sharding.Fingerprint
 	store    *sharding.Cache // nil when the cache could not be opened
+	openErr  error           // why, when it could not
 	readOnly atomic.Bool     // set when a write failed: go on without writing
 	ordered  bool
 	samples  int
@@ -122,16 +123,26 @@ func Describe(s Spec) *Cache {
 
 // Open opens the cache s describes. Errors that leave the data readable (a
 // locked, read-only or unwritable directory) become warnings and a live
-// recompute; a directory of a newer format is an error.
+// recompute; a directory of a newer format is an error. A damaged store is
+// repaired (sharding.WithRepair) with a warning that says what was done; one
+// that cannot be (read-only) is warned about and the run computes live.
 func Open(s Spec) (*Cache, error) {
 	c := Describe(s)
-	store, err := sharding.OpenCache(s.Dir, s.Options...)
+	store, err := sharding.OpenCache(s.Dir, append([]sharding.CacheOption{sharding.WithRepair(true)}, s.Options...)...)
 	switch {
 	case errors.Is(err, sharding.ErrNewerFormat):
 		return nil, err
+	case errors.Is(err, sharding.ErrDamaged):
+		c.openErr = err
+		c.Warn("damaged", fmt.Sprintf("%v: computing live", err))
+		return c, nil
 	case err != nil:
+		c.openErr = err
 		c.Warn("open", fmt.Sprintf("cache disabled, computing live: %v", err))
 		return c, nil
+	}
+	for i, r := range store.Repairs() {
+		c.Warn(fmt.Sprintf("repair %d", i), r)
 	}
 	c.store = store
 	if store.ReadOnly() {
@@ -144,7 +155,11 @@ func Open(s Spec) (*Cache, error) {
 		if c.ordered {
 			meta.Epochs = s.Epochs
 		}
-		if err := store.PutMeta(c.fp, meta); err != nil {
+		err := store.PutMeta(c.fp, meta)
+		switch {
+		case errors.Is(err, sharding.ErrDamaged):
+			c.noteDamage(err)
+		case err != nil:
 			c.readOnly.Store(true)
 			c.Warn("write", fmt.Sprintf("cache %s is not writable, reading what it has and computing the rest live: %v", s.Dir, err))
 		}
@@ -191,11 +206,32 @@ func (c *Cache) Distinct() int {
 	return 1
 }
 
-// Readable reports whether the store is open.
-func (c *Cache) Readable() bool { return c.store != nil }
+// Readable reports whether the store is open and not found damaged.
+func (c *Cache) Readable() bool { return c.store != nil && c.store.Damaged() == nil }
 
 // Writable reports whether entries can be written.
-func (c *Cache) Writable() bool { return c.store != nil && !c.readOnly.Load() }
+func (c *Cache) Writable() bool { return c.Readable() && !c.readOnly.Load() }
+
+// damaged returns the error of a store found damaged, at open or since
+// (wrapping sharding.ErrDamaged), or nil.
+func (c *Cache) damaged() error {
+	if errors.Is(c.openErr, sharding.ErrDamaged) {
+		return c.openErr
+	}
+	if c.store != nil {
+		return c.store.Damaged()
+	}
+	return nil
+}
+
+// noteDamage turns reading and writing off for a store found damaged while
+// open, with one warning; the run goes on computing live. (The store marks
+// a writable directory, so that the next open rebuilds it, and its error
+// says so.)
+func (c *Cache) noteDamage(err error) {
+	c.readOnly.Store(true)
+	c.Warn("damaged", fmt.Sprintf("%v: computing live from here on", err))
+}
 
 // Counters returns the shards computed and the damaged entries found so
 // far.
@@ -244,7 +280,7 @@ type Info struct {
 // Info returns the cache's description, with the warnings met so far.
 func (c *Cache) Info() *Info {
 	info := &Info{Dir: c.cfg.Dir, Fingerprint: string(c.fp), Epochs: c.Distinct(), ShardSize: c.cfg.ShardSize,
-		Shards: c.Shards(), Enabled: c.store != nil, Echo: c.ordered, Ordered: c.ordered}
+		Shards: c.Shards(), Enabled: c.Readable(), Echo: c.ordered, Ordered: c.ordered}
 	c.warnMu.Lock()
 	info.Warnings = append(info.Warnings, c.warnings...)
 	c.warnMu.Unlock()
@@ -253,12 +289,18 @@ func (c *Cache) Info() *Info {
 
 // View calls fn with entry shard of cache epoch ce, read in place from the
 // store (see sharding.Cache.View); it fails with sharding.ErrMiss where the
-// entry is missing or the cache is closed.
+// entry is missing, the cache is closed or its store is damaged (warned
+// once: the caller computes, as for any miss).
 func (c *Cache) View(ce, shard int, fn func(*sharding.Entry) error) error {
 	if c.store == nil {
 		return sharding.ErrMiss
 	}
-	return c.store.View(c.fp, ce, shard, layout, fn)
+	err := c.store.View(c.fp, ce, shard, layout, fn)
+	if errors.Is(err, sharding.ErrDamaged) {
+		c.noteDamage(err)
+		return fmt.Errorf("%w: %w", sharding.ErrMiss, err)
+	}
+	return err
 }
 
 // AutoShardSize is the default samples per cache entry for the images the
@@ -347,6 +389,8 @@ func (c *Cache) fill(ctx context.Context, s *Shard, compute ComputeFunc) error {
 			c.corrupt.Add(1)
 			c.Warn(fmt.Sprintf("corrupt %d %d", s.id.Epoch, s.id.Index), fmt.Sprintf("%v: recomputed and rewritten", err))
 		case errors.Is(err, sharding.ErrMiss):
+		case errors.Is(err, sharding.ErrDamaged):
+			c.noteDamage(err)
 		default:
 			c.Warn("read", fmt.Sprintf("cache read failed, computing live: %v", err))
 		}
@@ -370,15 +414,24 @@ func (c *Cache) put(id ShardID, raw []byte) {
 	if !c.Writable() {
 		return
 	}
-	if err := c.store.Put(c.fp, id.Epoch, id.Index, layout, raw); err != nil {
+	err := c.store.Put(c.fp, id.Epoch, id.Index, layout, raw)
+	switch {
+	case errors.Is(err, sharding.ErrDamaged):
+		c.noteDamage(err)
+	case err != nil:
 		c.readOnly.Store(true)
 		c.Warn("write", fmt.Sprintf("cache write failed, going on without writing: %v", err))
 	}
 }
 
-// ErrNotWritable is returned by Warm for a cache that cannot be written.
+// ErrNotWritable is returned by Warm for a cache that cannot be written. A
+// damaged store that could not be repaired is reported as such instead
+// (wrapping sharding.ErrDamaged).
 var ErrNotWritable = errors.New("cache cannot be written")
 
 func (c *Cache) notWritable() error {
+	if err := c.damaged(); err != nil {
+		return fmt.Errorf("pipe: %w", err)
+	}
 	return fmt.Errorf("pipe: cache %s: %w: %s", c.cfg.Dir, ErrNotWritable, strings.Join(c.Info().Warnings, "; "))
 }

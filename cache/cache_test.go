@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,7 +131,7 @@ func TestCacheData(t *testing.T) {
 			}
 			got += fmt.Sprintf("; misses %d, corrupt %d", misses, corrupt)
 			for _, w := range c.Info().Warnings {
-				got += "\nwarning: " + w
+				got += "\nwarning: " + strings.ReplaceAll(w, spec.Dir, "DIR")
 			}
 		case "corrupt":
 			// An entry whose count promises more offsets than it holds:
@@ -139,6 +141,35 @@ func TestCacheData(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = "ok"
+		case "damage":
+			// Flip one bit of a closed store's file: the first table, or
+			// the newest value log.
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c = nil
+			pattern, last := "*.sst", false
+			if args["file"] == "newest-vlog" {
+				pattern, last = "*.vlog", true
+			}
+			names, _ := filepath.Glob(filepath.Join(spec.Dir, pattern))
+			slices.Sort(names)
+			if len(names) == 0 {
+				t.Fatalf("%s: no %s", cmd, pattern)
+			}
+			name := names[0]
+			if last {
+				name = names[len(names)-1]
+			}
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[num("byte", 0)] ^= 1 << num("bit", 0)
+			if err := os.WriteFile(name, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got = "flipped " + filepath.Base(name)
 		case "echo":
 			var out []string
 			for _, e := range strings.Split(args["epochs"], ",") {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/alitto/pond/v2"
+
+	"github.com/pipefeed/pipe/sharding"
 )
 
 // WarmProgress reports a warm in progress.
@@ -22,8 +24,9 @@ type WarmProgress struct {
 // resumes where it stopped. It runs workers goroutines, each with its own
 // ComputeFunc from newCompute, in one pond group: the first error, or a
 // panic (returned with its stack), cancels the others and is returned once
-// every goroutine has stopped. progress, if not nil, is called after every
-// shard, from one goroutine at a time.
+// every goroutine has stopped. A damaged store fails the warm with an error
+// wrapping sharding.ErrDamaged (see Open for how it is repaired). progress,
+// if not nil, is called after every shard, from one goroutine at a time.
 func (c *Cache) Warm(ctx context.Context, from, n, workers int, newCompute func() ComputeFunc, progress func(WarmProgress)) (WarmProgress, error) {
 	var st WarmProgress
 	if !c.Writable() {
@@ -69,19 +72,25 @@ func (c *Cache) Warm(ctx context.Context, from, n, workers int, newCompute func(
 		g.SubmitErr(func() error {
 			var buf []byte
 			for id := range jobs {
-				if c.store.Has(c.fp, id.Epoch, id.Index) {
-					report(0, false)
-					continue
+				if gctx.Err() != nil {
+					return nil // the group's first error is returned
 				}
-				raw, err := compute(gctx, id, buf[:0])
-				if err == nil {
-					err = c.store.Put(c.fp, id.Epoch, id.Index, layout, raw)
+				has, err := c.store.Has(c.fp, id.Epoch, id.Index)
+				var raw []byte
+				if err == nil && !has {
+					raw, err = compute(gctx, id, buf[:0])
+					if err == nil {
+						buf = raw
+						err = c.store.Put(c.fp, id.Epoch, id.Index, layout, raw)
+					}
+				}
+				if errors.Is(err, sharding.ErrDamaged) {
+					c.noteDamage(err)
 				}
 				if err != nil {
 					return err // cancels the group: the producer stops
 				}
-				buf = raw
-				report(int64(len(raw)), true)
+				report(int64(len(raw)), !has)
 			}
 			return nil
 		})

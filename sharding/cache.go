@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -48,6 +49,12 @@ var (
 	// ErrReadOnly means the cache was opened read-only (its directory
 	// cannot be written) and a write was asked of it.
 	ErrReadOnly = errors.New("cache is read-only")
+	// ErrDamaged means the store itself is damaged, not one entry: a table
+	// of Badger's index or a value log header fails its check, Badger
+	// cannot open its files, or Badger panicked inside a call. A store found
+	// damaged while open is not entered again: every later call returns the
+	// same error. OpenCache with WithRepair mends or rebuilds it.
+	ErrDamaged = errors.New("damaged cache store")
 )
 
 // Fingerprint names the content of a cache: a hash of everything that
@@ -100,6 +107,11 @@ type Cache struct {
 	reserve  int64
 	rel      releaser
 	written  atomic.Int64 // bytes Put since the last releaseAll
+	repairs  []string
+	damaged  atomic.Pointer[error] // set once: see Damaged
+	// unreadable is set when Badger could not read a value from the value
+	// log, which may leave the file read-locked and Badger's Close waiting.
+	unreadable atomic.Bool
 }
 
 // releaseEvery is how many bytes Put writes between releases of what the
@@ -112,6 +124,7 @@ type CacheOption func(*cacheConfig)
 type cacheConfig struct {
 	badger  badger.Options
 	reserve int64
+	repair  bool
 }
 
 // WithMemTableSize sets Badger's memtable size in bytes (default 16 MiB; two
@@ -131,6 +144,16 @@ func WithIndexCacheSize(n int64) CacheOption {
 // value log write in progress). Writes then fail with ErrDiskFull.
 func WithReserve(n int64) CacheOption {
 	return func(c *cacheConfig) { c.reserve = n }
+}
+
+// WithRepair makes OpenCache mend a damaged store rather than fail with
+// ErrDamaged (default false, for tools that report, like pipe cache verify).
+// A damaged value log header is rewritten as Badger wrote it and no entry is
+// lost; any other damage rebuilds the store empty, so its entries are
+// computed and written again. Repairs says what was done. A read-only
+// directory is never changed.
+func WithRepair(on bool) CacheOption {
+	return func(c *cacheConfig) { c.repair = on }
 }
 
 // cacheOptions are Badger's options sized for a cache beside a training job
@@ -155,6 +178,7 @@ func cacheOptions(dir string) badger.Options {
 		WithNumLevelZeroTablesStall(12).
 		WithNumCompactors(2).
 		WithCompression(options.None).
+		WithChecksumVerificationMode(options.OnBlockRead).
 		WithDetectConflicts(false).
 		WithNumVersionsToKeep(1).
 		WithSyncWrites(false).
@@ -168,7 +192,9 @@ type formatRecord struct {
 
 // OpenCache opens (creating if needed) the cache in dir. A directory that
 // exists but cannot be written opens read-only: what it holds can be read,
-// and Put returns ErrReadOnly.
+// and Put returns ErrReadOnly. Before Badger reads them, the tables of its
+// index and the value log headers are checked: a damaged store is an error
+// wrapping ErrDamaged, or is repaired (see WithRepair).
 func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
 	cfg := cacheConfig{badger: cacheOptions(dir), reserve: 64 << 20}
 	for _, f := range opts {
@@ -188,10 +214,23 @@ func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
 		readOnly = true
 		cfg.badger = cfg.badger.WithReadOnly(true)
 	}
-	db, err := badger.Open(cfg.badger)
+	repairs, err := checkOrRepair(dir, cfg, readOnly, nil)
+	if err != nil {
+		return nil, err
+	}
+	db, err := openBadger(cfg.badger)
+	if errors.Is(err, ErrDamaged) {
+		// Damage only Badger saw: rebuild if allowed, and open again.
+		more, rerr := checkOrRepair(dir, cfg, readOnly, err)
+		if rerr != nil {
+			return nil, rerr
+		}
+		repairs = append(repairs, more...)
+		db, err = openBadger(cfg.badger)
+	}
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-			return nil, fmt.Errorf("cache %s: %w (another pipe run or warm has it open; wait for it, or use another dir=)", dir, ErrLocked)
+			return nil, lockedError(dir)
 		}
 		return nil, fmt.Errorf("cache %s: %w", dir, err)
 	}
@@ -200,11 +239,19 @@ func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
 	// reads verify, and hashing twice cost 6 % of a warm ImageNet epoch.
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
 	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.IgnoreChecksum(true))
-	return &Cache{db: db, dir: dir, enc: enc, dec: dec, readOnly: readOnly, reserve: cfg.reserve}, nil
+	return &Cache{db: db, dir: dir, enc: enc, dec: dec, readOnly: readOnly, reserve: cfg.reserve, repairs: repairs}, nil
+}
+
+func lockedError(dir string) error {
+	return fmt.Errorf("cache %s: %w (another pipe run or warm has it open; wait for it, or use another dir=)", dir, ErrLocked)
 }
 
 // ReadOnly reports whether the cache was opened read-only.
 func (c *Cache) ReadOnly() bool { return c.readOnly }
+
+// Repairs describes the damage OpenCache found and repaired, one line each;
+// none when the store was whole.
+func (c *Cache) Repairs() []string { return c.repairs }
 
 // writable reports whether files can be created in dir.
 func writable(dir string) bool {
@@ -249,12 +296,16 @@ func checkFormat(dir string) error {
 	return nil
 }
 
-// Close flushes and closes the cache.
+// Close flushes and closes the cache. It does not wait for Badger for good:
+// a Badger close that is still waiting after a minute (two seconds once
+// damage was seen) is reported as an error wrapping ErrDamaged and left to
+// finish, or not, before the process exits.
 func (c *Cache) Close() error {
 	c.rel.flush()
+	err := c.closeDB()
 	c.enc.Close()
 	c.dec.Close()
-	return c.db.Close()
+	return err
 }
 
 // Dir is the cache's directory.
@@ -289,7 +340,12 @@ func (c *Cache) Put(fp Fingerprint, epoch, shard int, layout string, raw []byte)
 		return fmt.Errorf("cache %s: %w: %d MiB free, keeping %d MiB in reserve", c.dir, ErrDiskFull, free>>20, c.reserve>>20)
 	}
 	val := c.encode(layout, raw)
-	err := c.db.Update(func(txn *badger.Txn) error { return txn.Set(shardKey(fp, epoch, shard), val) })
+	err := c.call("Update", func() error {
+		return c.db.Update(func(txn *badger.Txn) error { return txn.Set(shardKey(fp, epoch, shard), val) })
+	})
+	if errors.Is(err, ErrDamaged) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("cache %s: writing %s epoch %d shard %d: %w", c.dir, fp, epoch, shard, err)
 	}
@@ -418,8 +474,10 @@ func (c *Cache) parseEntry(v []byte, layout string, dst []byte, e *Entry) error 
 // View calls fn with entry (fp, epoch, shard), which must hold layout, while
 // the entry is readable: a raw entry is read in place from the mapped file,
 // with no copy, and Entry.Bytes checks only the segments a reader touches.
-// It returns an error wrapping ErrMiss when there is no such entry, and
-// ErrCorrupt when its header is damaged; fn's own error is returned as is.
+// It returns an error wrapping ErrMiss when there is no such entry,
+// ErrCorrupt when its header is damaged, and ErrDamaged when the store is;
+// fn's own error is returned as is, and a panic of fn is raised again once
+// Badger has returned.
 func (c *Cache) View(fp Fingerprint, epoch, shard int, layout string, fn func(*Entry) error) error {
 	return c.view(fp, epoch, shard, layout, nil, fn)
 }
@@ -428,30 +486,65 @@ func (c *Cache) View(fp Fingerprint, epoch, shard int, layout string, fn func(*E
 // into.
 func (c *Cache) view(fp Fingerprint, epoch, shard int, layout string, dst []byte, fn func(*Entry) error) error {
 	var inner error
-	err := c.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(shardKey(fp, epoch, shard))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return ErrMiss
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			var e Entry
-			if err := c.parseEntry(v, layout, dst, &e); err != nil {
+	var panicked *callbackPanic
+	err := c.call("View", func() error {
+		return c.db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get(shardKey(fp, epoch, shard))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return ErrMiss
+			}
+			if err != nil {
 				return err
 			}
-			inner = fn(&e)
-			if e.mapped && e.hi > e.lo {
-				c.releaseMapped(e.raw[e.lo:e.hi])
-			}
-			return nil
+			return c.value(item, func(v []byte) error {
+				var e Entry
+				if err := c.parseEntry(v, layout, dst, &e); err != nil {
+					return err
+				}
+				inner = catch(&panicked, func() error { return fn(&e) })
+				if e.mapped && e.hi > e.lo {
+					c.releaseMapped(e.raw[e.lo:e.hi])
+				}
+				return nil
+			})
 		})
 	})
+	if panicked != nil {
+		panic(panicked)
+	}
+	if errors.Is(err, ErrDamaged) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("cache %s: %s epoch %d shard %d: %w", c.dir, fp, epoch, shard, err)
 	}
 	return inner
+}
+
+// catch runs f, a caller's function called from inside Badger, holding a
+// panic of it in *p instead of letting it unwind through Badger.
+func catch(p **callbackPanic, f func() error) error {
+	defer func() {
+		if v := recover(); v != nil {
+			*p = &callbackPanic{value: v, stack: debug.Stack()}
+		}
+	}()
+	return f()
+}
+
+// value calls f with item's value. Badger hands over an empty value when it
+// could not read one from the value log (it logs the error and returns
+// none). Every value this package stores has bytes, so an empty one is a
+// damaged entry; and since Badger 4.9.6 may then leave the value log file
+// read-locked, Close will not wait long for it.
+func (c *Cache) value(item *badger.Item, f func([]byte) error) error {
+	return item.Value(func(v []byte) error {
+		if len(v) == 0 {
+			c.unreadable.Store(true)
+			return fmt.Errorf("%w: its value could not be read from the value log", ErrCorrupt)
+		}
+		return f(v)
+	})
 }
 
 // Get returns the raw bytes of entry (fp, epoch, shard), appended to dst[:0],
@@ -491,13 +584,24 @@ func (c *Cache) decode(v []byte, layout string, dst []byte) ([]byte, error) {
 	return append(dst[:0], b...), nil
 }
 
-// Has reports whether an entry exists, without reading it.
-func (c *Cache) Has(fp Fingerprint, epoch, shard int) bool {
-	err := c.db.View(func(txn *badger.Txn) error {
-		_, err := txn.Get(shardKey(fp, epoch, shard))
-		return err
+// Has reports whether an entry exists, without reading it. The error wraps
+// ErrDamaged when the store is damaged.
+func (c *Cache) Has(fp Fingerprint, epoch, shard int) (bool, error) {
+	err := c.call("Get", func() error {
+		return c.db.View(func(txn *badger.Txn) error {
+			_, err := txn.Get(shardKey(fp, epoch, shard))
+			return err
+		})
 	})
-	return err == nil
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return false, nil
+	case errors.Is(err, ErrDamaged):
+		return false, err
+	}
+	return false, fmt.Errorf("cache %s: %s epoch %d shard %d: %w", c.dir, fp, epoch, shard, err)
 }
 
 // PutMeta records what a fingerprint holds; GetMeta reads it back.
@@ -506,21 +610,25 @@ func (c *Cache) PutMeta(fp Fingerprint, m Meta) error {
 		return fmt.Errorf("cache %s: %w", c.dir, ErrReadOnly)
 	}
 	b, _ := json.Marshal(m)
-	return c.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey(fp), b) })
+	return c.call("Update", func() error {
+		return c.db.Update(func(txn *badger.Txn) error { return txn.Set(metaKey(fp), b) })
+	})
 }
 
 // GetMeta returns a fingerprint's Meta, or ErrMiss.
 func (c *Cache) GetMeta(fp Fingerprint) (Meta, error) {
 	var m Meta
-	err := c.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(metaKey(fp))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return ErrMiss
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error { return json.Unmarshal(v, &m) })
+	err := c.call("View", func() error {
+		return c.db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get(metaKey(fp))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return ErrMiss
+			}
+			if err != nil {
+				return err
+			}
+			return c.value(item, func(v []byte) error { return json.Unmarshal(v, &m) })
+		})
 	})
 	return m, err
 }
@@ -547,35 +655,40 @@ func (u Usage) Ratio() float64 {
 func (c *Cache) Usages() ([]Usage, error) {
 	by := map[Fingerprint]*Usage{}
 	epochs := map[Fingerprint]map[int]bool{}
-	err := c.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("s/")})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			fp, epoch, _, ok := parseShardKey(item.Key())
-			if !ok {
-				continue
-			}
-			u := by[fp]
-			if u == nil {
-				u = &Usage{Fingerprint: fp}
-				by[fp], epochs[fp] = u, map[int]bool{}
-			}
-			epochs[fp][epoch] = true
-			u.Entries++
-			u.DiskBytes += item.ValueSize()
-			err := item.Value(func(v []byte) error {
-				if len(v) >= headerSize {
-					u.RawBytes += int64(binary.LittleEndian.Uint32(v[8:]))
+	err := c.call("iteration", func() error {
+		return c.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("s/")})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				item := it.Item()
+				fp, epoch, _, ok := parseShardKey(item.Key())
+				if !ok {
+					continue
 				}
-				return nil
-			})
-			if err != nil {
-				return err
+				u := by[fp]
+				if u == nil {
+					u = &Usage{Fingerprint: fp}
+					by[fp], epochs[fp] = u, map[int]bool{}
+				}
+				epochs[fp][epoch] = true
+				u.Entries++
+				u.DiskBytes += item.ValueSize()
+				err := c.value(item, func(v []byte) error {
+					if len(v) >= headerSize {
+						u.RawBytes += int64(binary.LittleEndian.Uint32(v[8:]))
+					}
+					return nil
+				})
+				if err != nil && !errors.Is(err, ErrCorrupt) {
+					return err
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
+	if errors.Is(err, ErrDamaged) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cache %s: %w", c.dir, err)
 	}
@@ -611,39 +724,61 @@ type BadEntry struct {
 	Err          error
 }
 
-// Verify reads and checks every entry, calling progress (if not nil) after
-// each, and returns the damaged ones.
+// Verify checks the store's index (every table's checksums), then reads
+// and checks every entry, calling progress (if not nil) after each, and
+// returns the damaged ones. A damaged index is an error wrapping
+// ErrDamaged, since entries it hides cannot be listed; the store is then
+// marked damaged, and the next OpenCache with WithRepair rebuilds it.
 func (c *Cache) Verify(progress func(done int, bytes int64)) ([]BadEntry, int, error) {
+	err := c.call("VerifyChecksum", c.db.VerifyChecksum)
+	if err != nil && !errors.Is(err, ErrDamaged) {
+		err = c.markDamaged(fmt.Errorf("cache %s: %w: %v%s", c.dir, ErrDamaged, err, c.rebuildHint()))
+	}
+	if err != nil {
+		return nil, 0, err
+	}
 	var bad []BadEntry
 	n := 0
 	var total int64
 	var buf []byte
-	err := c.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("s/")})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			fp, epoch, shard, ok := parseShardKey(item.Key())
-			if !ok {
-				continue
+	var panicked *callbackPanic
+	err = c.call("iteration", func() error {
+		return c.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("s/")})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				item := it.Item()
+				fp, epoch, shard, ok := parseShardKey(item.Key())
+				if !ok {
+					continue
+				}
+				err := c.value(item, func(v []byte) error {
+					var err error
+					buf, err = c.decode(v, "", buf[:0])
+					total += int64(len(v))
+					c.releaseMapped(v)
+					return err
+				})
+				if err != nil {
+					bad = append(bad, BadEntry{Fingerprint: fp, Epoch: epoch, Shard: shard, Err: err})
+				}
+				n++
+				if progress != nil {
+					catch(&panicked, func() error { progress(n, total); return nil })
+					if panicked != nil {
+						return nil
+					}
+				}
 			}
-			err := item.Value(func(v []byte) error {
-				var err error
-				buf, err = c.decode(v, "", buf[:0])
-				total += int64(len(v))
-				c.releaseMapped(v)
-				return err
-			})
-			if err != nil {
-				bad = append(bad, BadEntry{Fingerprint: fp, Epoch: epoch, Shard: shard, Err: err})
-			}
-			n++
-			if progress != nil {
-				progress(n, total)
-			}
-		}
-		return nil
+			return nil
+		})
 	})
+	if panicked != nil {
+		panic(panicked)
+	}
+	if errors.Is(err, ErrDamaged) {
+		return bad, n, err
+	}
 	if err != nil {
 		return bad, n, fmt.Errorf("cache %s: %w", c.dir, err)
 	}
@@ -652,7 +787,9 @@ func (c *Cache) Verify(progress func(done int, bytes int64)) ([]BadEntry, int, e
 
 // GC deletes every fingerprint not in keep, then has Badger rewrite value
 // log files that are mostly garbage. It returns the fingerprints dropped and
-// the bytes on disk before and after.
+// the bytes on disk before and after. Where a value could not be read (see
+// Verify), the value log is not rewritten, since Badger may still hold the
+// file, and GC says so in its error.
 func (c *Cache) GC(keep map[Fingerprint]bool) (dropped []Fingerprint, before, after int64, err error) {
 	before = dirSize(c.dir)
 	usages, err := c.Usages()
@@ -663,19 +800,25 @@ func (c *Cache) GC(keep map[Fingerprint]bool) (dropped []Fingerprint, before, af
 		if keep[u.Fingerprint] {
 			continue
 		}
-		if err := c.db.DropPrefix([]byte("s/"+string(u.Fingerprint)+"/"), metaKey(u.Fingerprint)); err != nil {
+		err := c.call("DropPrefix", func() error {
+			return c.db.DropPrefix([]byte("s/"+string(u.Fingerprint)+"/"), metaKey(u.Fingerprint))
+		})
+		if err != nil {
 			return dropped, before, 0, fmt.Errorf("cache %s: dropping %s: %w", c.dir, u.Fingerprint, err)
 		}
 		dropped = append(dropped, u.Fingerprint)
 	}
 	if len(dropped) > 0 {
-		if err := c.db.Flatten(1); err != nil {
+		if err := c.call("Flatten", func() error { return c.db.Flatten(1) }); err != nil {
 			return dropped, before, 0, fmt.Errorf("cache %s: compacting: %w", c.dir, err)
 		}
-		for c.db.RunValueLogGC(0.5) == nil {
+		if c.unreadable.Load() {
+			return dropped, before, dirSize(c.dir), fmt.Errorf("cache %s: value log not compacted: some values could not be read (pipe cache verify lists them)", c.dir)
+		}
+		for c.call("RunValueLogGC", func() error { return c.db.RunValueLogGC(0.5) }) == nil {
 		}
 	}
-	return dropped, before, dirSize(c.dir), nil
+	return dropped, before, dirSize(c.dir), c.Damaged()
 }
 
 // dirSize is the disk space the directory's files take: allocated blocks

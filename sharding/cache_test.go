@@ -58,8 +58,11 @@ func TestCacheRoundTrip(t *testing.T) {
 	if _, err := c.Get(fp, 0, 0, "f32", nil); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `layout "u8"`) {
 		t.Errorf("wrong layout: %v", err)
 	}
-	if !c.Has(fp, 1, 7) || c.Has(fp, 1, 8) {
-		t.Error("Has is wrong")
+	if has, err := c.Has(fp, 1, 7); !has || err != nil {
+		t.Errorf("Has(present) = %v, %v", has, err)
+	}
+	if has, err := c.Has(fp, 1, 8); has || err != nil {
+		t.Errorf("Has(absent) = %v, %v", has, err)
 	}
 	c.PutMeta(fp, Meta{Stages: "x", Samples: 10, ShardSize: 4, Epochs: 2})
 	us, err := c.Usages()

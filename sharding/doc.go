@@ -17,4 +17,21 @@
 // nothing of what they mean: each entry carries its layout
 // name, its format, and a checksum per 64 KiB segment, and is compressed
 // with zstd where that saves at least 10 %.
+//
+// Badger trusts its own files, and damage to them does worse than lose
+// entries: a damaged table makes it panic (in its own goroutines while
+// opening, where nothing can recover it), exit through log.Fatal, or serve
+// a key's value pointer into the wrong place; a damaged value pointer can
+// leave a value log file read-locked so that its Close never returns; a
+// flipped bit in a value log header makes it refuse the store. So the store
+// checks before Badger opens a directory, under Badger's own directory
+// lock: every table the manifest lists (lengths bounded, the index's and
+// every block's checksum) and every value log header. Damage found is an
+// error wrapping ErrDamaged, or with WithRepair is repaired: a value log
+// header exactly (it holds a data key ID that is always 0, since the store
+// is never encrypted), anything else by rebuilding the store empty. Once
+// open, every call into Badger recovers a panic as ErrDamaged, after which
+// the store is not entered again and its directory is marked for repair at
+// the next open; an empty value from Badger (it could not read the value
+// log) is a damaged entry; and Close waits for Badger only so long.
 package sharding

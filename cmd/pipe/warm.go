@@ -44,7 +44,8 @@ resumes where it stopped.`,
 				// A run would go on without the cache, computing live;
 				// a warm has nothing to do without it.
 				why := strings.Join(info.Warnings, "; ")
-				return fmt.Errorf("cannot warm %s: %s", info.Dir, strings.TrimPrefix(why, "cache disabled, computing live: "))
+				why = strings.TrimSuffix(strings.TrimPrefix(why, "cache disabled, computing live: "), ": computing live")
+				return fmt.Errorf("cannot warm %s: %s", info.Dir, why)
 			}
 			if workers > 0 {
 				p.SetWorkers(workers)
@@ -82,6 +83,10 @@ resumes where it stopped.`,
 			})
 			if bar != nil {
 				bar.Finish()
+			}
+			// What the warm met and repaired (a damaged store rebuilt).
+			for _, w := range p.CacheInfo().Warnings {
+				fmt.Fprintf(c.ErrOrStderr(), "warning  %s\n", w)
 			}
 			if err != nil {
 				return err
@@ -180,8 +185,10 @@ func newCache() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer cache.Close()
 			dropped, before, after, err := cache.GC(fps)
+			if cerr := cache.Close(); err == nil {
+				err = cerr
+			}
 			if err != nil {
 				return err
 			}
@@ -206,8 +213,11 @@ func withCacheDir(f func(c *cobra.Command, dir string, cache *sharding.Cache) er
 		if err != nil {
 			return err
 		}
-		defer cache.Close()
-		return f(c, args[0], cache)
+		err = f(c, args[0], cache)
+		if cerr := cache.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	}
 }
 

@@ -1,0 +1,300 @@
+package cache
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4/fb"
+	"go.uber.org/goleak"
+
+	"github.com/pipefeed/pipe/sharding"
+	"github.com/pipefeed/pipe/transform"
+)
+
+// noisyCompute generates entries that live in Badger's value log, as real
+// ones do: sample k of cache epoch e has label k, state 1000+k, and 1,200
+// pixels drawn from (e, k), which do not compress.
+func noisyCompute(c *Cache) ComputeFunc {
+	return func(ctx context.Context, id ShardID, dst []byte) ([]byte, error) {
+		first := id.Index * c.ShardSize()
+		n := min(c.ShardSize(), c.Samples()-first)
+		w := NewWriter(dst, n)
+		for k := first; k < first+n; k++ {
+			w.Sample(k, &transform.Image{Pix: noisyPixels(id.Epoch, k), C: 1, H: 1, W: 1200}, uint64(1000+k))
+		}
+		return w.Bytes(), nil
+	}
+}
+
+func noisyPixels(epoch, k int) []byte {
+	r := rand.New(rand.NewPCG(uint64(epoch), uint64(k)))
+	pix := make([]byte, 1200)
+	for i := range pix {
+		pix[i] = byte(r.Uint32())
+	}
+	return pix
+}
+
+// within runs f on a goroutine of its own and fails the test, with every
+// goroutine's stack, if f panics or is still running after d.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		f()
+	}()
+	select {
+	case p := <-done:
+		if p != nil {
+			t.Fatalf("%s: panic escaped: %v", what, p)
+		}
+	case <-time.After(d):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%s: still running after %v:\n%s", what, d, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// checkShards reads every shard of every cache epoch and fails the test on
+// a sample other than the one computed.
+func checkShards(t *testing.T, what string, c *Cache) {
+	t.Helper()
+	for e := range c.Distinct() {
+		for s := range c.Shards() {
+			sh, err := c.Shard(context.Background(), ShardID{e, s}, noisyCompute(c))
+			if err != nil {
+				t.Errorf("%s: epoch %d shard %d: %v", what, e, s, err)
+				continue
+			}
+			for i := range sh.Len() {
+				k := sh.First + i
+				smp := sh.Sample(i, k)
+				if smp.Label != k || smp.State != uint64(1000+k) || string(smp.Img.Pix) != string(noisyPixels(e, k)) {
+					t.Errorf("%s: epoch %d sample %d is not the one computed", what, e, k)
+				}
+			}
+			c.Release(sh)
+		}
+	}
+}
+
+func damageSpec(dir string) Spec {
+	return Spec{Config: Config{Dir: dir, ShardSize: 4, Epochs: 3, Memory: 1 << 20}, Parts: []string{"damage"}, Samples: 60, Ordered: true}
+}
+
+// warmFixture warms a cache of 3 epochs × 15 entries, closes it, and opens
+// and closes it once more, so that its newest value log holds no entry.
+func warmFixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := Open(damageSpec(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Warm(context.Background(), 0, 3, 2, func() ComputeFunc { return noisyCompute(c) }, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = Open(damageSpec(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	entries, _ := os.ReadDir(src)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestDamagedCache flips five bits, for each of 12 seeds, in the cache's
+// table and, separately, in its newest (empty) value log, then opens it,
+// warms it with two workers and reads every sample, as pipe warm and a run
+// would. Nothing may panic or hang, every sample read is the one computed,
+// the warm succeeds, and damage found is in the warnings with what was
+// done; a damaged value log header loses no entry. (Before: table flips
+// made the warm fail with a Badger panic, or hang in Close; value log flips
+// disabled the cache, and pipe warm said it "cannot be written".)
+func TestDamagedCache(t *testing.T) {
+	base := warmFixture(t)
+	for _, k := range []struct {
+		name, pattern string
+		last          bool
+	}{{"table", "*.sst", false}, {"newest value log", "*.vlog", true}} {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			for seed := uint64(1); seed <= 12; seed++ {
+				dir := copyDir(t, base)
+				names, _ := filepath.Glob(filepath.Join(dir, k.pattern))
+				slices.Sort(names)
+				name := names[0]
+				if k.last {
+					name = names[len(names)-1]
+				}
+				b, _ := os.ReadFile(name)
+				r := rand.New(rand.NewPCG(seed, 7))
+				for range 5 {
+					i := r.IntN(8 * len(b))
+					b[i/8] ^= 1 << (i % 8)
+				}
+				os.WriteFile(name, b, 0o644)
+				what := fmt.Sprintf("seed %d", seed)
+				within(t, 10*time.Second, what, func() {
+					c, err := Open(damageSpec(dir))
+					if err != nil {
+						t.Fatalf("%s: open: %v", what, err)
+					}
+					defer func() {
+						if err := c.Close(); err != nil {
+							t.Errorf("%s: close: %v", what, err)
+						}
+					}()
+					st, err := c.Warm(context.Background(), 0, 3, 2, func() ComputeFunc { return noisyCompute(c) }, nil)
+					if err != nil {
+						t.Fatalf("%s: warm: %v", what, err)
+					}
+					warnings := strings.Join(c.Info().Warnings, "\n")
+					switch {
+					case warnings == "":
+					case !strings.Contains(warnings, "damaged cache store") || !strings.Contains(warnings, dir):
+						t.Errorf("%s: warnings %q", what, warnings)
+					case k.last && (st.Written > 0 || !strings.Contains(warnings, "repaired, no entry lost")):
+						t.Errorf("%s: %d entries written again; warnings %q", what, st.Written, warnings)
+					}
+					checkShards(t, what, c)
+					if misses, _ := c.Counters(); misses > 0 {
+						t.Errorf("%s: %d shards computed after the warm", what, misses)
+					}
+				})
+			}
+		})
+	}
+}
+
+// damageTables rewrites, in place, the entry count at the end of every
+// block of every table in dir, past the block's checksum check: Badger
+// reads the count before it checks the checksum, and panics on slice
+// bounds.
+func damageTables(t *testing.T, dir string) {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u32 := func(at int) int { return int(binary.BigEndian.Uint32(b[at:])) }
+		end := len(b) - 8 - u32(len(b)-4) // the index's end
+		ti := fb.GetRootAsTableIndex(b[end-u32(end):end], 0)
+		f, err := os.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bo fb.BlockOffset
+		for i := range ti.OffsetsLength() {
+			ti.Offsets(&bo, i)
+			blockEnd := int(bo.Offset() + bo.Len())
+			f.WriteAt([]byte{0x7f, 0xff, 0xff, 0xff}, int64(blockEnd-8-u32(blockEnd-4)))
+		}
+		f.Close()
+	}
+}
+
+// TestWarmOnStoreDamagedWhileOpen: the store's tables are damaged under an
+// open cache, so Badger panics in the warm's workers. The warm fails,
+// promptly, with an error wrapping sharding.ErrDamaged; reads then compute
+// live; Close returns; nothing is left running; the next open rebuilds the
+// store and a warm fills it.
+func TestWarmOnStoreDamagedWhileOpen(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir := warmFixture(t)
+	c, err := Open(damageSpec(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	damageTables(t, dir)
+	within(t, 10*time.Second, "damaged while open", func() {
+		_, err := c.Warm(context.Background(), 0, 3, 4, func() ComputeFunc { return noisyCompute(c) }, nil)
+		if !errors.Is(err, sharding.ErrDamaged) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("warm: %v, want ErrDamaged", err)
+		}
+		if c.Readable() || c.Writable() {
+			t.Error("a damaged store is still read or written")
+		}
+		checkShards(t, "after damage", c)
+		if w := strings.Join(c.Info().Warnings, "\n"); !strings.Contains(w, "damaged cache store") || !strings.Contains(w, "computing live") {
+			t.Errorf("warnings %q", w)
+		}
+		if err := c.Close(); err != nil && !errors.Is(err, sharding.ErrDamaged) {
+			t.Errorf("close: %v", err)
+		}
+	})
+	within(t, 10*time.Second, "reopened", func() {
+		c, err := Open(damageSpec(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if w := strings.Join(c.Info().Warnings, "\n"); !strings.Contains(w, "rebuilt empty") {
+			t.Errorf("warnings %q", w)
+		}
+		st, err := c.Warm(context.Background(), 0, 3, 2, func() ComputeFunc { return noisyCompute(c) }, nil)
+		if err != nil || st.Written != 3*c.Shards() {
+			t.Errorf("warm after rebuild: %+v, %v", st, err)
+		}
+	})
+}
+
+// TestWarmWorkerPanicStopsAll: a panic in one of many warm workers fails
+// the warm with the panic and its stack, and every other goroutine stops.
+func TestWarmWorkerPanicStopsAll(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c, err := Open(Spec{Config: Config{Dir: t.TempDir(), ShardSize: 1, Memory: 1 << 20}, Parts: []string{"panic"}, Samples: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	within(t, 10*time.Second, "warm", func() {
+		_, err := c.Warm(context.Background(), 0, 1, 8, func() ComputeFunc { return compute(c, -1, 37) }, nil)
+		if err == nil || !strings.Contains(err.Error(), "computing shard 37") || !strings.Contains(err.Error(), "goroutine ") {
+			t.Errorf("warm: %v", err)
+		}
+	})
+}
+
+// TestWarmReportsDamageNotUnwritable: a store left damaged (one that could
+// not be repaired, in a read-only directory) fails a warm as damaged, not
+// as "cannot be written".
+func TestWarmReportsDamageNotUnwritable(t *testing.T) {
+	c := Describe(damageSpec(t.TempDir()))
+	c.openErr = fmt.Errorf("cache %s: %w: table 000001.sst: block 0: checksum mismatch (the directory is read-only, so it is not repaired)", c.cfg.Dir, sharding.ErrDamaged)
+	_, err := c.Warm(context.Background(), 0, 1, 1, func() ComputeFunc { return noisyCompute(c) }, nil)
+	if !errors.Is(err, sharding.ErrDamaged) || errors.Is(err, ErrNotWritable) || strings.Contains(err.Error(), "cannot be written") {
+		t.Errorf("warm: %v", err)
+	}
+}
