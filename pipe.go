@@ -534,10 +534,13 @@ func (p *Pipeline) EpochFrom(ctx context.Context, e, first int) (*Epoch, error) 
 func (p *Pipeline) Corrupt() error { return p.eng.Corrupt() }
 
 // SetHostAllocator makes the host slabs come from a, e.g. memory shared
-// with a loader in another process, so that batches reach it uncopied; call
-// it before the first epoch, on a pipeline without a prefetch stage.
-// SlabLayout says what the first epoch will ask of a.
-func (p *Pipeline) SetHostAllocator(a prefetch.HostAllocator) error { return p.eng.SetHostAllocator(a) }
+// with a loader in another process, so that batches reach it uncopied,
+// with held more slabs for the batches that consumer holds at once; call it
+// before the first epoch, on a pipeline without a prefetch stage.
+// SlabLayout then says what the first epoch will ask of a.
+func (p *Pipeline) SetHostAllocator(a prefetch.HostAllocator, held int) error {
+	return p.eng.SetHostAllocator(a, held)
+}
 
 // SlabLayout is what the next epoch allocates: n slabs of bytes bytes, each
 // holding up to rows samples.

@@ -111,6 +111,7 @@ type Engine struct {
 	devs      []prefetch.Device // opened by the first DeviceEpoch
 	devFree   []chan *devSlot   // per device, its free buffers
 	hostAlloc prefetch.HostAllocator
+	held      int // slabs a consumer holds beyond the usual (SetHostAllocator)
 
 	skipMu   sync.Mutex
 	skipped  []*source.RecordError

@@ -215,7 +215,7 @@ func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 		return nil, err
 	}
 	workers := e.Workers()
-	nslabs := workers + extraSlabs
+	nslabs := workers + extraSlabs + e.held
 	sb := s.Host.SampleBytes()
 	if e.slabs == nil || e.slabs.Len() != nslabs || e.slabs.Pinned() != (e.hostAlloc != nil) {
 		if e.slabs != nil {

@@ -7,17 +7,20 @@ import (
 )
 
 // SetHostAllocator makes the host slabs of later epochs come from a (memory
-// shared with another process, for a loader there) instead of the Go heap.
-// It is for pipelines without devices (whose slabs come from the device's
-// page-locked memory), set before the first epoch.
-func (e *Engine) SetHostAllocator(a prefetch.HostAllocator) error {
+// shared with another process, for a loader there) instead of the Go heap,
+// with held more slabs than usual: the batches its consumer holds at once
+// (delivered ahead of it, and the one in use), which would otherwise leave
+// the workers without slabs. It is for pipelines without devices (whose
+// slabs come from the device's page-locked memory), set before the first
+// epoch.
+func (e *Engine) SetHostAllocator(a prefetch.HostAllocator, held int) error {
 	switch {
 	case e.s.Devices != nil:
 		return errors.New("engine: the host slabs of a pipeline with devices are the devices' own")
 	case e.slabs != nil || e.running.Load():
 		return errors.New("engine: SetHostAllocator after the first epoch")
 	}
-	e.hostAlloc = a
+	e.hostAlloc, e.held = a, max(held, 0)
 	return nil
 }
 
@@ -25,5 +28,5 @@ func (e *Engine) SetHostAllocator(a prefetch.HostAllocator) error {
 // holding up to rows samples (the batch size, or the epoch's samples where
 // they are fewer).
 func (e *Engine) SlabLayout() (n, bytes, rows int) {
-	return e.Workers() + extraSlabs, e.rows * e.s.Host.SampleBytes(), e.rows
+	return e.Workers() + extraSlabs + e.held, e.rows * e.s.Host.SampleBytes(), e.rows
 }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/feed"
+)
+
+var errLoaderGone = errors.New("the loader went away")
+
+func newFeed() *cobra.Command {
+	var fd, protocol, rank, world, workers int
+	c := &cobra.Command{
+		Use:   "feed FILE --fd N --protocol V",
+		Short: "serve a pipeline's batches to a loader in another process over shared memory (the Python package pipefeed starts it)",
+		Long: `feed is the other end of pipefeed.Loader: it reads the loader's requests on
+file descriptor --fd (a Unix SOCK_SEQPACKET socket the loader made), and
+writes each batch into a ring of slabs in shared memory the loader maps,
+without copying. It exits when the loader goes away. A train stage in the
+file is left out; a prefetch stage is refused (the loader copies to its
+device). The protocol is described in the README and in package feed.`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if fd < 3 {
+				return usageError{fmt.Errorf("--fd=%d: the loader's socket is a descriptor from 3 on", fd)}
+			}
+			if (rank >= 0) != (world > 0) || workers < 0 {
+				return usageError{errors.New("--rank and --world go together (0 ≤ rank < world), and --workers must be 0 or more")}
+			}
+			f := os.NewFile(uintptr(fd), "loader")
+			if f == nil {
+				return usageError{fmt.Errorf("--fd=%d is not open", fd)}
+			}
+			fc, err := net.FileConn(f)
+			f.Close()
+			if err != nil {
+				return usageError{fmt.Errorf("--fd=%d: not the loader's socket: %w", fd, err)}
+			}
+			conn, ok := fc.(*net.UnixConn)
+			if !ok {
+				fc.Close()
+				return usageError{fmt.Errorf("--fd=%d: not a Unix socket", fd)}
+			}
+			defer conn.Close()
+			if protocol != feed.Version {
+				err := usageError{fmt.Errorf("the loader speaks feed protocol %d and this pipe speaks %d: install the pipefeed and pipe of one release", protocol, feed.Version)}
+				feed.Refuse(conn, err)
+				return err
+			}
+			var opts []pipe.LoadOption
+			if world > 0 {
+				opts = append(opts, pipe.WithRank(rank, world))
+			}
+			ctx, cancel := context.WithCancelCause(c.Context())
+			defer cancel(nil)
+			stop := feed.Watch(conn, func() { cancel(errLoaderGone) })
+			p, err := pipe.Load(ctx, args[0], opts...)
+			stop()
+			if errors.Is(context.Cause(ctx), errLoaderGone) {
+				if p != nil {
+					p.Close()
+				}
+				return nil // nobody to serve, nobody to tell
+			}
+			if err != nil {
+				var se *pipe.SyntaxError
+				if errors.As(err, &se) || errors.Is(err, pipe.ErrConfig) || errors.Is(err, os.ErrNotExist) {
+					err = usageError{err}
+				}
+				feed.Refuse(conn, err)
+				return err
+			}
+			defer p.Close()
+			if workers > 0 {
+				p.SetWorkers(workers)
+			}
+			setProcs(p)
+			if err := feed.Serve(c.Context(), p, conn, args[0]); err != nil {
+				if errors.Is(err, pipe.ErrConfig) {
+					return usageError{err}
+				}
+				return err
+			}
+			return nil
+		},
+	}
+	c.Flags().IntVar(&fd, "fd", 3, "the descriptor of the loader's socket")
+	c.Flags().IntVar(&protocol, "protocol", 0, "the loader's feed protocol version (refused unless it is this pipe's)")
+	c.Flags().IntVar(&rank, "rank", -1, "serve rank's share of --world ranks, whatever the file says")
+	c.Flags().IntVar(&world, "world", 0, "the number of ranks")
+	c.Flags().IntVar(&workers, "workers", 0, "transform workers (0: as the file says, else one per core)")
+	return c
+}

@@ -1,0 +1,42 @@
+// Package feed serves a pipeline's batches to a loader in another process
+// (the Python package pipefeed) through a ring of slabs in shared memory,
+// without copying them: the pipeline's workers write each batch straight
+// into a slab the loader has mapped, and the loader wraps it as a NumPy
+// array or a PyTorch tensor.
+//
+// The two processes share one anonymous memory file (memfd_create: it has
+// no name, so nothing is left behind however either side ends) and talk
+// over a Unix SOCK_SEQPACKET socket the loader creates and hands to `pipe
+// feed` as a file descriptor. Every message is one packet that starts with
+// a little-endian uint32 type:
+//
+//	hello   pipe → loader  version uint32, then JSON describing the batches
+//	                       (feed.Hello)
+//	                       and the ring; the memory file rides along
+//	                       (SCM_RIGHTS)
+//	start   loader → pipe  token uint32, epoch int64, first batch int64:
+//	                       stream that epoch from that batch (stopping any
+//	                       other); its batch and end messages carry token
+//	batch   pipe → loader  slab, token, 0 uint32; epoch, index, n int64;
+//	                       the seconds the pipeline has waited for a free
+//	                       slab in this epoch float64
+//	release loader → pipe  slab uint32: the loader is done with it
+//	end     pipe → loader  token uint32, epoch int64, then the epoch's
+//	                       figures as JSON
+//	stop    loader → pipe  stop the running epoch; every slab is released,
+//	                       and the loader ignores the batch messages of
+//	                       the stopped epoch's token that still arrive
+//	error   pipe → loader  the pipeline's error text; pipe then exits 1
+//
+// The ring (Ring) starts with a header page — magic "PIPEFEED", the
+// protocol version, the slab count, stride and sizes — followed by the
+// slabs, each holding up to rows samples of the pipeline's host tensor and,
+// after them, rows int64 labels. A slab is the loader's from its batch
+// message until its release message; the pipeline never writes it then.
+// Either side refuses a peer of another protocol version by name.
+//
+// When the loader's process ends, however it ends, the socket reads EOF:
+// Serve stops the epoch and returns, and the command exits. When pipe
+// ends, the loader's next read sees EOF and raises with pipe's last error
+// lines.
+package feed

@@ -1,0 +1,150 @@
+package feed
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Version is the protocol version: the messages, the JSON of hello and the
+// ring's layout. A loader of another version is refused.
+const Version = 1
+
+// Magic opens the ring's header page.
+const Magic = "PIPEFEED"
+
+const (
+	page = 4096
+	// labelAlign aligns each slab's labels after its samples.
+	labelAlign = 64
+)
+
+// Layout is where things are in the ring; hello's JSON carries it and the
+// header page repeats it.
+type Layout struct {
+	Slabs int `json:"slabs"`
+	// Stride is the distance between slabs, and Offset that of slab 0 from
+	// the start of the ring (after the header page).
+	Stride int64 `json:"stride"`
+	Offset int64 `json:"offset"`
+	// Rows is the most samples a slab holds, SampleBytes the bytes of one,
+	// and Labels the offset of the int64 labels within a slab.
+	Rows        int   `json:"rows"`
+	SampleBytes int   `json:"sample_bytes"`
+	Labels      int64 `json:"labels"`
+	// Size is the ring's size in bytes.
+	Size int64 `json:"size"`
+}
+
+func layout(slabs, rows, sampleBytes int) Layout {
+	data := int64(rows) * int64(sampleBytes)
+	labels := (data + labelAlign - 1) / labelAlign * labelAlign
+	stride := (labels + 8*int64(rows) + page - 1) / page * page
+	return Layout{Slabs: slabs, Stride: stride, Offset: page, Rows: rows, SampleBytes: sampleBytes, Labels: labels,
+		Size: page + int64(slabs)*stride}
+}
+
+// Ring is the shared memory: an anonymous memory file mapped here, carved
+// into slabs. It is the pipeline's HostAllocator: each AllocHost hands out
+// a free slab's sample area.
+type Ring struct {
+	Layout
+	file *os.File
+	mem  []byte
+
+	mu   sync.Mutex
+	used []bool
+}
+
+// NewRing creates and maps a ring of the layout for slabs slabs of rows
+// samples of sampleBytes each.
+func NewRing(slabs, rows, sampleBytes int) (*Ring, error) {
+	l := layout(slabs, rows, sampleBytes)
+	fd, err := unix.MemfdCreate("pipefeed", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("feed: memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "pipefeed")
+	if err := f.Truncate(l.Size); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("feed: sizing the ring to %d bytes: %w", l.Size, err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(l.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("feed: mapping the %d-byte ring: %w", l.Size, err)
+	}
+	r := &Ring{Layout: l, file: f, mem: mem, used: make([]bool, slabs)}
+	h := mem[:0]
+	h = append(h, Magic...)
+	h = binary.LittleEndian.AppendUint32(h, Version)
+	h = binary.LittleEndian.AppendUint32(h, uint32(slabs))
+	h = binary.LittleEndian.AppendUint64(h, uint64(l.Stride))
+	h = binary.LittleEndian.AppendUint64(h, uint64(l.Offset))
+	h = binary.LittleEndian.AppendUint64(h, uint64(rows))
+	h = binary.LittleEndian.AppendUint64(h, uint64(sampleBytes))
+	_ = binary.LittleEndian.AppendUint64(h, uint64(l.Labels))
+	return r, nil
+}
+
+// File is the memory file, to hand to the loader.
+func (r *Ring) File() *os.File { return r.file }
+
+// AllocHost hands out a free slab's sample area of n bytes (n ≤ rows ×
+// sampleBytes).
+func (r *Ring) AllocHost(n int) ([]byte, error) {
+	if n > r.Rows*r.SampleBytes {
+		return nil, fmt.Errorf("feed: a slab of %d bytes from a ring of %d-byte slabs", n, r.Rows*r.SampleBytes)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, u := range r.used {
+		if !u {
+			r.used[i] = true
+			off := r.Offset + int64(i)*r.Stride
+			return r.mem[off : off+int64(n) : off+int64(n)], nil
+		}
+	}
+	return nil, fmt.Errorf("feed: all %d slabs of the ring are in use", r.Slabs)
+}
+
+// FreeHost returns a slab AllocHost handed out.
+func (r *Ring) FreeHost(b []byte) error {
+	i, err := r.slabOf(b)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.used[i] = false
+	r.mu.Unlock()
+	return nil
+}
+
+// slabOf is the index of the slab whose sample area b starts.
+func (r *Ring) slabOf(b []byte) (int, error) {
+	off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(r.mem))))
+	if len(b) == 0 || off < r.Offset || (off-r.Offset)%r.Stride != 0 || (off-r.Offset)/r.Stride >= int64(r.Slabs) {
+		return 0, errors.New("feed: memory that is not a slab of the ring")
+	}
+	return int((off - r.Offset) / r.Stride), nil
+}
+
+// setLabels writes labels into slab i's label area as int64.
+func (r *Ring) setLabels(i int, labels []int32) {
+	off := r.Offset + int64(i)*r.Stride + r.Labels
+	dst := unsafe.Slice((*int64)(unsafe.Pointer(&r.mem[off])), len(labels))
+	for k, l := range labels {
+		dst[k] = int64(l)
+	}
+}
+
+// Close unmaps the ring and closes the memory file; the memory is freed
+// once the loader has closed it too.
+func (r *Ring) Close() error {
+	return errors.Join(unix.Munmap(r.mem), r.file.Close())
+}

@@ -1,0 +1,457 @@
+"""The loader: the Python end of `pipe feed` (see package feed in Go)."""
+
+import collections
+import json
+import mmap
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+PROTOCOL = 1
+"""The feed protocol version this package speaks; pipe refuses another."""
+
+_MAGIC = b"PIPEFEED"
+
+# Message types and layouts (little-endian), as in Go's package feed.
+_HELLO, _START, _BATCH, _RELEASE, _END, _STOP, _ERROR = 1, 2, 3, 4, 5, 6, 7
+_HEAD = struct.Struct("<II")
+_START_MSG = struct.Struct("<IIqq")
+_BATCH_MSG = struct.Struct("<IIIIqqqd")
+_END_HEAD = struct.Struct("<IIq")
+_HEADER = struct.Struct("<8sIIQQQQQ")
+
+_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
+
+# Launchers and the environment variables that carry a process's rank and
+# the number of ranks, in the order they are tried.
+_LAUNCHERS = [
+    ("RANK", "WORLD_SIZE"),  # torchrun, torch.distributed
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),  # Open MPI
+    ("PMI_RANK", "PMI_SIZE"),  # MPICH, Intel MPI
+    ("SLURM_PROCID", "SLURM_NTASKS"),  # Slurm srun
+]
+
+
+class PipeError(RuntimeError):
+    """An error from pipe, in pipe's own words: a malformed .pipe file
+    (with its file:line:col), a corrupt record under on_error=fail, …"""
+
+
+class PipeDied(PipeError):
+    """pipe exited (or was killed) while the loader needed it; the message
+    carries its exit status and its last lines on stderr."""
+
+
+def _launcher_rank():
+    for r, w in _LAUNCHERS:
+        if r in os.environ and w in os.environ:
+            return int(os.environ[r]), int(os.environ[w])
+    return None, None
+
+
+def _find_pipe(pipe_bin):
+    if pipe_bin:
+        return pipe_bin
+    if os.environ.get("PIPE_BIN"):
+        return os.environ["PIPE_BIN"]
+    found = shutil.which("pipe")
+    if found is None:
+        raise FileNotFoundError(
+            "the pipe command is not on PATH: install it (go install github.com/pipefeed/pipe/cmd/pipe@latest), "
+            "or pass pipe_bin= or set PIPE_BIN"
+        )
+    return found
+
+
+class Loader:
+    """Iterates over the batches of a .pipe pipeline, served by ``pipe feed``.
+
+    ``Loader(pipe_file, epoch=0, rank=None, world=None, workers=None,
+    framework="torch", device=None, pin_memory=False, copy=False, env=None,
+    pipe_bin=None)``
+
+    Iterating yields ``(x, y)``: ``x`` the batch in the pipeline's shape,
+    layout and dtype (a ``torch.Tensor``, or a ``numpy.ndarray`` with
+    ``framework="numpy"``, which JAX takes as it is), ``y`` its int64 labels.
+    ``len(loader)`` is the number of batches per epoch of this rank.
+
+    **A host batch is a view of a slab of shared memory, valid until the
+    next batch is requested** (or the iteration ends): pipe writes a later
+    batch into it after that. Keep it longer with ``copy=True`` (owned
+    arrays), or ``.clone()`` / ``.copy()`` it. With ``device="cuda:N"`` each
+    batch is copied to that GPU on a side stream (asynchronously with
+    ``pin_memory=True``, which registers the ring with CUDA once, in place)
+    and the yielded tensors are the caller's; the slab goes back to pipe
+    once its copy has completed.
+
+    Epochs: an iteration streams one epoch; ``set_epoch(e)`` selects it (as
+    with a ``DistributedSampler``), and a completed iteration moves on to
+    the next epoch by itself. ``state_dict()`` / ``load_state_dict(d)``
+    resume in the middle of an epoch at the exact next batch, with the
+    augmentations an uninterrupted run would have had: augmentations depend
+    on the seed, the epoch and the sample, not on workers or timing.
+
+    ``rank`` and ``world`` default to the launcher's environment
+    (``RANK``/``WORLD_SIZE`` of torchrun, ``OMPI_COMM_WORLD_RANK``/``SIZE``,
+    ``PMI_RANK``/``SIZE``, ``SLURM_PROCID``/``NTASKS``), else to the file's
+    ``pipeline`` stage; each rank gets an exact, equal, disjoint share.
+    ``workers`` overrides the file's worker count (the batches do not
+    depend on it). ``env`` adds variables for the file's ``${VAR}``s.
+    ``pipe_bin`` (or ``PIPE_BIN``, else ``PATH``) names the pipe command.
+
+    ``stats()`` gives images/s, how long Python waited for batches (the
+    stall: "is the GPU starved?") and how long pipe waited for a free slab.
+    Errors are ``PipeError`` with pipe's own text; a malformed file raises
+    here, before the first batch. ``close()`` (or a ``with`` block) stops
+    pipe; if Python dies, pipe notices and exits, and the shared memory,
+    which has no name, is freed with the last process that maps it.
+    """
+
+    def __init__(self, pipe_file, *, epoch=0, rank=None, world=None, workers=None, framework="torch",
+                 device=None, pin_memory=False, copy=False, env=None, pipe_bin=None):
+        if framework not in ("torch", "numpy"):
+            raise ValueError(f"framework={framework!r}: want 'torch' or 'numpy'")
+        if device is not None and framework != "torch":
+            raise ValueError("device= needs framework='torch'")
+        if (rank is None) != (world is None):
+            raise ValueError("rank= and world= go together")
+        if rank is None:
+            rank, world = _launcher_rank()
+        if world is not None and not 0 <= rank < world:
+            raise ValueError(f"rank {rank} of {world}: want 0 <= rank < world")
+        if workers is not None and workers < 0:
+            raise ValueError(f"workers={workers}: must be 0 or more")
+        if epoch < 0:
+            raise ValueError(f"epoch={epoch}: must be 0 or more")
+        self._closed = True
+        self._framework, self._copy = framework, copy
+        self._torch = None
+        if framework == "torch":
+            import torch
+
+            self._torch = torch
+        self._epoch, self._next = epoch, 0
+        self._token = 0
+        self._iterating = False
+        self._stall = 0.0
+        self._images = 0
+        self._batches = 0
+        self._busy = 0.0  # seconds inside iterations
+        self._slab_wait_done = 0.0  # pipe's slab wait in finished epochs
+        self._slab_wait = 0.0  # … and in the running one
+        self._last_end = None
+        self._tail = collections.deque(maxlen=20)
+
+        bin_ = _find_pipe(pipe_bin)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        args = [bin_, "feed", os.fspath(pipe_file), "--fd", str(theirs.fileno()), "--protocol", str(PROTOCOL)]
+        if world is not None:
+            args += ["--rank", str(rank), "--world", str(world)]
+        if workers:
+            args += ["--workers", str(workers)]
+        child_env = dict(os.environ)
+        child_env.update(env or {})
+        try:
+            self._proc = subprocess.Popen(args, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env)
+        except OSError as e:
+            ours.close()
+            theirs.close()
+            raise FileNotFoundError(f"cannot start {bin_}: {e}") from e
+        theirs.close()
+        self._sock = ours
+        self._stderr = threading.Thread(target=self._read_stderr, name="pipefeed-stderr", daemon=True)
+        self._stderr.start()
+        self._closed = False
+        try:
+            self._hello()
+        except BaseException:
+            self.close()
+            raise
+        if device is not None:
+            self._setup_device(device, pin_memory)
+        else:
+            self._device = None
+
+    # -- start-up ------------------------------------------------------------
+
+    def _read_stderr(self):
+        for raw in self._proc.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self._tail.append(line)
+            print(line, file=sys.stderr, flush=True)
+
+    def _hello(self):
+        try:
+            data, fds, _, _ = socket.recv_fds(self._sock, 1 << 16, 1)
+        except ConnectionResetError:
+            data, fds = b"", []
+        if not data:
+            raise self._died("before it could serve")
+        typ, version = _HEAD.unpack_from(data)
+        if typ == _ERROR:
+            raise PipeError(data[_HEAD.size:].decode(errors="replace"))
+        if typ != _HELLO or not fds:
+            raise PipeError(f"pipe feed sent message type {typ} where the hello belongs: is {self._proc.args[0]} pipe?")
+        if version != PROTOCOL:
+            for fd in fds:
+                os.close(fd)
+            raise PipeError(f"pipe speaks feed protocol {version} and pipefeed speaks {PROTOCOL}: install the pipe and pipefeed of one release")
+        h = json.loads(data[_HEAD.size:])
+        self.info = h
+        ring = h["ring"]
+        try:
+            self._mm = mmap.mmap(fds[0], ring["size"], mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            for fd in fds:
+                os.close(fd)  # the mapping keeps the memory
+        magic, ver, slabs, stride, offset, rows, sample_bytes, labels = _HEADER.unpack_from(self._mm)
+        if magic != _MAGIC or ver != PROTOCOL or slabs != ring["slabs"] or stride != ring["stride"]:
+            raise PipeError(f"the shared ring's header ({magic!r}, version {ver}) does not match pipe's hello")
+        c, hh, w = h["shape"]
+        per = (c, hh, w) if h["layout"] == "nchw" else (hh, w, c)
+        dtype = _DTYPES[h["dtype"]]
+        itemsize = np.dtype(dtype).itemsize
+        if sample_bytes != c * hh * w * itemsize:
+            raise PipeError(f"pipe's samples are {sample_bytes} bytes, {h['dtype']} {per} is {c * hh * w * itemsize}")
+        self._x, self._y = [], []
+        for i in range(slabs):
+            at = offset + i * stride
+            x = np.frombuffer(self._mm, dtype=dtype, count=rows * c * hh * w, offset=at).reshape((rows,) + per)
+            y = np.frombuffer(self._mm, dtype=np.int64, count=rows, offset=at + labels)
+            if self._torch is not None:
+                x, y = self._torch.from_numpy(x), self._torch.from_numpy(y)
+            self._x.append(x)
+            self._y.append(y)
+        self._ring = ring
+
+    def _setup_device(self, device, pin_memory):
+        torch = self._torch
+        self._device = torch.device(device)
+        if self._device.type != "cuda":
+            raise ValueError(f"device={device!r}: want a CUDA device (for the CPU, leave device= out)")
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device={device!r}, but torch sees no CUDA device")
+        self._stream = torch.cuda.Stream(self._device)
+        self._pinned = False
+        if pin_memory:
+            base = np.frombuffer(self._mm, dtype=np.uint8)
+            err = torch.cuda.cudart().cudaHostRegister(base.ctypes.data, len(self._mm), 0)
+            if int(err) != 0:
+                raise RuntimeError(f"cudaHostRegister of the {len(self._mm)}-byte ring failed: {err}")
+            self._pinned_ptr = base.ctypes.data
+            self._pinned = True
+        self._pending = collections.deque()  # (event, slab) copies in flight
+
+    # -- the iteration -------------------------------------------------------
+
+    def __len__(self):
+        return self.info["batches"]
+
+    def set_epoch(self, epoch):
+        """Select the epoch the next iteration streams, from its first batch."""
+        if epoch < 0:
+            raise ValueError(f"epoch={epoch}: must be 0 or more")
+        self._epoch, self._next = epoch, 0
+
+    def state_dict(self):
+        """Where the loader stands: the next iteration starts at the batch
+        after the last one yielded (or at the next epoch after a complete
+        one). load_state_dict of it, in this or a new loader over the same
+        file, rank and world, resumes exactly there."""
+        h = self.info
+        return {"version": PROTOCOL, "epoch": self._epoch, "batch": self._next, "batches": h["batches"],
+                "samples": h["samples"], "rank": h["rank"], "world": h["world"], "seed": h["seed"]}
+
+    def load_state_dict(self, state):
+        h = self.info
+        for k in ("batches", "samples", "rank", "world", "seed"):
+            if state.get(k) != h[k]:
+                raise ValueError(f"state_dict is of another pipeline: its {k} is {state.get(k)!r}, this loader's {h[k]!r}")
+        if not 0 <= state["batch"] <= h["batches"] or state["epoch"] < 0:
+            raise ValueError(f"state_dict: batch {state['batch']} of epoch {state['epoch']} is outside the epochs")
+        self._epoch, self._next = state["epoch"], state["batch"]
+
+    def __iter__(self):
+        if self._closed:
+            raise ValueError("the loader is closed")
+        if self._iterating:
+            raise RuntimeError("the loader is already being iterated: finish or break out of that loop first")
+        return self._iterate()
+
+    def _send(self, *msg):
+        try:
+            self._sock.send(b"".join(msg))
+        except (BrokenPipeError, ConnectionResetError):
+            raise self._died("while it was serving") from None
+
+    def _recv(self):
+        try:
+            data = self._sock.recv(1 << 16)
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            raise self._died("while it was serving")
+        return data
+
+    def _died(self, when):
+        try:
+            code = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._stderr.join(timeout=1)
+        tail = "\n".join(self._tail) or "(nothing on stderr)"
+        how = f"exit status {code}" if code is not None and code >= 0 else f"signal {-code}" if code else "still running"
+        return PipeDied(f"pipe stopped {when} ({how}); its last words:\n{tail}")
+
+    def _iterate(self):
+        self._iterating = True
+        self._token = (self._token + 1) & 0xFFFFFFFF
+        token, epoch = self._token, self._epoch
+        self._send(_START_MSG.pack(_START, token, epoch, self._next))
+        self._slab_wait = 0.0
+        held = None  # the slab of the batch last yielded
+        done = False
+        started = time.perf_counter()
+        try:
+            while True:
+                if held is not None and self._device is None:
+                    self._send(_HEAD.pack(_RELEASE, held))
+                    held = None
+                if self._device is not None:
+                    self._reap(block=False)
+                t = time.perf_counter()
+                data = self._recv()
+                self._stall += time.perf_counter() - t
+                typ = _HEAD.unpack_from(data)[0]
+                if typ == _BATCH:
+                    _, slab, tok, _, ep, index, n, wait = _BATCH_MSG.unpack_from(data)
+                    if tok != token:
+                        continue  # of an epoch stopped earlier; pipe took its slab back
+                    self._slab_wait = wait
+                    self._next = index + 1
+                    self._images += n
+                    self._batches += 1
+                    x, y = self._x[slab], self._y[slab]
+                    if n != len(y):  # a short batch (slicing a tensor costs µs: not for full ones)
+                        x, y = x[:n], y[:n]
+                    if self._device is not None:
+                        x, y = self._to_device(slab, x, y)
+                    else:
+                        held = slab
+                        if self._copy:
+                            x, y = x.clone() if self._torch else x.copy(), y.clone() if self._torch else y.copy()
+                    yield x, y
+                elif typ == _END:
+                    _, tok, ep = _END_HEAD.unpack_from(data)
+                    if tok != token:
+                        continue
+                    self._last_end = json.loads(data[_END_HEAD.size:])
+                    self._epoch, self._next = epoch + 1, 0
+                    done = True
+                    return
+                elif typ == _ERROR:
+                    done = True  # pipe stops; nothing to stop
+                    raise PipeError(data[_HEAD.size:].decode(errors="replace"))
+                else:
+                    raise PipeError(f"pipe feed sent message type {typ} during an epoch")
+        finally:
+            self._busy += time.perf_counter() - started
+            self._slab_wait_done += self._slab_wait
+            self._slab_wait = 0.0
+            self._iterating = False
+            if not self._closed and self._proc.poll() is None:
+                try:
+                    if self._device is not None:
+                        self._reap(block=True)
+                    if not done:
+                        self._send(_HEAD.pack(_STOP, 0))  # pipe takes back every slab
+                    elif held is not None:
+                        self._send(_HEAD.pack(_RELEASE, held))
+                except PipeDied:
+                    pass
+
+    def _to_device(self, slab, x, y):
+        torch = self._torch
+        with torch.cuda.stream(self._stream):
+            xd = torch.empty(x.shape, dtype=x.dtype, device=self._device)
+            yd = torch.empty(y.shape, dtype=y.dtype, device=self._device)
+            xd.copy_(x, non_blocking=self._pinned)
+            yd.copy_(y, non_blocking=self._pinned)
+            ev = torch.cuda.Event()
+            ev.record(self._stream)
+        current = torch.cuda.current_stream(self._device)
+        current.wait_event(ev)
+        xd.record_stream(current)
+        yd.record_stream(current)
+        self._pending.append((ev, slab))
+        return xd, yd
+
+    def _reap(self, block):
+        """Release the slabs whose copies to the device have completed."""
+        while self._pending and (block or self._pending[0][0].query()):
+            ev, slab = self._pending.popleft()
+            ev.synchronize()
+            self._send(_HEAD.pack(_RELEASE, slab))
+
+    # -- figures and the end -------------------------------------------------
+
+    def stats(self):
+        """The figures so far: images and batches yielded, images/s over the
+        time spent iterating, seconds Python waited for pipe (stall_seconds,
+        and its share of the iterating time, stall_pct), seconds pipe waited
+        for a free slab (slab_wait_seconds: Python held it back), and pipe's
+        own figures for the last complete epoch (epoch)."""
+        busy = self._busy
+        return {
+            "images": self._images,
+            "batches": self._batches,
+            "seconds": busy,
+            "images_per_sec": self._images / busy if busy > 0 else 0.0,
+            "stall_seconds": self._stall,
+            "stall_pct": 100 * self._stall / busy if busy > 0 else 0.0,
+            "slab_wait_seconds": self._slab_wait_done + self._slab_wait,
+            "epoch": self._last_end,
+        }
+
+    def close(self):
+        """Stop pipe and unmap the ring. Batches yielded as views must not be
+        used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        self._sock.close()  # pipe reads EOF and exits
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._stderr.join(timeout=1)
+        if getattr(self, "_pinned", False):
+            self._torch.cuda.cudart().cudaHostUnregister(self._pinned_ptr)
+        self._x = self._y = None
+        mm = getattr(self, "_mm", None)
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # the caller still holds a view: the mapping goes with it
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,258 @@
+"""pipefeed against the pipe command: the stream is pipe's, resumes are
+exact, a model learns through it, and either side's death is noticed."""
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import pipefeed
+from xxh64 import pipe_checksum
+
+RECIPE = """source synthetic n={n} seed=3{extra}
+shuffle seed=11
+random_crop size=32 pad=4 fill=reflect
+flip horizontal
+normalize mean=0.5 std=0.25
+batch {batch}
+to_tensor layout=nchw dtype={dtype}
+"""
+
+
+def recipe(n=1000, batch=64, dtype="float32", extra=""):
+    return RECIPE.format(n=n, batch=batch, dtype=dtype, extra=extra)
+
+
+def bench_sums(pipe_bin, path, epochs):
+    out = subprocess.run([pipe_bin, "bench", path, "--epochs", str(epochs), "--checksum", "--json", "-q"],
+                         check=True, capture_output=True, text=True).stdout
+    return [json.loads(line)["checksum"] for line in out.splitlines()]
+
+
+def stream(loader, limit=None):
+    """The data bytes and int32 labels of one iteration (or its first
+    limit batches), copied out of the views."""
+    data, labels = [], []
+    it = iter(loader)
+    for x, y in itertools.islice(it, limit):
+        data.append(np.asarray(x).tobytes())
+        labels.append(np.asarray(y).astype(np.int32).tobytes())
+    it.close()  # a partial iteration ends here, not at garbage collection
+    return b"".join(data), b"".join(labels)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_stream_is_pipes_stream(pipe_bin, write_pipe, workers):
+    path = write_pipe(recipe())
+    want = bench_sums(pipe_bin, path, 2)
+    with pipefeed.Loader(path, workers=workers, framework="numpy", pipe_bin=pipe_bin) as loader:
+        assert len(loader) == 16
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            data, labels = stream(loader)
+            assert len(labels) == 4 * 1000
+            assert pipe_checksum(data, labels) == want[epoch], f"epoch {epoch}, {workers} workers"
+
+
+def test_epochs_advance_by_themselves(pipe_bin, write_pipe):
+    path = write_pipe(recipe(dtype="float16"))
+    want = bench_sums(pipe_bin, path, 2)
+    with pipefeed.Loader(path, framework="numpy", pipe_bin=pipe_bin) as loader:
+        got = [pipe_checksum(*stream(loader)) for _ in range(2)]
+    assert got == want
+
+
+def test_two_ranks_together_are_one(pipe_bin, write_pipe, monkeypatch):
+    path = write_pipe(recipe(n=1000, batch=50))
+
+    def samples(loader):
+        rows = []
+        for x, y in loader:
+            x = np.asarray(x)
+            rows += [(x[i].tobytes(), int(y[i])) for i in range(len(y))]
+        return rows
+
+    with pipefeed.Loader(path, framework="numpy", pipe_bin=pipe_bin) as one:
+        whole = samples(one)
+    parts = []
+    for rank in range(2):
+        # The rank comes from the launcher's environment, as under torchrun.
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        with pipefeed.Loader(path, framework="numpy", pipe_bin=pipe_bin) as loader:
+            assert loader.info["rank"] == rank and loader.info["world"] == 2 and len(loader) == 10
+            parts.append(samples(loader))
+    assert len(parts[0]) == len(parts[1]) == 500
+    assert not set(parts[0]) & set(parts[1])
+    assert sorted(parts[0] + parts[1]) == sorted(whole)
+
+
+def test_resume_mid_epoch_is_exact(pipe_bin, write_pipe):
+    path = write_pipe(recipe())
+    with pipefeed.Loader(path, pipe_bin=pipe_bin) as loader:
+        loader.set_epoch(1)
+        whole = stream(loader)
+    with pipefeed.Loader(path, pipe_bin=pipe_bin) as loader:
+        loader.set_epoch(1)
+        head = stream(loader, limit=5)
+        state = loader.state_dict()
+    assert state["epoch"] == 1 and state["batch"] == 5
+    with pipefeed.Loader(path, pipe_bin=pipe_bin, workers=3) as loader:
+        loader.load_state_dict(state)
+        tail = stream(loader)
+        assert loader.state_dict()["epoch"] == 2
+    assert head[0] + tail[0] == whole[0] and head[1] + tail[1] == whole[1]
+
+
+def test_state_dict_of_another_pipeline_is_refused(pipe_bin, write_pipe):
+    with pipefeed.Loader(write_pipe(recipe()), pipe_bin=pipe_bin) as loader:
+        state = loader.state_dict()
+    with pipefeed.Loader(write_pipe(recipe(n=500), "other.pipe"), pipe_bin=pipe_bin) as loader:
+        with pytest.raises(ValueError, match="another pipeline"):
+            loader.load_state_dict(state)
+
+
+def test_batches_are_views_until_the_next(pipe_bin, write_pipe):
+    torch = pytest.importorskip("torch")
+    path = write_pipe(recipe(n=200, batch=50))
+    with pipefeed.Loader(path, pipe_bin=pipe_bin) as loader:
+        it = iter(loader)
+        x, y = next(it)
+        assert isinstance(x, torch.Tensor) and x.shape == (50, 3, 32, 32) and x.dtype == torch.float32
+        assert y.dtype == torch.int64 and y.shape == (50,)
+        ring = np.frombuffer(loader._mm, dtype=np.uint8)
+        assert np.shares_memory(x.numpy(), ring), "a host batch is a view of the ring"
+        it.close()
+    with pipefeed.Loader(path, pipe_bin=pipe_bin, copy=True) as loader:
+        x, _ = next(iter(loader))
+        assert not np.shares_memory(x.numpy(), np.frombuffer(loader._mm, dtype=np.uint8))
+
+
+def test_a_model_learns_through_the_loader(pipe_bin, write_pipe):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    body = "source synthetic n=4000 seed=1{extra}\nshuffle seed=2\nnormalize mean=0.5 std=0.25\nbatch 100\n"
+    test_body = "source synthetic n=1000 split=test seed=1\nnormalize mean=0.5 std=0.25\nbatch 250\n"
+
+    def accuracy(extra):
+        model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        with pipefeed.Loader(write_pipe(body.format(extra=extra), "train.pipe"), pipe_bin=pipe_bin) as loader:
+            for _ in range(3):
+                for x, y in loader:
+                    opt.zero_grad()
+                    torch.nn.functional.cross_entropy(model(x), y).backward()
+                    opt.step()
+        right = 0
+        with pipefeed.Loader(write_pipe(test_body, "test.pipe"), pipe_bin=pipe_bin) as loader, torch.no_grad():
+            for x, y in loader:
+                right += int((model(x).argmax(1) == y).sum())
+        return right / 1000
+
+    learnt, control = accuracy(""), accuracy(" shuffle_labels=true")
+    assert learnt > 0.5, f"true labels: {learnt:.3f} test accuracy (chance 0.1)"
+    assert control < 0.2, f"shuffled labels: {control:.3f} test accuracy, want chance"
+
+
+def test_malformed_file_raises_before_the_first_batch(pipe_bin, write_pipe):
+    path = write_pipe("source synthetic\nrandom_crop size=32 padd=4\nbatch 8\n")
+    with pytest.raises(pipefeed.PipeError, match=r"t\.pipe:2:21: random_crop: unknown parameter \"padd\""):
+        pipefeed.Loader(path, pipe_bin=pipe_bin)
+
+
+def test_corrupt_record_as_on_error_says(pipe_bin, write_pipe, tmp_path):
+    rec = bytearray(3073 * 4)
+    rec[3073] = 42  # sample 1's label: out of range
+    (tmp_path / "b.bin").write_bytes(bytes(rec))
+    src = f"source cifar10 path={tmp_path / 'b.bin'}\n"
+    with pipefeed.Loader(write_pipe(src + "batch 2\n"), pipe_bin=pipe_bin) as loader:
+        with pytest.raises(pipefeed.PipeError, match="b.bin: offset 3073: sample 1: label out of range"):
+            list(loader)
+    with pipefeed.Loader(write_pipe(src + "pipeline on_error=skip\nbatch 2\n", "skip.pipe"), pipe_bin=pipe_bin,
+                         framework="numpy") as loader:
+        assert sum(len(y) for _, y in loader) == 3
+
+
+def test_protocol_mismatch_is_named(pipe_bin, write_pipe, monkeypatch):
+    monkeypatch.setattr(pipefeed._loader, "PROTOCOL", 99)
+    with pytest.raises(pipefeed.PipeError, match="feed protocol 99 and this pipe speaks 1"):
+        pipefeed.Loader(write_pipe(recipe()), pipe_bin=pipe_bin)
+
+
+def test_pipe_killed_is_reported(pipe_bin, write_pipe):
+    with pipefeed.Loader(write_pipe(recipe(n=20000)), pipe_bin=pipe_bin) as loader:
+        it = iter(loader)
+        next(it)
+        os.kill(loader._proc.pid, signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(pipefeed.PipeDied, match="signal 9"):
+            for _ in it:
+                pass
+        assert time.monotonic() - start < 2
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_python_killed_ends_pipe(pipe_bin, write_pipe):
+    shm_before = set(os.listdir("/dev/shm"))
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(pipefeed.__file__)))!r})
+        import pipefeed
+        loader = pipefeed.Loader({write_pipe(recipe(n=20000))!r}, pipe_bin={pipe_bin!r}, framework="numpy")
+        it = iter(loader)
+        next(it)
+        print(loader._proc.pid, flush=True)
+        time.sleep(60)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pid = int(child.stdout.readline())
+    assert _alive(pid)
+    child.kill()
+    child.wait()
+    deadline = time.monotonic() + 2
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(pid), "pipe outlived its loader by 2 s"
+    assert set(os.listdir("/dev/shm")) <= shm_before, "shared memory left behind"
+
+
+def test_stats(pipe_bin, write_pipe):
+    with pipefeed.Loader(write_pipe(recipe()), pipe_bin=pipe_bin, framework="numpy") as loader:
+        for _ in loader:
+            time.sleep(0.001)
+        s = loader.stats()
+    assert s["images"] == 1000 and s["batches"] == 16
+    assert s["images_per_sec"] > 0 and 0 <= s["stall_pct"] <= 100
+    assert s["slab_wait_seconds"] > 0, "pipe waited for the slow loop's slabs"
+    assert s["epoch"]["images"] == 1000
+
+
+def test_cuda_device(pipe_bin, write_pipe):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the device= path is tested where a GPU is present")
+    path = write_pipe(recipe())
+    with pipefeed.Loader(path, pipe_bin=pipe_bin, framework="numpy") as loader:
+        want = stream(loader)
+    for pin in (False, True):
+        with pipefeed.Loader(path, pipe_bin=pipe_bin, device="cuda:0", pin_memory=pin) as loader:
+            data, labels = [], []
+            for x, y in loader:
+                assert x.device.type == "cuda"
+                data.append(x.cpu().numpy().tobytes())
+                labels.append(y.cpu().numpy().astype(np.int32).tobytes())
+        assert (b"".join(data), b"".join(labels)) == want, f"pin_memory={pin}"
