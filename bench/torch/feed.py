@@ -60,13 +60,15 @@ def pipe_file(text):
     return f.name
 
 
-def consume(batches, epochs):
-    """The minimal loop: read every batch whole. Returns images/s."""
+def consume(batches, epochs, touch=True):
+    """The minimal loop: read every batch whole (or, with touch False, take
+    it and nothing more). Returns images and seconds."""
     n = 0
     t0 = time.perf_counter()
     for _ in range(epochs):
         for x, y in batches():
-            x.sum()
+            if touch:
+                x.sum()
             n += len(y)
     return n, time.perf_counter() - t0
 
@@ -140,7 +142,7 @@ def pipefeed_run(args, text):
     import pipefeed
 
     with pipefeed.Loader(pipe_file(text), workers=args.workers or None) as loader:
-        n, dt = consume(lambda: loader, args.epochs)
+        n, dt = consume(lambda: loader, args.epochs, touch=not args.empty)
         s = loader.stats()
     return {"what": "pipefeed", "images": n, "seconds": dt, "stall_pct": s["stall_pct"],
             "pipe_slab_wait_seconds": s["slab_wait_seconds"]}
@@ -192,7 +194,13 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--pin", action="store_true", help="pin_memory=True for the DataLoader (with a GPU)")
+    ap.add_argument("--empty", action="store_true", help="pipefeed: an empty loop body (the hand-over's own throughput)")
     args = ap.parse_args()
+    # One thread for the loop's own torch work, in both modes: the data
+    # side's workers have the cores (the DataLoader's workers, or pipe's).
+    import torch
+
+    torch.set_num_threads(1)
     run = {"cifar-dataloader": cifar_dataloader, "imagenet-dataloader": imagenet_dataloader,
            "cifar-pipefeed": lambda a: pipefeed_run(a, CIFAR_PIPE),
            "imagenet-pipefeed": lambda a: pipefeed_run(a, IMAGENET_PIPE),
