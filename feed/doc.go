@@ -35,6 +35,11 @@
 // message until its release message; the pipeline never writes it then.
 // Either side refuses a peer of another protocol version by name.
 //
+// When an epoch ends, Serve starts the next one into the free slabs before
+// the loader asks for it, and adopts it when the loader's start names that
+// epoch from its first batch (a loop moving on, the common case); any
+// other start drops it.
+//
 // When the loader's process ends, however it ends, the socket reads EOF:
 // Serve stops the epoch and returns, and the command exits. When pipe
 // ends, the loader's next read sees EOF and raises with pipe's last error

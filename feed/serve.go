@@ -101,13 +101,14 @@ func Serve(ctx context.Context, p *pipe.Pipeline, conn *net.UnixConn, name strin
 	if _, _, err := conn.WriteMsgUnix(append(msg, js...), unix.UnixRights(int(ring.File().Fd())), nil); err != nil {
 		return fmt.Errorf("feed: hello: %w", err)
 	}
-	sv := &server{p: p, conn: conn, ring: ring, held: map[int]*pipe.Batch{}, pool: pond.NewPool(1),
+	sv := &server{ctx: ctx, p: p, conn: conn, ring: ring, held: map[int]*pipe.Batch{}, pool: pond.NewPool(1),
 		freed: make(chan struct{}, 1)}
 	defer sv.pool.StopAndWait()
 	return sv.loop(ctx)
 }
 
 type server struct {
+	ctx  context.Context
 	p    *pipe.Pipeline
 	conn *net.UnixConn
 	ring *Ring
@@ -115,13 +116,18 @@ type server struct {
 
 	sendMu sync.Mutex
 
-	mu       sync.Mutex
-	held     map[int]*pipe.Batch // slab → the batch the loader holds in it
-	freed    chan struct{}       // a slab came back (or the epoch stops)
-	epoch    *pipe.Epoch
-	group    pond.TaskGroup
-	stopping bool
-	failed   error // the running epoch's error, once it has stopped on one
+	mu   sync.Mutex
+	held map[int]*pipe.Batch // slab → the batch the loader holds in it
+	// ahead is the epoch after the one that ended, started before the
+	// loader asks for it (as it will, unless it selects another), and
+	// aheadEpoch its number.
+	ahead      *pipe.Epoch
+	aheadEpoch int64
+	freed      chan struct{} // a slab came back (or the epoch stops)
+	epoch      *pipe.Epoch
+	group      pond.TaskGroup
+	stopping   bool
+	failed     error // the running epoch's error, once it has stopped on one
 }
 
 // loop reads the loader's messages until it goes away, ctx ends or the
@@ -129,7 +135,7 @@ type server struct {
 func (s *server) loop(ctx context.Context) error {
 	stopRead := context.AfterFunc(ctx, func() { s.conn.SetReadDeadline(time.Now()) })
 	defer stopRead()
-	defer s.stop()
+	defer s.stop(false)
 	buf := make([]byte, 64)
 	for {
 		n, err := s.conn.Read(buf)
@@ -167,7 +173,7 @@ func (s *server) loop(ctx context.Context) error {
 				return err
 			}
 		case msgStop:
-			s.stop()
+			s.stop(false)
 		default:
 			return s.protocol("message type %d", typ)
 		}
@@ -190,14 +196,25 @@ func (s *server) err() error {
 // batch and end messages carry token, so that the loader can tell them from
 // those of an epoch it stopped.
 func (s *server) start(ctx context.Context, token uint32, epoch, first int64) error {
-	s.stop()
+	s.stop(true)
 	if epoch < 0 || epoch > math.MaxInt32 || first < 0 || first > int64(s.p.Batches()) {
+		s.closeAhead()
 		return fmt.Errorf("%w: the loader asked for batch %d of epoch %d (an epoch has %d batches)", ErrProtocol, first, epoch, s.p.Batches())
 	}
-	x, err := s.p.EpochFrom(ctx, int(epoch), int(first))
-	if err != nil {
-		return err
+	s.mu.Lock()
+	x := s.ahead
+	adopt := x != nil && s.aheadEpoch == epoch && first == 0
+	s.mu.Unlock()
+	if !adopt {
+		s.closeAhead()
+		var err error
+		if x, err = s.p.EpochFrom(ctx, int(epoch), int(first)); err != nil {
+			return err
+		}
 	}
+	s.mu.Lock()
+	s.ahead = nil
+	s.mu.Unlock()
 	g := s.pool.NewGroup()
 	s.mu.Lock()
 	s.epoch, s.group, s.stopping = x, g, false
@@ -224,7 +241,19 @@ func (s *server) stream(x *pipe.Epoch, token uint32, epoch int) error {
 			msg := binary.LittleEndian.AppendUint32(nil, msgEnd)
 			msg = binary.LittleEndian.AppendUint32(msg, token)
 			msg = binary.LittleEndian.AppendUint64(msg, uint64(epoch))
-			return s.send(append(msg, js...))
+			if err := s.send(append(msg, js...)); err != nil {
+				return nil // the loader is gone: loop sees it
+			}
+			// The loader moves on to the next epoch unless it selects
+			// another: start making it now, into the free slabs, so that
+			// its first batches are ready when asked for.
+			x.Close()
+			if next, err := s.p.EpochFrom(s.ctx, epoch+1, 0); err == nil {
+				s.mu.Lock()
+				s.ahead, s.aheadEpoch = next, int64(epoch+1)
+				s.mu.Unlock()
+			}
+			return nil
 		}
 		if err != nil {
 			s.mu.Lock()
@@ -301,12 +330,15 @@ func (s *server) isStopping() bool {
 }
 
 // stop stops the running epoch, if any, and takes back every slab the
-// loader held.
-func (s *server) stop() {
+// loader held; the epoch started ahead is stopped too unless keepAhead.
+func (s *server) stop(keepAhead bool) {
 	s.mu.Lock()
 	x, g := s.epoch, s.group
 	s.epoch, s.group, s.stopping = nil, nil, true
 	s.mu.Unlock()
+	if !keepAhead {
+		defer s.closeAhead()
+	}
 	if x == nil {
 		return
 	}
@@ -319,6 +351,16 @@ func (s *server) stop() {
 	s.mu.Unlock()
 	for _, b := range held {
 		b.Release()
+	}
+}
+
+func (s *server) closeAhead() {
+	s.mu.Lock()
+	x := s.ahead
+	s.ahead = nil
+	s.mu.Unlock()
+	if x != nil {
+		x.Close()
 	}
 }
 
