@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/dgraph-io/badger/v4/fb"
 	"go.uber.org/goleak"
 
+	"github.com/pipefeed/pipe/internal/faults"
 	"github.com/pipefeed/pipe/sharding"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -43,26 +42,6 @@ func noisyPixels(epoch, k int) []byte {
 		pix[i] = byte(r.Uint32())
 	}
 	return pix
-}
-
-// within runs f on a goroutine of its own and fails the test, with every
-// goroutine's stack, if f panics or is still running after d.
-func within(t *testing.T, d time.Duration, what string, f func()) {
-	t.Helper()
-	done := make(chan any, 1)
-	go func() {
-		defer func() { done <- recover() }()
-		f()
-	}()
-	select {
-	case p := <-done:
-		if p != nil {
-			t.Fatalf("%s: panic escaped: %v", what, p)
-		}
-	case <-time.After(d):
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%s: still running after %v:\n%s", what, d, buf[:runtime.Stack(buf, true)])
-	}
 }
 
 // checkShards reads every shard of every cache epoch and fails the test on
@@ -116,22 +95,6 @@ func warmFixture(t *testing.T) string {
 	return dir
 }
 
-func copyDir(t *testing.T, src string) string {
-	t.Helper()
-	dst := t.TempDir()
-	entries, _ := os.ReadDir(src)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
-
 // TestDamagedCache flips five bits, for each of 12 seeds, in the cache's
 // table and, separately, in its newest (empty) value log, then opens it,
 // warms it with two workers and reads every sample, as pipe warm and a run
@@ -143,28 +106,16 @@ func copyDir(t *testing.T, src string) string {
 func TestDamagedCache(t *testing.T) {
 	base := warmFixture(t)
 	for _, k := range []struct {
-		name, pattern string
-		last          bool
-	}{{"table", "*.sst", false}, {"newest value log", "*.vlog", true}} {
+		name, ext string
+		last      bool
+	}{{"table", ".sst", false}, {"newest value log", ".vlog", true}} {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			for seed := uint64(1); seed <= 12; seed++ {
-				dir := copyDir(t, base)
-				names, _ := filepath.Glob(filepath.Join(dir, k.pattern))
-				slices.Sort(names)
-				name := names[0]
-				if k.last {
-					name = names[len(names)-1]
-				}
-				b, _ := os.ReadFile(name)
-				r := rand.New(rand.NewPCG(seed, 7))
-				for range 5 {
-					i := r.IntN(8 * len(b))
-					b[i/8] ^= 1 << (i % 8)
-				}
-				os.WriteFile(name, b, 0o644)
+				dir := faults.CopyDir(t, base)
+				faults.FlipBits(t, faults.File(t, dir, k.ext, k.last), seed, 5)
 				what := fmt.Sprintf("seed %d", seed)
-				within(t, 10*time.Second, what, func() {
+				faults.Within(t, 10*time.Second, what, func() {
 					c, err := Open(damageSpec(dir))
 					if err != nil {
 						t.Fatalf("%s: open: %v", what, err)
@@ -238,7 +189,7 @@ func TestWarmOnStoreDamagedWhileOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	damageTables(t, dir)
-	within(t, 10*time.Second, "damaged while open", func() {
+	faults.Within(t, 10*time.Second, "damaged while open", func() {
 		_, err := c.Warm(context.Background(), 0, 3, 4, func() ComputeFunc { return noisyCompute(c) }, nil)
 		if !errors.Is(err, sharding.ErrDamaged) || !strings.Contains(err.Error(), dir) {
 			t.Errorf("warm: %v, want ErrDamaged", err)
@@ -254,7 +205,7 @@ func TestWarmOnStoreDamagedWhileOpen(t *testing.T) {
 			t.Errorf("close: %v", err)
 		}
 	})
-	within(t, 10*time.Second, "reopened", func() {
+	faults.Within(t, 10*time.Second, "reopened", func() {
 		c, err := Open(damageSpec(dir))
 		if err != nil {
 			t.Fatal(err)
@@ -279,7 +230,7 @@ func TestWarmWorkerPanicStopsAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	within(t, 10*time.Second, "warm", func() {
+	faults.Within(t, 10*time.Second, "warm", func() {
 		_, err := c.Warm(context.Background(), 0, 1, 8, func() ComputeFunc { return compute(c, -1, 37) }, nil)
 		if err == nil || !strings.Contains(err.Error(), "computing shard 37") || !strings.Contains(err.Error(), "goroutine ") {
 			t.Errorf("warm: %v", err)

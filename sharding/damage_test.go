@@ -5,16 +5,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4/fb"
+
+	"github.com/pipefeed/pipe/internal/faults"
 )
 
 // The damage tests open stores whose files were damaged on disk and use
@@ -50,77 +50,6 @@ func damageFixture(t *testing.T) (dir string, want map[int][]byte) {
 		t.Fatal(err)
 	}
 	return dir, want
-}
-
-// copyStore copies the store in src to a new directory.
-func copyStore(t *testing.T, src string) string {
-	t.Helper()
-	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
-
-// storeFile names the store's first (or last) file with extension ext.
-func storeFile(t *testing.T, dir, ext string, last bool) string {
-	t.Helper()
-	names, _ := filepath.Glob(filepath.Join(dir, "*"+ext))
-	if len(names) == 0 {
-		t.Fatalf("no %s file in %s", ext, dir)
-	}
-	slices.Sort(names)
-	if last {
-		return names[len(names)-1]
-	}
-	return names[0]
-}
-
-// flipBits flips n bits of the file, chosen by a generator seeded with seed.
-func flipBits(t *testing.T, name string, seed uint64, n int) {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(seed, 7))
-	for range n {
-		i := r.IntN(8 * len(b))
-		b[i/8] ^= 1 << (i % 8)
-	}
-	if err := os.WriteFile(name, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// within runs f on a goroutine of its own and fails the test, with every
-// goroutine's stack, if f panics or is still running after d.
-func within(t *testing.T, d time.Duration, what string, f func()) {
-	t.Helper()
-	done := make(chan any, 1)
-	go func() {
-		defer func() { done <- recover() }()
-		f()
-	}()
-	select {
-	case p := <-done:
-		if p != nil {
-			t.Fatalf("%s: panic escaped: %v", what, p)
-		}
-	case <-time.After(d):
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%s: still running after %v:\n%s", what, d, buf[:runtime.Stack(buf, true)])
-	}
 }
 
 // shortCloseWait shortens the wait for a Close that Badger does not finish.
@@ -233,10 +162,10 @@ func TestDamagedStore(t *testing.T) {
 			t.Parallel()
 			var detected, repaired int
 			for seed := uint64(1); seed <= k.seeds; seed++ {
-				dir := copyStore(t, base)
-				flipBits(t, storeFile(t, dir, k.ext, k.last), seed, k.bits)
+				dir := faults.CopyDir(t, base)
+				faults.FlipBits(t, faults.File(t, dir, k.ext, k.last), seed, k.bits)
 				what := fmt.Sprintf("seed %d", seed)
-				within(t, 10*time.Second, what, func() {
+				faults.Within(t, 10*time.Second, what, func() {
 					abandoned := false
 					c, err := OpenCache(dir)
 					switch {
@@ -318,8 +247,8 @@ func TestBadgerPanicIsDamage(t *testing.T) {
 	shortCloseWait(t)
 	dir, want := damageFixture(t)
 	c := openTest(t, dir)
-	damageBlocks(t, storeFile(t, dir, ".sst", true))
-	within(t, 10*time.Second, "damaged while open", func() {
+	damageBlocks(t, faults.File(t, dir, ".sst", true))
+	faults.Within(t, 10*time.Second, "damaged while open", func() {
 		_, err := c.Get(damageFP, 0, 3, "u8", nil)
 		if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "Badger panicked in View") {
 			t.Fatalf("Get: %v, want ErrDamaged", err)
@@ -343,7 +272,7 @@ func TestBadgerPanicIsDamage(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, damagedFile)); err != nil {
 		t.Fatalf("no damage mark: %v", err)
 	}
-	within(t, 10*time.Second, "reopened", func() {
+	faults.Within(t, 10*time.Second, "reopened", func() {
 		if _, err := OpenCache(dir); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "marked damaged by an earlier run") {
 			t.Fatalf("open: %v", err)
 		}
@@ -369,7 +298,7 @@ func TestBadgerPanicIsDamage(t *testing.T) {
 func TestCloseDoesNotWaitForGood(t *testing.T) {
 	shortCloseWait(t)
 	dir, _ := damageFixture(t)
-	vlog := storeFile(t, dir, ".vlog", false)
+	vlog := faults.File(t, dir, ".vlog", false)
 	b, err := os.ReadFile(vlog)
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +316,7 @@ func TestCloseDoesNotWaitForGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := openTest(t, dir)
-	within(t, 10*time.Second, "unreadable value", func() {
+	faults.Within(t, 10*time.Second, "unreadable value", func() {
 		if _, err := c.Get(damageFP, 0, 3, "u8", nil); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("Get: %v, want ErrCorrupt", err)
 		}
