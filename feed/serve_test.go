@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -149,7 +150,6 @@ func (c *client) next() got {
 // stream reads the epoch started with the current token, releasing each
 // batch after hashing it as pipe's checksum does, from batch first on.
 func (c *client) stream(sum *pipe.Checksum) (batches int) {
-	h := c.hello
 	for {
 		g := c.next()
 		switch {
@@ -160,15 +160,33 @@ func (c *client) stream(sum *pipe.Checksum) (batches int) {
 		case g.typ == msgEnd:
 			return batches
 		}
-		at := h.Ring.Offset + int64(g.slab)*h.Ring.Stride
-		data := c.mem[at : at+int64(g.n*h.Ring.SampleBytes)]
-		labels := make([]int32, g.n)
-		for i := range labels {
-			labels[i] = int32(*(*int64)(unsafe.Pointer(&c.mem[at+h.Ring.Labels+8*int64(i)])))
-		}
-		sum.AddSamples(data, labels)
+		sum.AddSamples(c.batch(g))
 		batches++
 		c.release(g.slab)
+	}
+}
+
+// batch is the data and labels of the batch g announces, as in its slab.
+func (c *client) batch(g got) ([]byte, []int32) {
+	h := c.hello
+	at := h.Ring.Offset + int64(g.slab)*h.Ring.Stride
+	labels := make([]int32, g.n)
+	for i := range labels {
+		labels[i] = int32(*(*int64)(unsafe.Pointer(&c.mem[at+h.Ring.Labels+8*int64(i)])))
+	}
+	return c.mem[at : at+int64(g.n*h.Ring.SampleBytes)], labels
+}
+
+// ended waits for Serve's result after the loader went away: nil, soon.
+func ended(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s: Serve after the loader left: %v", what, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: Serve did not end when the loader went away", what)
 	}
 }
 
@@ -206,15 +224,9 @@ func TestServedStreamIsPipesStream(t *testing.T) {
 		// Epoch 1 stopped after 5 batches, then resumed at batch 5.
 		sum := pipe.NewChecksum()
 		c.start(1, 0)
-		h := c.hello
 		for range 5 {
 			g := c.next()
-			at := h.Ring.Offset + int64(g.slab)*h.Ring.Stride
-			labels := make([]int32, g.n)
-			for i := range labels {
-				labels[i] = int32(*(*int64)(unsafe.Pointer(&c.mem[at+h.Ring.Labels+8*int64(i)])))
-			}
-			sum.AddSamples(c.mem[at:at+int64(g.n*h.Ring.SampleBytes)], labels)
+			sum.AddSamples(c.batch(g))
 			c.release(g.slab)
 		}
 		c.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, msgStop), 0))
@@ -223,14 +235,7 @@ func TestServedStreamIsPipesStream(t *testing.T) {
 			t.Errorf("workers %d: stopped after 5 and resumed at 5: %d more batches, checksum %s; want %s", workers, n, sum, want[1])
 		}
 		c.conn.Close()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve after the loader left: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("Serve did not end when the loader went away")
-		}
+		ended(t, done, fmt.Sprintf("%d workers", workers))
 	}
 }
 
@@ -258,14 +263,7 @@ func TestLoaderHoldingSlabs(t *testing.T) {
 	c.start(1, 0)
 	c.next()
 	c.conn.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not end when the loader went away holding slabs")
-	}
+	ended(t, done, "holding slabs")
 }
 
 // TestProtocolErrors: a release of a slab the loader does not hold, or an
