@@ -271,7 +271,10 @@ type Info struct {
 	ShardSize int
 	Shards    int // per epoch
 	Enabled   bool
-	Warnings  []string
+	// Disabled says why the store cannot be read ("" when Enabled): it
+	// could not be opened, or was found damaged.
+	Disabled string
+	Warnings []string
 	// Ordered reports entries in plan order, per rank: an echoed epoch then
 	// also replays its cache epoch's order.
 	Ordered bool
@@ -281,6 +284,14 @@ type Info struct {
 func (c *Cache) Info() *Info {
 	info := &Info{Dir: c.cfg.Dir, Fingerprint: string(c.fp), Epochs: c.Distinct(), ShardSize: c.cfg.ShardSize,
 		Shards: c.Shards(), Enabled: c.Readable(), Echo: c.ordered, Ordered: c.ordered}
+	switch {
+	case c.openErr != nil:
+		info.Disabled = c.openErr.Error()
+	case c.store == nil:
+		info.Disabled = "the cache was not opened"
+	case c.store.Damaged() != nil:
+		info.Disabled = c.store.Damaged().Error()
+	}
 	c.warnMu.Lock()
 	info.Warnings = append(info.Warnings, c.warnings...)
 	c.warnMu.Unlock()

@@ -43,9 +43,7 @@ resumes where it stopped.`,
 			if !info.Enabled {
 				// A run would go on without the cache, computing live;
 				// a warm has nothing to do without it.
-				why := strings.Join(info.Warnings, "; ")
-				why = strings.TrimSuffix(strings.TrimPrefix(why, "cache disabled, computing live: "), ": computing live")
-				return fmt.Errorf("cannot warm %s: %s", info.Dir, why)
+				return fmt.Errorf("cannot warm %s: %s", info.Dir, info.Disabled)
 			}
 			if workers > 0 {
 				p.SetWorkers(workers)
