@@ -75,12 +75,8 @@ func Serve(ctx context.Context, p *pipe.Pipeline, conn *net.UnixConn, name strin
 	}
 	// The ring: the engine's slabs, and Ahead more for the batches the
 	// loader holds (the one in use, the rest waiting in the socket).
-	_, _, rows := p.SlabLayout()
-	if err := p.SetHostAllocator(nil, Ahead); err != nil {
-		return err
-	}
-	n, _, _ := p.SlabLayout()
-	ring, err := NewRing(n, rows, s.HostTensor.SampleBytes())
+	n, _, rows := p.SlabLayout()
+	ring, err := NewRing(n+Ahead, rows, s.HostTensor.SampleBytes())
 	if err != nil {
 		return err
 	}

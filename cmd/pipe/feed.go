@@ -60,8 +60,9 @@ device). The protocol is described in the README and in package feed.`,
 			}
 			ctx, cancel := context.WithCancelCause(c.Context())
 			defer cancel(nil)
+			c.SetContext(ctx)
 			stop := feed.Watch(conn, func() { cancel(errLoaderGone) })
-			p, err := pipe.Load(ctx, args[0], opts...)
+			p, err := load(c, args[0], opts...)
 			stop()
 			if errors.Is(context.Cause(ctx), errLoaderGone) {
 				if p != nil {
@@ -70,10 +71,6 @@ device). The protocol is described in the README and in package feed.`,
 				return nil // nobody to serve, nobody to tell
 			}
 			if err != nil {
-				var se *pipe.SyntaxError
-				if errors.As(err, &se) || errors.Is(err, pipe.ErrConfig) || errors.Is(err, os.ErrNotExist) {
-					err = usageError{err}
-				}
 				feed.Refuse(conn, err)
 				return err
 			}

@@ -74,11 +74,10 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// load parses and builds a .pipe file under the command's context, marking
-// its errors as usage errors. Downloads show a progress bar on stderr when
-// it is a terminal.
-func load(c *cobra.Command, name string) (*pipe.Pipeline, error) {
-	var opts []pipe.LoadOption
+// load parses and builds a .pipe file under the command's context, with
+// opts, marking its errors as usage errors. Downloads show a progress bar
+// on stderr when it is a terminal.
+func load(c *cobra.Command, name string, opts ...pipe.LoadOption) (*pipe.Pipeline, error) {
 	if isTerminal(os.Stderr) {
 		var bar *progressbar.ProgressBar
 		opts = append(opts, pipe.WithDownloadProgress(func(done, total int64) {
