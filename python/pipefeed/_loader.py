@@ -131,7 +131,7 @@ class Loader:
         if epoch < 0:
             raise ValueError(f"epoch={epoch}: must be 0 or more")
         self._closed = True
-        self._framework, self._copy = framework, copy
+        self._copy = copy
         self._torch = None
         if framework == "torch":
             import torch
@@ -230,7 +230,6 @@ class Loader:
                 x, y = self._torch.from_numpy(x), self._torch.from_numpy(y)
             self._x.append(x)
             self._y.append(y)
-        self._ring = ring
 
     def _setup_device(self, device, pin_memory):
         torch = self._torch
@@ -347,7 +346,7 @@ class Loader:
                     else:
                         held = slab
                         if self._copy:
-                            x, y = x.clone() if self._torch else x.copy(), y.clone() if self._torch else y.copy()
+                            x, y = (x.clone(), y.clone()) if self._torch else (x.copy(), y.copy())
                     yield x, y
                 elif typ == _END:
                     _, tok, ep = _END_HEAD.unpack_from(data)
