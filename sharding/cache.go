@@ -651,40 +651,56 @@ func (u Usage) Ratio() float64 {
 	return float64(u.RawBytes) / float64(u.DiskBytes)
 }
 
-// Usages lists every fingerprint in the cache with its entries, sorted.
-func (c *Cache) Usages() ([]Usage, error) {
-	by := map[Fingerprint]*Usage{}
-	epochs := map[Fingerprint]map[int]bool{}
-	err := c.call("iteration", func() error {
+// eachShard calls f with every entry, in key order, within one read
+// transaction made through call (a panic inside Badger is damage); an error
+// from f stops it and is returned.
+func (c *Cache) eachShard(f func(item *badger.Item, fp Fingerprint, epoch, shard int) error) error {
+	return c.call("iteration", func() error {
 		return c.db.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("s/")})
 			defer it.Close()
 			for it.Rewind(); it.Valid(); it.Next() {
 				item := it.Item()
-				fp, epoch, _, ok := parseShardKey(item.Key())
+				fp, epoch, shard, ok := parseShardKey(item.Key())
 				if !ok {
 					continue
 				}
-				u := by[fp]
-				if u == nil {
-					u = &Usage{Fingerprint: fp}
-					by[fp], epochs[fp] = u, map[int]bool{}
-				}
-				epochs[fp][epoch] = true
-				u.Entries++
-				u.DiskBytes += item.ValueSize()
-				err := c.value(item, func(v []byte) error {
-					if len(v) >= headerSize {
-						u.RawBytes += int64(binary.LittleEndian.Uint32(v[8:]))
-					}
-					return nil
-				})
-				if err != nil && !errors.Is(err, ErrCorrupt) {
+				if err := f(item, fp, epoch, shard); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
+	})
+}
+
+// errProgressPanicked stops Verify's iteration when its progress callback
+// panicked; the panic is raised again once the iteration is over.
+var errProgressPanicked = errors.New("sharding: the progress callback panicked")
+
+// Usages lists every fingerprint in the cache with its entries, sorted.
+func (c *Cache) Usages() ([]Usage, error) {
+	by := map[Fingerprint]*Usage{}
+	epochs := map[Fingerprint]map[int]bool{}
+	err := c.eachShard(func(item *badger.Item, fp Fingerprint, epoch, _ int) error {
+		u := by[fp]
+		if u == nil {
+			u = &Usage{Fingerprint: fp}
+			by[fp], epochs[fp] = u, map[int]bool{}
+		}
+		epochs[fp][epoch] = true
+		u.Entries++
+		u.DiskBytes += item.ValueSize()
+		err := c.value(item, func(v []byte) error {
+			if len(v) >= headerSize {
+				u.RawBytes += int64(binary.LittleEndian.Uint32(v[8:]))
+			}
+			return nil
+		})
+		if errors.Is(err, ErrCorrupt) {
+			return nil
+		}
+		return err
 	})
 	if errors.Is(err, ErrDamaged) {
 		return nil, err
@@ -742,36 +758,24 @@ func (c *Cache) Verify(progress func(done int, bytes int64)) ([]BadEntry, int, e
 	var total int64
 	var buf []byte
 	var panicked *callbackPanic
-	err = c.call("iteration", func() error {
-		return c.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("s/")})
-			defer it.Close()
-			for it.Rewind(); it.Valid(); it.Next() {
-				item := it.Item()
-				fp, epoch, shard, ok := parseShardKey(item.Key())
-				if !ok {
-					continue
-				}
-				err := c.value(item, func(v []byte) error {
-					var err error
-					buf, err = c.decode(v, "", buf[:0])
-					total += int64(len(v))
-					c.releaseMapped(v)
-					return err
-				})
-				if err != nil {
-					bad = append(bad, BadEntry{Fingerprint: fp, Epoch: epoch, Shard: shard, Err: err})
-				}
-				n++
-				if progress != nil {
-					catch(&panicked, func() error { progress(n, total); return nil })
-					if panicked != nil {
-						return nil
-					}
-				}
-			}
-			return nil
+	err = c.eachShard(func(item *badger.Item, fp Fingerprint, epoch, shard int) error {
+		err := c.value(item, func(v []byte) error {
+			var err error
+			buf, err = c.decode(v, "", buf[:0])
+			total += int64(len(v))
+			c.releaseMapped(v)
+			return err
 		})
+		if err != nil {
+			bad = append(bad, BadEntry{Fingerprint: fp, Epoch: epoch, Shard: shard, Err: err})
+		}
+		n++
+		if progress != nil {
+			if catch(&panicked, func() error { progress(n, total); return nil }); panicked != nil {
+				return errProgressPanicked // re-raised below
+			}
+		}
+		return nil
 	})
 	if panicked != nil {
 		panic(panicked)
