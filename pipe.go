@@ -371,14 +371,12 @@ func (p *Pipeline) openCache(in transform.Shape, closed bool) (*cache.Cache, err
 }
 
 // decoding describes the decode stage as this build carries it out, for
-// cache fingerprints: the decoders' pixels differ, and max_pixels decides
+// cache fingerprints: the pixels JPEGs decode to (the same in every build),
+// whether windows decode at reduced scale, and max_pixels, which decides
 // which images are skipped (written only when not the default, so caches
 // made before it existed keep their fingerprints).
 func (p *Pipeline) decoding() string {
-	s := "decode decoder=" + transform.DecoderName()
-	if transform.RegionDecoding() {
-		s += fmt.Sprintf(" reduce=%t", p.cfg.Reduce)
-	}
+	s := "decode decoder=" + transform.DecodedPixels() + fmt.Sprintf(" reduce=%t", p.cfg.Reduce)
 	if m := p.cfg.MaxPixels; m != 0 && m != transform.DefaultMaxPixels {
 		s += fmt.Sprintf(" max_pixels=%d", m)
 	}
@@ -668,7 +666,7 @@ func (p *Pipeline) Summary() Summary {
 // variable is the user's choice and is left be.
 func (p *Pipeline) procs() int {
 	n := runtime.GOMAXPROCS(0)
-	if !transform.RegionDecoding() || !p.cfg.Source.Info().Encoded || os.Getenv("GOMAXPROCS") != "" {
+	if !transform.DecodesInC() || !p.cfg.Source.Info().Encoded || os.Getenv("GOMAXPROCS") != "" {
 		return n
 	}
 	// More workers than cores gain nothing from more Ps: cores + 1 at most.
@@ -676,10 +674,10 @@ func (p *Pipeline) procs() int {
 }
 
 func (p *Pipeline) decodeSummary(procs int) string {
-	if !transform.RegionDecoding() {
-		return transform.DecoderName() + " (Go; build with -tags jpegturbo for libjpeg-turbo)"
+	s := transform.DecoderName()
+	if m := transform.DecoderModules(); m != "" {
+		s += " with " + m
 	}
-	s := transform.DecoderName() + " with " + transform.DecoderModules()
 	if procs > p.cores {
 		s += fmt.Sprintf(", GOMAXPROCS %d (a spare P) so workers in C keep theirs", procs)
 	}

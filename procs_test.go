@@ -36,7 +36,7 @@ func TestProcsForCgoDecode(t *testing.T) {
 	p := mustNew(t, imagenetRecipe(src, 2, Options(Settings{Workers: n}))...)
 	defer p.Close()
 	want := n
-	if transform.RegionDecoding() {
+	if transform.DecodesInC() {
 		want = n + 1
 	}
 	if got := p.Summary().Procs; got != want {

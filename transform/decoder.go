@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/pipefeed/pipe/transform/internal/jpegdec"
 	"github.com/pipefeed/pipe/transform/internal/jpegturbo"
 )
 
@@ -24,16 +25,31 @@ type RegionOp interface {
 	Filter() Interp
 }
 
-// DecoderName names the JPEG decoder of this build: "image/jpeg" (Go's), or
-// the libjpeg-turbo release of the jpegturbo build. Decoded pixels differ
-// between the two (their IDCTs and chroma upsampling differ by a few levels),
-// so cache fingerprints include it.
+// jpegCodec is a JPEG decoder of windows at DCT scales: pipe's own
+// (jpegdec), or libjpeg-turbo in the jpegturbo build. Both give the same
+// pixels.
+type jpegCodec interface {
+	Header(data []byte) (w, h int, err error)
+	Decode(dst []byte, num, x0, y0, cw, ch int) error
+	Abort()
+}
+
+// DecoderName names the JPEG decoder of this build: pipe's own, in Go, or
+// the libjpeg-turbo release of the jpegturbo build. Both decode to the
+// same pixels (see [DecodedPixels]).
 func DecoderName() string {
 	if jpegturbo.Available {
 		return jpegturbo.Version
 	}
-	return "image/jpeg"
+	return "pipe's JPEG decoder (Go)"
 }
+
+// DecodedPixels names the pixels every build's JPEG decoder gives, for
+// cache fingerprints: libjpeg-turbo's with its default settings (accurate
+// integer IDCT, fancy upsampling), which pipe's own decoder reproduces byte
+// for byte, at every DCT scale and in every window. Caches made by one
+// build are read by the other.
+func DecodedPixels() string { return "libjpeg-turbo" }
 
 // DecoderModules says whose Huffman decoder and colour conversion the
 // jpegturbo build runs inside libjpeg-turbo: pipe's, or libjpeg's own where
@@ -49,9 +65,10 @@ func DecoderModules() string {
 	return "pipe's Huffman decoder and colour conversion"
 }
 
-// RegionDecoding reports whether this build can decode a window of a JPEG
-// at a reduced scale (the jpegturbo build).
-func RegionDecoding() bool { return jpegturbo.Available }
+// DecodesInC reports whether JPEGs are decoded in C, through cgo (the
+// jpegturbo build): a worker in a C call holds its thread, which the
+// scheduler then has to work around.
+func DecodesInC() bool { return jpegturbo.Available }
 
 // DefaultMaxPixels is the largest image, in pixels (width × height), that
 // [Decode] and a [Decoder] whose MaxPixels is 0 decode: 2²⁶ = 67,108,864,
@@ -61,10 +78,10 @@ func RegionDecoding() bool { return jpegturbo.Available }
 // gigabytes: 192 MiB for the RGB result, plus what the decoder holds
 // beside it. In the jpegturbo build that is at most 528 MiB (libjpeg's cap
 // of 8 bytes a pixel plus 16 MiB, enough for the whole-image coefficient
-// buffer of a progressive 4:4:4 CMYK JPEG). In the default build it is up
-// to 1.5 GiB for that same JPEG (image/jpeg keeps its coefficients as
-// int32, 16 bytes a pixel, beside its YCbCr, K and CMYK images), 512 MiB
-// for a 16-bit RGBA PNG, and a few bytes a pixel for other images. Twice
+// buffer of a progressive 4:4:4 CMYK JPEG). In the default build it is
+// at most 12 bytes a pixel plus 16 MiB for that same JPEG (its
+// coefficients, 8 bytes a pixel, and sample planes, 4), 512 MiB for a
+// 16-bit RGBA PNG, and a few bytes a pixel for other images. Twice
 // the pixels would double each figure, for every worker decoding such an
 // image at once.
 const DefaultMaxPixels = 1 << 26
@@ -79,9 +96,9 @@ const maxSide = 1 << 15
 var ErrTooLarge = fmt.Errorf("%w: too large", ErrDecode)
 
 // Decoder decodes JPEG and PNG images to 3-channel CHW RGB (see [Decode]),
-// reusing its memory and, in the jpegturbo build, its libjpeg decompressor
-// from one image to the next. It is not safe for concurrent use: keep one
-// per worker.
+// reusing its memory and its JPEG decoder (in the jpegturbo build, a
+// libjpeg decompressor) from one image to the next. It is not safe for
+// concurrent use: keep one per worker.
 type Decoder struct {
 	// Reduce lets DecodeFor decode at a reduced DCT scale (M/8) when the
 	// op's output needs no more pixels than that gives. Without it
@@ -91,11 +108,11 @@ type Decoder struct {
 	// MaxPixels is the largest image (width × height) decoded; 0, or a
 	// negative value, means DefaultMaxPixels. The size is read from the
 	// header before any pixel memory is allocated, and a larger image is
-	// an ErrTooLarge error. In the jpegturbo build it also caps libjpeg's
-	// own memory for one image at 8 bytes a pixel of the limit plus 16 MiB
-	// (see DefaultMaxPixels).
+	// an ErrTooLarge error. It also caps the JPEG decoder's own memory for
+	// one image, at 12 bytes a pixel of the limit plus 16 MiB (8 in the
+	// jpegturbo build, libjpeg's; see DefaultMaxPixels).
 	MaxPixels int
-	turbo     *jpegturbo.Decoder
+	codec     jpegCodec
 	win       Image // the decoded window
 }
 
@@ -111,21 +128,24 @@ func (d *Decoder) maxPixels() int {
 	return DefaultMaxPixels
 }
 
-func (d *Decoder) jpeg() (*jpegturbo.Decoder, error) {
-	if d.turbo == nil {
+func (d *Decoder) jpeg() (jpegCodec, error) {
+	if d.codec == nil {
+		if !jpegturbo.Available {
+			d.codec = jpegdec.New()
+			return d.codec, nil
+		}
 		t, err := jpegturbo.New()
 		if err != nil {
 			return nil, decodeErr(err)
 		}
-		d.turbo = t
+		d.codec = t
 	}
-	return d.turbo, nil
+	return d.codec, nil
 }
 
-// Decode decodes data into dst, as the package's Decode does, with
-// libjpeg-turbo for JPEGs in the jpegturbo build.
+// Decode decodes data into dst, as the package's Decode does.
 func (d *Decoder) Decode(dst *Image, data []byte) error {
-	if !jpegturbo.Available || !isJPEG(data) {
+	if !isJPEG(data) {
 		return decode(dst, data, d.maxPixels())
 	}
 	t, w, h, err := d.header(data)
@@ -136,29 +156,34 @@ func (d *Decoder) Decode(dst *Image, data []byte) error {
 	return decodeErr(t.Decode(dst.Pix, 8, 0, 0, w, h))
 }
 
-// header reads the JPEG header of data with libjpeg: the decompressor,
-// ready to decode, and the image's width and height, within the decoder's
-// limit. libjpeg has allocated no pixel or coefficient memory yet: that
-// happens in the decode that follows, under the memory cap set here.
-func (d *Decoder) header(data []byte) (*jpegturbo.Decoder, int, int, error) {
+// header reads the JPEG header of data: the decoder, ready to decode, and
+// the image's width and height, within the decoder's limit. No pixel or
+// coefficient memory is allocated yet: that happens in the decode that
+// follows, under the memory cap set here.
+func (d *Decoder) header(data []byte) (jpegCodec, int, int, error) {
 	t, err := d.jpeg()
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	limit := d.maxPixels()
-	t.MaxMemory = 8*min(limit, maxSide*maxSide) + 16<<20
+	limit := min(d.maxPixels(), maxSide*maxSide)
+	switch t := t.(type) {
+	case *jpegturbo.Decoder:
+		t.MaxMemory = 8*limit + 16<<20
+	case *jpegdec.Decoder:
+		t.MaxMemory = 12*limit + 16<<20
+	}
 	w, h, err := t.Header(data)
 	if err != nil {
 		return nil, 0, 0, decodeErr(err)
 	}
-	if err := checkSize(w, h, limit); err != nil {
+	if err := checkSize(w, h, d.maxPixels()); err != nil {
 		t.Abort()
 		return nil, 0, 0, err
 	}
 	return t, w, h, nil
 }
 
-// decodeErr wraps a libjpeg error in ErrDecode.
+// decodeErr wraps a JPEG decoder's error in ErrDecode.
 func decodeErr(err error) error {
 	if err == nil {
 		return nil
@@ -181,16 +206,16 @@ func checkSize(w, h, limit int) error {
 }
 
 // DecodeFor decodes data and applies op to it, drawing op's parameters from
-// r, into dst. In the jpegturbo build it first reads the JPEG's size, lets
-// op choose its window, and decodes only that window (plus the margin the
-// filter reads), at the smallest DCT scale (1/8, 1/4, 1/2) that keeps the window at
-// least as large as op's output when Reduce is set: a 224-pixel crop of a
-// 2000-pixel photograph decodes a quarter of the pixels or fewer.
-// Elsewhere, and for PNGs, it decodes in full into scratch and applies op.
+// r, into dst. For a JPEG it first reads the size, lets op choose its
+// window, and decodes only that window (plus the margin the filter reads),
+// at the smallest DCT scale (1/8, 1/4, 1/2) that keeps the window at least
+// as large as op's output when Reduce is set: a 224-pixel crop of a
+// 2000-pixel photograph decodes a quarter of the pixels or fewer. A PNG
+// it decodes in full into scratch and applies op.
 // It reports whether dst holds the result; false means op left the decoded
 // image as it was, and the result is in Decoded.
 func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool, error) {
-	if !jpegturbo.Available || !isJPEG(data) {
+	if !isJPEG(data) {
 		if err := d.Decode(&d.win, data); err != nil {
 			return false, err
 		}
@@ -210,7 +235,7 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	if d.Reduce {
 		num = scaleFor(reg)
 	}
-	sw, sh := jpegturbo.Scaled(W, num), jpegturbo.Scaled(H, num)
+	sw, sh := jpegdec.Scaled(W, num), jpegdec.Scaled(H, num)
 	fx, fy := float64(sw)/float64(W), float64(sh)/float64(H)
 	wy, wx := float64(reg.Y)*fy, float64(reg.X)*fx
 	wh, ww := float64(reg.H)*fy, float64(reg.W)*fx
@@ -239,8 +264,8 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 // call: the result when DecodeFor returned false.
 func (d *Decoder) Decoded() *Image { return &d.win }
 
-// scaleFor returns the smallest M of the DCT scales M/8 that libjpeg-turbo
-// decodes with SIMD (1/8, 1/4, 1/2, 1) at which reg's window still has at
+// scaleFor returns the smallest M of the DCT scales M/8 that pipe's decoder
+// decodes and libjpeg-turbo decodes with SIMD (1/8, 1/4, 1/2, 1) at which reg's window still has at
 // least as many pixels as its output on both axes, so the resampling only
 // ever shrinks. libjpeg's other scales (3/8 … 7/8) have plain C IDCTs:
 // allowing them made the ImageNet recipe slower (12 pairs of runs, the

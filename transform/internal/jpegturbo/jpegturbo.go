@@ -256,6 +256,68 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 	}
 	return 0;
 }
+
+// pj_encode encodes w×h pixels of nc interleaved components (1: grey, 3:
+// RGB, 4: CMYK) with libjpeg, for the tests of pipe's own decoder: hs and
+// vs are the sampling factors of each component, separate puts each
+// component in its own sequential scan. Returns 0, or -1 with the
+// message in msg.
+static int pj_encode(const unsigned char *pix, int w, int h, int nc, const int *hs, const int *vs,
+                     int quality, int progressive, int separate, int restart, int ycck, int optimize,
+                     unsigned char **out, unsigned long *outlen, char *msg) {
+	struct jpeg_compress_struct c;
+	pj_err err;
+	static jpeg_scan_info scans[4];
+	unsigned char *buf = NULL;
+	unsigned long n = 0;
+	c.err = jpeg_std_error(&err.pub);
+	err.pub.error_exit = pj_error_exit;
+	if (setjmp(err.jump)) {
+		snprintf(msg, JMSG_LENGTH_MAX, "%s", err.msg);
+		jpeg_destroy_compress(&c);
+		free(buf);
+		return -1;
+	}
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &buf, &n);
+	c.image_width = w;
+	c.image_height = h;
+	c.input_components = nc;
+	c.in_color_space = nc == 1 ? JCS_GRAYSCALE : nc == 3 ? JCS_RGB : JCS_CMYK;
+	jpeg_set_defaults(&c);
+	if (nc == 4 && ycck) jpeg_set_colorspace(&c, JCS_YCCK);
+	jpeg_set_quality(&c, quality, TRUE);
+	for (int i = 0; i < c.num_components; i++) {
+		c.comp_info[i].h_samp_factor = hs[i];
+		c.comp_info[i].v_samp_factor = vs[i];
+	}
+	c.restart_interval = restart;
+	c.optimize_coding = optimize;
+	if (progressive) {
+		jpeg_simple_progression(&c);
+	} else if (separate) {
+		for (int i = 0; i < c.num_components; i++) {
+			scans[i].comps_in_scan = 1;
+			scans[i].component_index[0] = i;
+			scans[i].Ss = 0;
+			scans[i].Se = 63;
+			scans[i].Ah = 0;
+			scans[i].Al = 0;
+		}
+		c.scan_info = scans;
+		c.num_scans = c.num_components;
+	}
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < c.image_height) {
+		JSAMPROW row = (JSAMPROW)(pix + (size_t)c.next_scanline * w * nc);
+		jpeg_write_scanlines(&c, &row, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	*out = buf;
+	*outlen = n;
+	return 0;
+}
 */
 import "C"
 
@@ -411,4 +473,38 @@ func split3(s, r, g, b []byte) {
 		return
 	}
 	C.pj_split3((*C.uchar)(&s[0]), (*C.uchar)(&r[0]), (*C.uchar)(&g[0]), (*C.uchar)(&b[0]), C.int(len(r)))
+}
+
+// EncodeOptions are the settings of a test JPEG that Encode writes.
+type EncodeOptions struct {
+	Quality     int    // 1-100
+	H, V        [4]int // sampling factors of each component
+	Progressive bool   // libjpeg's simple progression
+	Separate    bool   // one sequential scan per component
+	Restart     int    // restart interval in MCUs, 0 for none
+	YCCK        bool   // a 4-component image stored as YCCK, not CMYK
+	Optimize    bool   // optimised Huffman tables
+}
+
+// Encode encodes w×h pixels of nc interleaved components (1: grey, 3: RGB,
+// 4: CMYK) with libjpeg-turbo: the test images pipe's own decoder is
+// compared with libjpeg on.
+func Encode(pix []byte, w, h, nc int, o EncodeOptions) ([]byte, error) {
+	if len(pix) < w*h*nc || w <= 0 || h <= 0 || (nc != 1 && nc != 3 && nc != 4) {
+		return nil, fmt.Errorf("libjpeg: %d bytes for %dx%dx%d", len(pix), w, h, nc)
+	}
+	var hs, vs [4]C.int
+	for i := range nc {
+		hs[i], vs[i] = C.int(max(o.H[i], 1)), C.int(max(o.V[i], 1))
+	}
+	var out *C.uchar
+	var n C.ulong
+	msg := (*C.char)(C.malloc(C.JMSG_LENGTH_MAX))
+	defer C.free(unsafe.Pointer(msg))
+	if C.pj_encode((*C.uchar)(unsafe.Pointer(&pix[0])), C.int(w), C.int(h), C.int(nc), &hs[0], &vs[0],
+		C.int(o.Quality), cint(o.Progressive), cint(o.Separate), C.int(o.Restart), cint(o.YCCK), cint(o.Optimize), &out, &n, msg) != 0 {
+		return nil, errors.New("libjpeg: " + C.GoString(msg))
+	}
+	defer C.free(unsafe.Pointer(out))
+	return C.GoBytes(unsafe.Pointer(out), C.int(n)), nil
 }

@@ -26,3 +26,16 @@ func (d *Decoder) Abort()                                           {}
 // LibjpegOnly is the jpegturbo build's PIPE_LIBJPEG_ONLY switch; this build
 // has no libjpeg.
 const LibjpegOnly = false
+
+// EncodeOptions are the jpegturbo build's test-image settings.
+type EncodeOptions struct {
+	Quality        int
+	H, V           [4]int
+	Progressive    bool
+	Separate       bool
+	Restart        int
+	YCCK, Optimize bool
+}
+
+// Encode needs libjpeg-turbo: here it fails.
+func Encode(pix []byte, w, h, nc int, o EncodeOptions) ([]byte, error) { return nil, errOff }
