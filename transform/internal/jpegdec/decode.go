@@ -66,8 +66,8 @@ func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
 		c := &d.comp[i]
 		n := c.stride * (m1 + 1 - m0) * c.v * c.ss
 		c.plane, mem = mem[:n:n], mem[n:]
-		if cap(c.row) < cw {
-			c.row = make([]byte, cw)
+		if cap(c.row) < cw+8 {
+			c.row = make([]byte, cw+8)
 		}
 	}
 
@@ -273,6 +273,8 @@ func (d *Decoder) decodeBaseline(sc *scanInfo, at, m0, m1 int) error {
 			}
 		}
 	}
+	// A decode that failed may have left coefficients behind.
+	d.blocks = [10][64]int16{}
 	var br bitReader
 	br.reset(d.data, at)
 	togo, skip := d.ri, false

@@ -113,13 +113,25 @@ func Scaled(n, num int) int { return (n*num + 7) / 8 }
 
 func formatErr(format string, a ...any) error { return fmt.Errorf(format, a...) }
 
-// Header reads the markers of data up to its first scan and returns the
-// image's size. data must not change until Decode.
-func (d *Decoder) Header(data []byte) (w, h int, err error) {
-	*d = Decoder{MaxMemory: d.MaxMemory, mem: d.mem, coefMem: d.coefMem, dc: d.dc, ac: d.ac}
+// reset forgets the last image, keeping the memory of its buffers (and not
+// copying the Huffman tables, 100 KB).
+func (d *Decoder) reset() {
+	for i := range d.comp {
+		d.comp[i] = component{row: d.comp[i].row}
+	}
 	for i := range d.dc {
 		d.dc[i].defined, d.ac[i].defined = false, false
 	}
+	d.data, d.w, d.h, d.nc, d.hmax, d.vmax = nil, 0, 0, 0, 0, 0
+	d.progressive, d.frame, d.jfif, d.adobe = false, false, false, false
+	d.cs, d.transform, d.ri, d.sos = 0, 0, 0, 0
+	d.qdef = [4]bool{}
+}
+
+// Header reads the markers of data up to its first scan and returns the
+// image's size. data must not change until Decode.
+func (d *Decoder) Header(data []byte) (w, h int, err error) {
+	d.reset()
 	if len(data) == 0 {
 		return 0, 0, errors.New("empty")
 	}

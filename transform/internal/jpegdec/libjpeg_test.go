@@ -4,12 +4,14 @@ package jpegdec
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pipefeed/pipe/internal/shareddata"
@@ -179,5 +181,97 @@ func TestSamePixelsAsLibjpegImageNet(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range names {
 		compare(t, names[i], data[i], rng, 2)
+	}
+}
+
+// BenchmarkLibjpeg is BenchmarkDecode and BenchmarkHuffman with
+// libjpeg-turbo (and the jpegturbo build's own Huffman decoder), the
+// figures pipe's decoder is measured against.
+func BenchmarkLibjpeg(b *testing.B) {
+	_, data := shareddata.ImageNetJPEGs(b)
+	for _, whole := range []bool{true, false} {
+		b.Run(map[bool]string{true: "decode", false: "huffman"}[whole], func(b *testing.B) {
+			d, err := jpegturbo.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			dst := make([]byte, 3*4096*4096)
+			n, size := 0, 0
+			for b.Loop() {
+				in := data[n%len(data)]
+				w, h, err := d.Header(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				x0, y0, cw, ch := 0, 0, w, h
+				if !whole {
+					x0, y0, cw, ch = w-1, h-1, 1, 1
+				}
+				if err := d.Decode(dst, 8, x0, y0, cw, ch); err != nil {
+					b.Fatal(err)
+				}
+				n++
+				size += len(in)
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "images/s")
+			b.ReportMetric(float64(size)/b.Elapsed().Seconds()/1e6, "MB/s")
+		})
+	}
+}
+
+var writeGolden = flag.Bool("golden", false, "TestWriteGolden: write testdata/*.jpg and testdata/golden.txt")
+
+// TestWriteGolden, with -golden, writes the package's test JPEGs (a
+// selection of the generated ones) and the hashes of libjpeg-turbo's
+// decodes of them and of transform's test JPEGs, which TestGolden checks
+// in every build.
+func TestWriteGolden(t *testing.T) {
+	if !*writeGolden {
+		t.Skip("-golden writes testdata/golden.txt")
+	}
+	gen := generated(t)
+	os.MkdirAll("testdata", 0o755)
+	for name, data := range gen {
+		if !strings.Contains(name, "-64x48-") && !strings.Contains(name, "-17x33-") {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join("testdata", name+".jpg"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := goldenFiles(t)
+	names, data := shareddata.ImageNetJPEGs(t)
+	for i := range names {
+		files["imagenet-sample/"+names[i]] = data[i]
+	}
+	lib, err := jpegturbo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for name, data := range files {
+		w, h, err := lib.Header(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib.Abort()
+		for _, num := range []int{8, 4, 2, 1} {
+			for _, win := range goldenWindows(w, h, num) {
+				pix := make([]byte, 3*win[2]*win[3])
+				if _, _, err := lib.Header(data); err != nil {
+					t.Fatal(err)
+				}
+				if err := lib.Decode(pix, num, win[0], win[1], win[2], win[3]); err != nil {
+					t.Fatal(err)
+				}
+				lines = append(lines, goldenKey(name, num, win)+" "+pixelHash(pix))
+			}
+		}
+	}
+	slices.Sort(lines)
+	head := "# SHA-256 (first 12 bytes) of " + jpegturbo.Version + "'s RGB planes for each test JPEG, DCT scale and window.\n" +
+		"# Written by: go test -tags jpegturbo -run TestWriteGolden ./transform/internal/jpegdec -golden\n"
+	if err := os.WriteFile("testdata/golden.txt", []byte(head+strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
