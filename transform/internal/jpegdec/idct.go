@@ -51,8 +51,8 @@ func clampSample(x int32) byte {
 // descale divides x by 2^n, rounding.
 func descale(x int32, n uint) int32 { return (x + 1<<(n-1)) >> n }
 
-// idct8 is jpeg_idct_islow.
-func idct8(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
+// idct8Go is jpeg_idct_islow.
+func idct8Go(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
 	var ws [64]int32
 	for c := range 8 {
 		if blk[8+c]|blk[16+c]|blk[24+c]|blk[32+c]|blk[40+c]|blk[48+c]|blk[56+c] == 0 {
@@ -154,8 +154,8 @@ func idct8(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
 	}
 }
 
-// idct4 is jidctred.c's jpeg_idct_4x4.
-func idct4(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
+// idct4Go is jidctred.c's jpeg_idct_4x4.
+func idct4Go(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
 	var ws [64]int32
 	for c := range 8 {
 		if c == 4 {
@@ -205,8 +205,8 @@ func idct4(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
 	}
 }
 
-// idct2 is jidctred.c's jpeg_idct_2x2.
-func idct2(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
+// idct2Go is jidctred.c's jpeg_idct_2x2.
+func idct2Go(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
 	var ws [16]int32
 	for c := 0; c < 8; c++ {
 		if c == 2 || c == 4 || c == 6 {
