@@ -11,11 +11,12 @@ const fastBits = 11
 // huffTable is one Huffman table unpacked for decoding.
 type huffTable struct {
 	// fast is indexed by the next fastBits bits. Bit 7 clear: the code
-	// and the extra bits of its coefficient fit; bits 0-4 count them,
-	// bits 8-15 hold the zero run before the coefficient (63 for the end
-	// of a block), bits 16-31 its value. Bit 7 set: bits 0-4 are the
-	// code's length and bits 8-15 its symbol, or 0 when the code is
-	// longer than fastBits bits.
+	// and the extra bits of its coefficient fit; bits 0-4 count them
+	// (bits 5 and 6 are clear), bits 8-15 hold, in an AC table, the zero
+	// run before the coefficient plus one (64 for the end of a block),
+	// and bits 16-31 its value. Bit 7 set: bits 0-4 are the code's length
+	// and bits 8-15 its symbol, or 0 when the code is longer than
+	// fastBits bits.
 	fast [1 << fastBits]uint32
 	// sym is indexed likewise: the code's length times 256 plus its
 	// symbol, 0 for a longer code (progressive scans read symbols alone).
@@ -60,10 +61,9 @@ func (t *huffTable) build(counts *[17]int, vals []byte, dc bool) error {
 	}
 	clear(t.val[:])
 	copy(t.val[:], vals)
-	for i := range t.fast {
-		t.fast[i] = 0x80
-		t.sym[i] = 0
-	}
+	// The codes of up to fastBits bits, in order, fill the tables from the
+	// start, each its span of entries: those its code prefixes.
+	end := uint32(0)
 	for p := range n {
 		l := size[p]
 		sym := int(vals[p])
@@ -73,28 +73,40 @@ func (t *huffTable) build(counts *[17]int, vals []byte, dc bool) error {
 		if l > fastBits {
 			continue
 		}
-		s, r := sym&15, sym>>4
+		s, r := sym&15, sym>>4+1
 		if dc {
 			s, r = sym, 0
-		} else if s == 0 {
-			if r != 15 {
-				r = 63 // end of block
+		} else if s == 0 && r != 16 {
+			r = 64 // end of block
+		}
+		base, span := code[p]<<(fastBits-l), uint32(1)<<(fastBits-l)
+		end = base + span
+		for i := range t.sym[base:end] {
+			t.sym[base+uint32(i)] = uint16(l<<8 | sym)
+		}
+		fast := t.fast[base:end]
+		if l+s > fastBits {
+			for i := range fast {
+				fast[i] = uint32(sym)<<8 | 0x80 | uint32(l)
+			}
+			continue
+		}
+		// Each value of the extra bits has span>>s entries.
+		step := span >> s
+		for x := range uint32(1) << s {
+			v := 0
+			if s > 0 {
+				v = extend(x, s)
+			}
+			e := uint32(int32(v))<<16 | uint32(r)<<8 | uint32(l+s)
+			for i := range fast[x*step : (x+1)*step] {
+				fast[x*step+uint32(i)] = e
 			}
 		}
-		base := code[p] << (fastBits - l)
-		for j := range uint32(1) << (fastBits - l) {
-			i := base + j
-			t.sym[i] = uint16(l<<8 | sym)
-			if l+s <= fastBits {
-				v := 0
-				if s > 0 {
-					v = extend(uint32(i>>(fastBits-l-s))&(1<<s-1), s)
-				}
-				t.fast[i] = uint32(int32(v))<<16 | uint32(r)<<8 | uint32(l+s)
-			} else {
-				t.fast[i] = uint32(sym)<<8 | 0x80 | uint32(l)
-			}
-		}
+	}
+	for i := end; i < 1<<fastBits; i++ {
+		t.fast[i] = 0x80
+		t.sym[i] = 0
 	}
 	t.defined = true
 	return nil
@@ -253,25 +265,37 @@ func (b *bitReader) restart() bool {
 	return false
 }
 
-// baselineMCU decodes one MCU of a sequential scan into blocks (which must
-// be zero), blocks of components comps with tables dcs and acs. The bit
-// reader's state lives in locals for the length of the MCU.
-func (b *bitReader) baselineMCU(blocks *[10][64]int16, nb int, comps *[10]*component, dcs, acs *[10]*huffTable) {
+// baselineMCUGo decodes one MCU of a sequential scan into blocks (which
+// must be zero), blocks of components comps with tables dcs and acs. It
+// is the reference for baselineMCU, whose assembly versions follow it step
+// for step and leave the same state, the stale low bits of acc included.
+//
+// The bit reader's state lives in locals for the length of the MCU. Like
+// the decoder of jpegturbo/huff.c, it refills without asking whether it
+// needs to (a branch the predictor would miss at every other refill), and
+// decodes five symbols a refill, a block's DC symbol counting as one of
+// its AC ones: a symbol the fast table holds, code and extra bits, takes
+// at most fastBits bits, and a refill leaves at least 56. One it does not
+// hold takes up to 31 bits (16 of code, 15 extra): it is decoded after a
+// refill to 32 bits, and a refill follows it. A refill always follows a
+// symbol, so n is at most 63 there, as refill needs; the reader holds at
+// most 63 bits between MCUs.
+func (b *bitReader) baselineMCUGo(blocks *[10][64]int16, nb int, comps *[10]*component, dcs, acs *[10]*huffTable) {
 	data, p, acc, n := b.data, b.p, b.acc, b.n
 	for i := range nb {
 		blk := &blocks[i]
 		t := dcs[i]
-		if n < 32 {
-			b.p, b.acc, b.n = p, acc, n
-			b.fill()
-			p, acc, n = b.p, b.acc, b.n
+		if w, ok := word8(data, p); ok { // refill, inline
+			p, acc, n = p+(63-n)>>3, acc|w>>(uint(n)&63), n|56
+		} else {
+			p, acc, n = b.refillSlow(p, acc, n)
 		}
 		e := t.fast[acc>>(64-fastBits)]
 		var diff int32
+		j := 1 // fast symbols since the refill
 		if e&0x80 == 0 {
-			l := e & 31
-			acc <<= l
-			n -= int(l)
+			acc <<= e & 63
+			n -= int(e & 31)
 			diff = int32(e) >> 16
 		} else {
 			l, s := int(e&31), int(e>>8&0xFF)
@@ -285,6 +309,7 @@ func (b *bitReader) baselineMCU(blocks *[10][64]int16, nb int, comps *[10]*compo
 				acc <<= s
 				n -= s
 			}
+			j = 5
 		}
 		c := comps[i]
 		c.pred += diff
@@ -292,52 +317,96 @@ func (b *bitReader) baselineMCU(blocks *[10][64]int16, nb int, comps *[10]*compo
 
 		t = acs[i]
 		for k := 1; k < 64; {
-			if n < 32 {
-				if p+8 <= len(data) {
-					w := binary.BigEndian.Uint64(data[p:])
-					if (^w-0x0101010101010101)&w&0x8080808080808080 == 0 {
-						acc |= w >> n
-						p += (63 - n) >> 3
-						n |= 56
-						goto filled
-					}
+			if j == 5 {
+				if w, ok := word8(data, p); ok {
+					p, acc, n = p+(63-n)>>3, acc|w>>(uint(n)&63), n|56
+				} else {
+					p, acc, n = b.refillSlow(p, acc, n)
 				}
-				b.p, b.acc, b.n = p, acc, n
-				b.fillSlow()
-				p, acc, n = b.p, b.acc, b.n
+				j = 0
 			}
-		filled:
 			e := t.fast[acc>>(64-fastBits)]
-			if e&0x80 == 0 {
-				acc <<= e & 63
-				n -= int(e & 31)
-				k += int(e >> 8 & 0xFF)
-				blk[zigzag[k]] = int16(int32(e) >> 16)
-				k++
+			if e&0x80 != 0 {
+				if n < 32 {
+					p, acc, n = b.refill(p, acc, n)
+				}
+				k, acc, n = t.acSlow(blk, k, acc, n)
+				j = 5
 				continue
 			}
-			l, sym := int(e&31), int(e>>8&0xFF)
-			if l == 0 {
-				sym, l = t.slow(acc)
-			}
-			acc <<= l
-			n -= l
-			s, r := sym&15, sym>>4
-			switch {
-			case s != 0:
-				k += r
-				blk[zigzag[k]] = int16(extend(uint32(acc>>(64-s)), s))
-				acc <<= s
-				n -= s
-				k++
-			case r == 15:
-				k += 16
-			default:
-				k = 64
-			}
+			acc <<= e & 63
+			n -= int(e & 31)
+			k += int(e >> 8 & 0xFF)
+			blk[zigzag[(k-1)&127]&63] = int16(int32(e) >> 16)
+			j++
 		}
 	}
 	b.p, b.acc, b.n = p, acc, n
+}
+
+// mcuFunc is baselineMCU's signature as a function of the reader, which
+// each version of it has.
+type mcuFunc func(b *bitReader, blocks *[10][64]int16, nb int, comps *[10]*component, dcs, acs *[10]*huffTable)
+
+// refill is fill for the decoding loops, which keep the reader's state in
+// locals: it returns them topped up to at least 56 bits. Where none of
+// the next 8 bytes is 0xFF it ors them in whether or not there is room
+// for them, taking only the whole bytes that fit; the stale low bits it
+// leaves are the stream's own, so or-ing them in again later changes
+// nothing. n must be at most 63.
+func (b *bitReader) refill(p int, acc uint64, n int) (int, uint64, int) {
+	if w, ok := word8(b.data, p); ok {
+		return p + (63-n)>>3, acc | w>>(uint(n)&63), n | 56
+	}
+	return b.refillSlow(p, acc, n)
+}
+
+// word8 returns the eight bytes of data at p, big-endian, and whether
+// there are eight, none of them 0xFF: refill's common case.
+func word8(data []byte, p int) (uint64, bool) {
+	if p+8 > len(data) {
+		return 0, false
+	}
+	w := binary.BigEndian.Uint64(data[p:])
+	return w, (^w-0x0101010101010101)&w&0x8080808080808080 == 0
+}
+
+// refillSlow is the rest of refill, kept out of line where its common
+// case is written inline.
+//
+//go:noinline
+func (b *bitReader) refillSlow(p int, acc uint64, n int) (int, uint64, int) {
+	b.p, b.acc, b.n = p, acc, n
+	b.fillSlow()
+	return b.p, b.acc, b.n
+}
+
+// acSlow decodes the AC symbol at the top of acc, at zigzag position k of
+// blk, that the fast table does not hold: a code longer than fastBits
+// bits, or one whose extra bits do not fit with it. acc holds at least 32
+// bits.
+func (t *huffTable) acSlow(blk *[64]int16, k int, acc uint64, n int) (int, uint64, int) {
+	e := t.fast[acc>>(64-fastBits)]
+	l, sym := int(e&31), int(e>>8&0xFF)
+	if l == 0 {
+		sym, l = t.slow(acc)
+	}
+	acc <<= l
+	n -= l
+	s, r := sym&15, sym>>4
+	switch {
+	case s != 0:
+		k += r
+		blk[zigzag[k&127]&63] = int16(extend(uint32(acc>>(64-s)), s))
+		acc <<= s
+		n -= s
+		k++
+	case r == 15:
+		k += 16
+	default:
+		k = 64
+	}
+	return k, acc, n
 }
 
 // The progressive scans' block decoders (G.1.2), as libjpeg's jdphuff.c
