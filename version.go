@@ -24,8 +24,8 @@ type Build struct {
 	// tags (jpegturbo, cuda, purego), in the order given.
 	Go   string   `json:"go"`
 	Tags []string `json:"tags"`
-	// JPEG names the JPEG decoder (transform.DecoderName): "image/jpeg", or
-	// the libjpeg-turbo release of the jpegturbo build.
+	// JPEG names the JPEG decoder (transform.DecoderName): pipe's own, or
+	// the libjpeg-turbo release of the jpegturbo build (the same pixels).
 	JPEG string `json:"jpeg"`
 	// CUDA reports whether the cuda build tag compiled the GPU device in,
 	// and MPI whether multi-process training is (it is not yet in any

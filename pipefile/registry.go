@@ -460,7 +460,7 @@ var builtin = []*Spec{
 		}},
 	{Name: "decode", Kind: "stage", Summary: "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
 		Params: []Param{
-			{Name: "reduce", Type: Bool, Default: "true", Doc: "jpegturbo build: decode only the window a following resize/random_resized_crop reads, at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size"},
+			{Name: "reduce", Type: Bool, Default: "true", Doc: "decode only the window a following resize/random_resized_crop reads at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size; false: at full scale"},
 			{Name: "max_pixels", Type: Int, Default: itoa(transform.DefaultMaxPixels), Min: bound(1), Doc: "largest image decoded, width × height (the default, 2^26, is an 8192×8192 square, above a 61-MP photograph); checked from the header before anything is allocated: a larger image is a corrupt record, which on_error=skip skips"},
 		},
 		Build: func(a Args) (Stage, error) {

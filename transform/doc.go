@@ -15,6 +15,13 @@
 // Allocation: operations write into a destination image whose buffer the
 // caller owns and reuses; in steady state nothing is allocated per sample.
 //
+// JPEGs decode to libjpeg-turbo's pixels, byte for byte, in every build:
+// with pipe's own decoder (internal/jpegdec, Go with AVX2 kernels), or with
+// libjpeg-turbo itself in the jpegturbo build (internal/jpegturbo), the
+// reference the tests compare with. A [Decoder] decodes only the window a
+// following resize or random_resized_crop reads, at a reduced DCT scale
+// where that allows. PNGs decode with Go's image/png.
+//
 // Decoding trusts no header: [Decode] and a [Decoder] read an image's size
 // first and refuse one over a pixel limit ([DefaultMaxPixels], or
 // Decoder.MaxPixels) before allocating anything for it, so what one image
