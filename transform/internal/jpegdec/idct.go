@@ -62,54 +62,15 @@ func idct8Go(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
 			}
 			continue
 		}
-		// Even part.
-		z2 := int32(blk[16+c]) * q[16+c]
-		z3 := int32(blk[48+c]) * q[48+c]
-		z1 := (z2 + z3) * fix0_541196100
-		tmp2 := z1 + z3*-fix1_847759065
-		tmp3 := z1 + z2*fix0_765366865
-		z2 = int32(blk[c]) * q[c]
-		z3 = int32(blk[32+c]) * q[32+c]
-		tmp0 := (z2 + z3) << constBits
-		tmp1 := (z2 - z3) << constBits
-		tmp10, tmp13 := tmp0+tmp3, tmp0-tmp3
-		tmp11, tmp12 := tmp1+tmp2, tmp1-tmp2
-		// Odd part.
-		tmp0 = int32(blk[56+c]) * q[56+c]
-		tmp1 = int32(blk[40+c]) * q[40+c]
-		tmp2 = int32(blk[24+c]) * q[24+c]
-		tmp3 = int32(blk[8+c]) * q[8+c]
-		z1 = tmp0 + tmp3
-		z2 = tmp1 + tmp2
-		z3 = tmp0 + tmp2
-		z4 := tmp1 + tmp3
-		z5 := (z3 + z4) * fix1_175875602
-		tmp0 *= fix0_298631336
-		tmp1 *= fix2_053119869
-		tmp2 *= fix3_072711026
-		tmp3 *= fix1_501321110
-		z1 *= -fix0_899976223
-		z2 *= -fix2_562915447
-		z3 = z3*-fix1_961570560 + z5
-		z4 = z4*-fix0_390180644 + z5
-		tmp0 += z1 + z3
-		tmp1 += z2 + z4
-		tmp2 += z2 + z3
-		tmp3 += z1 + z4
-		const n = constBits - pass1Bits
-		ws[c] = descale(tmp10+tmp3, n)
-		ws[56+c] = descale(tmp10-tmp3, n)
-		ws[8+c] = descale(tmp11+tmp2, n)
-		ws[48+c] = descale(tmp11-tmp2, n)
-		ws[16+c] = descale(tmp12+tmp1, n)
-		ws[40+c] = descale(tmp12-tmp1, n)
-		ws[24+c] = descale(tmp13+tmp0, n)
-		ws[32+c] = descale(tmp13-tmp0, n)
+		dq := func(r int) int32 { return int32(blk[8*r+c]) * q[8*r+c] }
+		o := islow(dq(0), dq(1), dq(2), dq(3), dq(4), dq(5), dq(6), dq(7))
+		for r, v := range o {
+			ws[8*r+c] = descale(v, constBits-pass1Bits)
+		}
 	}
 	for r := range 8 {
 		w := ws[8*r : 8*r+8 : 8*r+8]
 		out := dst[r*stride : r*stride+8 : r*stride+8]
-		const n = constBits + pass1Bits + 3
 		if w[1]|w[2]|w[3]|w[4]|w[5]|w[6]|w[7] == 0 {
 			v := clampSample(descale(w[0], pass1Bits+3))
 			for i := range out {
@@ -117,41 +78,45 @@ func idct8Go(blk *[64]int16, q *[64]int32, dst []byte, stride int) {
 			}
 			continue
 		}
-		z2, z3 := w[2], w[6]
-		z1 := (z2 + z3) * fix0_541196100
-		tmp2 := z1 + z3*-fix1_847759065
-		tmp3 := z1 + z2*fix0_765366865
-		tmp0 := (w[0] + w[4]) << constBits
-		tmp1 := (w[0] - w[4]) << constBits
-		tmp10, tmp13 := tmp0+tmp3, tmp0-tmp3
-		tmp11, tmp12 := tmp1+tmp2, tmp1-tmp2
-		tmp0, tmp1, tmp2, tmp3 = w[7], w[5], w[3], w[1]
-		z1 = tmp0 + tmp3
-		z2 = tmp1 + tmp2
-		z3 = tmp0 + tmp2
-		z4 := tmp1 + tmp3
-		z5 := (z3 + z4) * fix1_175875602
-		tmp0 *= fix0_298631336
-		tmp1 *= fix2_053119869
-		tmp2 *= fix3_072711026
-		tmp3 *= fix1_501321110
-		z1 *= -fix0_899976223
-		z2 *= -fix2_562915447
-		z3 = z3*-fix1_961570560 + z5
-		z4 = z4*-fix0_390180644 + z5
-		tmp0 += z1 + z3
-		tmp1 += z2 + z4
-		tmp2 += z2 + z3
-		tmp3 += z1 + z4
-		out[0] = clampSample(descale(tmp10+tmp3, n))
-		out[7] = clampSample(descale(tmp10-tmp3, n))
-		out[1] = clampSample(descale(tmp11+tmp2, n))
-		out[6] = clampSample(descale(tmp11-tmp2, n))
-		out[2] = clampSample(descale(tmp12+tmp1, n))
-		out[5] = clampSample(descale(tmp12-tmp1, n))
-		out[3] = clampSample(descale(tmp13+tmp0, n))
-		out[4] = clampSample(descale(tmp13-tmp0, n))
+		o := islow(w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])
+		for i, v := range o {
+			out[i] = clampSample(descale(v, constBits+pass1Bits+3))
+		}
 	}
+}
+
+// islow is one pass of jpeg_idct_islow over the coefficients x0 … x7 of a
+// column or row: its eight outputs, before descaling.
+func islow(x0, x1, x2, x3, x4, x5, x6, x7 int32) [8]int32 {
+	// Even part.
+	z1 := (x2 + x6) * fix0_541196100
+	tmp2 := z1 + x6*-fix1_847759065
+	tmp3 := z1 + x2*fix0_765366865
+	tmp0 := (x0 + x4) << constBits
+	tmp1 := (x0 - x4) << constBits
+	tmp10, tmp13 := tmp0+tmp3, tmp0-tmp3
+	tmp11, tmp12 := tmp1+tmp2, tmp1-tmp2
+	// Odd part.
+	tmp0, tmp1, tmp2, tmp3 = x7, x5, x3, x1
+	z1 = tmp0 + tmp3
+	z2 := tmp1 + tmp2
+	z3 := tmp0 + tmp2
+	z4 := tmp1 + tmp3
+	z5 := (z3 + z4) * fix1_175875602
+	tmp0 *= fix0_298631336
+	tmp1 *= fix2_053119869
+	tmp2 *= fix3_072711026
+	tmp3 *= fix1_501321110
+	z1 *= -fix0_899976223
+	z2 *= -fix2_562915447
+	z3 = z3*-fix1_961570560 + z5
+	z4 = z4*-fix0_390180644 + z5
+	tmp0 += z1 + z3
+	tmp1 += z2 + z4
+	tmp2 += z2 + z3
+	tmp3 += z1 + z4
+	return [8]int32{tmp10 + tmp3, tmp11 + tmp2, tmp12 + tmp1, tmp13 + tmp0,
+		tmp13 - tmp0, tmp12 - tmp1, tmp11 - tmp2, tmp10 - tmp3}
 }
 
 // idct4Go is jidctred.c's jpeg_idct_4x4.
