@@ -22,6 +22,14 @@
 // epoch, rank, world size): not of the worker count, the timing, or the
 // machine.
 //
+// Fit trains across processes too: loaded with WithGroup (or built with
+// NewInGroup) as a rank of a trainer.Group, such as the MPI job of package
+// trainer/mpi, each process reads its slice of every global batch and
+// evaluates its share of the held-out batches, the ranks all-reduce their
+// gradients every step, and rank 0 alone writes the checkpoint and
+// metrics; N ranks train the model one process with N devices trains, bit
+// for bit.
+//
 // The library starts no goroutine that outlives the call or the epoch that
 // started it, and changes no process-wide setting: Summary says what
 // GOMAXPROCS epochs that decode in C should run under, and the program

@@ -14,6 +14,7 @@ import (
 	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/sharding"
 	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/trainer"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -153,6 +154,8 @@ type Pipeline struct {
 	// and trainer thread count, whatever a command raises it to later.
 	cores int
 	evalP *Pipeline // built by Fit
+	// group is the job this process is a rank of (WithGroup), or nil.
+	group trainer.Group
 }
 
 // New builds a pipeline from stages: exactly one Source first, then any
@@ -175,6 +178,11 @@ func build(stages []Stage, lo loadOptions) (*Pipeline, error) {
 		return nil, pipefile.Errorf(stages, 0, "the source is not open (pipefile.File.Open opens a file's sources)")
 	}
 	p := &Pipeline{stages: stages, cfg: cfg, cores: runtime.GOMAXPROCS(0)}
+	if lo.group != nil && lo.group.Size() > 1 {
+		if err := p.joinGroup(lo.group); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.resolve(stages, lo.cacheClosed); err != nil {
 		if p.cache != nil {
 			p.cache.Close()
@@ -242,6 +250,9 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		popts = append(popts, sharding.WithShuffle(cfg.Seed))
 	}
 	popts = append(popts, sharding.WithRank(cfg.Rank, cfg.World))
+	if p.group != nil && cfg.Train != nil {
+		popts = append(popts, sharding.WithSlices(cfg.Batch))
+	}
 	if p.plan, err = sharding.New(cfg.Source.Len(), popts...); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -352,6 +363,9 @@ func (p *Pipeline) openCache(in transform.Shape, closed bool) (*cache.Cache, err
 	if ordered {
 		// Entries follow the plan, which the seed and the rank decide.
 		parts = append(parts, fmt.Sprintf("seed=%d order=plan rank=%d world=%d", cfg.Seed, cfg.Rank, cfg.World))
+		if b := p.plan.Slice(); b > 0 {
+			parts = append(parts, fmt.Sprintf("slices=%d", b))
+		}
 		if b := p.plan.Buffer(); b > 0 {
 			parts = append(parts, fmt.Sprintf("shuffle buffer=%d", b))
 		}
@@ -437,6 +451,7 @@ type loadOptions struct {
 	progress    func(done, total int64)
 	cacheClosed bool
 	rank, world int // world 0: as the file says
+	group       trainer.Group
 }
 
 // WithDownloadProgress reports the progress of downloads that sources make
@@ -468,7 +483,9 @@ func (p *Pipeline) Stages() []Stage { return p.stages }
 // shape.
 func (p *Pipeline) Tensor() *transform.Tensor { return p.out }
 
-// BatchSize is the number of samples in a full (global) batch.
+// BatchSize is the number of samples in a full batch of this process's
+// epochs, which its devices split. In a training job of several ranks
+// (WithGroup) that is the rank's slice of the global batch (GlobalBatch).
 func (p *Pipeline) BatchSize() int { return p.cfg.Batch }
 
 // Workers is the size of the transform pool.
@@ -604,7 +621,10 @@ type Summary struct {
 	SourceSamples, Classes int
 	// Samples and Batches are one epoch on this rank, of BatchSize.
 	Samples, Batches, BatchSize int
-	Seed                        uint64
+	// GlobalBatch is the batch of a training step over every rank: BatchSize
+	// times the ranks of a training job (WithGroup), else BatchSize.
+	GlobalBatch int
+	Seed        uint64
 	// ShuffleBuffer is the shuffle stage's buffer (0: a full permutation).
 	ShuffleBuffer int
 	Rank, World   int
@@ -639,7 +659,7 @@ func (p *Pipeline) Summary() Summary {
 	cfg := p.cfg
 	info := cfg.Source.Info()
 	s := Summary{Source: info.Identity, SourceSamples: cfg.Source.Len(), Classes: len(info.Classes),
-		Samples: p.Samples(), Batches: p.Batches(), BatchSize: cfg.Batch, Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
+		Samples: p.Samples(), Batches: p.Batches(), BatchSize: cfg.Batch, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
 		Rank: cfg.Rank, World: cfg.World, Tensor: p.out, HostTensor: p.host, NormalizeOnDevice: cfg.NormOnDevice,
 		Procs: p.procs(), Workers: p.Workers(), OnError: cfg.OnError, Cache: p.CacheInfo(), Train: cfg.Train != nil}
 	if info.Encoded {

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/pipefeed/pipe/pipefile"
+	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -38,8 +40,65 @@ func (p *Pipeline) checkTrain() error {
 	return nil
 }
 
+// WithGroup makes the process one rank of g, a job of processes that train
+// the file's model together (started by mpirun or srun; trainer/mpi's Comm
+// is such a group). The rank and world size come from g, and a world= in
+// the file must agree with it. With a train stage, the file's batch is the
+// job's global batch: each rank reads its contiguous slice of every global
+// batch (sharding.WithSlices) and its devices split that, so that ranks ×
+// devices train the model one process with all the devices trains, bit for
+// bit; Fit all-reduces through g, shares the evaluation among the ranks,
+// and leaves files to rank 0. Without a train stage each rank streams its
+// share, as with WithRank. A group of one changes nothing.
+func WithGroup(g trainer.Group) LoadOption {
+	return func(o *loadOptions) { o.group = g }
+}
+
+// NewInGroup builds a pipeline from stages, as New does, as one rank of g
+// (see WithGroup).
+func NewInGroup(g trainer.Group, stages ...Stage) (*Pipeline, error) {
+	return build(stages, loadOptions{group: g})
+}
+
+// joinGroup places the pipeline in g's job: its rank and world, and with a
+// train stage its slice of the global batch.
+func (p *Pipeline) joinGroup(g trainer.Group) error {
+	cfg, w := p.cfg, g.Size()
+	if cfg.World > 1 && cfg.World != w {
+		i := max(pipefile.Index(p.stages, "pipeline"), 0)
+		return pipefile.Errorf(p.stages, i, "the file says world=%d, and the job has %d ranks (start it with mpirun -np %d)", cfg.World, w, cfg.World)
+	}
+	cfg.Rank, cfg.World = g.Rank(), w
+	p.group = g
+	if cfg.Train == nil {
+		return nil
+	}
+	if cfg.Batch%w != 0 {
+		return pipefile.Errorf(p.stages, pipefile.Index(p.stages, "batch"), "batch %d is the global batch of the job's %d ranks and does not divide among them: use a multiple of %d", cfg.Batch, w, w)
+	}
+	cfg.Batch /= w
+	return nil
+}
+
+// GlobalBatch is the samples of one training step over every rank and
+// device: the file's batch.
+func (p *Pipeline) GlobalBatch() int {
+	if p.group != nil && p.cfg.Train != nil {
+		return p.cfg.Batch * p.cfg.World
+	}
+	return p.cfg.Batch
+}
+
+// Ranks is the number of ranks training together (WithGroup): 1 alone.
+func (p *Pipeline) Ranks() int {
+	if p.group == nil {
+		return 1
+	}
+	return p.group.Size()
+}
+
 // TrainEpoch is one epoch of training as reported: the fields `pipe run
-// --json` prints.
+// --json` prints. In a job of several ranks they are the job's.
 type TrainEpoch struct {
 	Epoch         int       `json:"epoch"`
 	Steps         int       `json:"steps"`
@@ -56,6 +115,15 @@ type TrainEpoch struct {
 	// WallSeconds is the run's training time up to the end of this epoch,
 	// across resumes.
 	WallSeconds float64 `json:"wall_seconds"`
+	// ParamsHash is the SHA-256 of the model's parameters and buffers after
+	// the epoch (trainer.Model.Hash): two runs that trained the same model
+	// bit for bit show the same hashes.
+	ParamsHash string `json:"params_hash"`
+	// AllReduceSeconds is the time spent averaging gradients across the
+	// replicas (and ranks) this epoch; RankWaitSeconds, in a job of several
+	// ranks, the time rank 0 waited for the others at the steps' ends.
+	AllReduceSeconds float64 `json:"allreduce_seconds"`
+	RankWaitSeconds  float64 `json:"rank_wait_seconds,omitempty"`
 }
 
 // TrainOptions configures Pipeline.Fit.
@@ -91,11 +159,21 @@ type TrainResult struct {
 
 // Fit trains the model of the pipeline's train stage. After every epoch it
 // writes the checkpoint (out/checkpoint.gob) and appends the epoch to
-// out/metrics.jsonl; with Resume it first restores the checkpoint.
+// out/metrics.jsonl; with Resume it first restores the checkpoint. In a job
+// of several ranks (WithGroup) every rank calls Fit: the ranks train
+// together, rank 0 alone writes the files, and every rank resumes from rank
+// 0's checkpoint. An error on one rank leaves the others waiting in their
+// next collective call, so a program stops the whole job on an error (as
+// pipe does, through MPI_Abort), unless it is a trainer.RankError: the
+// failing rank is stopping it.
 func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error) {
 	c := p.cfg.Train
 	if c == nil {
 		return nil, errors.New("pipe: the pipeline has no train stage")
+	}
+	if p.group == nil && p.cfg.World > 1 {
+		return nil, fmt.Errorf("%w: world=%d: this process was started alone, and would train a model of its own on 1/%d of the data; start the %d ranks together with an MPI launcher (mpirun -np %d pipe run, built with -tags mpi)",
+			ErrConfig, p.cfg.World, p.cfg.World, p.cfg.World, p.cfg.World)
 	}
 	cfg := c.Config
 	if cfg.Threads == 0 {
@@ -103,16 +181,20 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 	}
 	s := p.out.Shape
 	cfg.Input, cfg.Classes, cfg.Replicas = []int{s.C, s.H, s.W}, len(p.cfg.Source.Info().Classes), p.Devices()
-	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Seed = p.cfg.Batch, p.Batches(), p.cfg.Seed
+	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Seed = p.GlobalBatch(), p.Batches(), p.cfg.Seed
+	cfg.Group = p.group
 	tr, err := trainer.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	res := &TrainResult{Trainer: tr}
+	// Every rank reads the checkpoint (through rank 0); rank 0 alone
+	// writes it, the metrics and the steps.
 	ckpt, metrics := "", ""
 	if c.Out != "" {
 		ckpt, metrics = filepath.Join(c.Out, "checkpoint.gob"), filepath.Join(c.Out, "metrics.jsonl")
 	}
+	writes := ckpt != "" && (p.group == nil || p.group.Rank() == 0)
 	identity := p.trainIdentity()
 	if o.Resume {
 		if ckpt == "" {
@@ -136,16 +218,18 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 	}
 	feed := &trainFeed{p: p}
 	onStep := o.OnStep
-	if c.LogEvery > 0 && c.Out != "" {
+	if c.LogEvery > 0 && writes {
 		onStep = p.stepLogger(filepath.Join(c.Out, "steps.jsonl"), !o.Resume, o.OnStep)
 	}
 	for tr.Epoch < c.Epochs {
 		start := time.Now()
 		st, err := tr.RunEpoch(ctx, feed, onStep)
 		if err != nil {
-			// Stopped mid-epoch (Ctrl-C, a cancelled context): keep the
-			// steps done, so --resume continues at the next one.
-			if ckpt != "" && ctx.Err() != nil && tr.InEpoch > 0 {
+			// Stopped mid-epoch (Ctrl-C, a cancelled context, here or on
+			// another rank): keep the steps done, so --resume continues at
+			// the next one.
+			stopped := ctx.Err() != nil || errors.Is(err, context.Canceled)
+			if writes && stopped && tr.InEpoch > 0 {
 				hist, _ := json.Marshal(res.History)
 				if serr := tr.Save(ckpt, identity, hist); serr != nil {
 					return res, errors.Join(err, serr)
@@ -154,7 +238,8 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 			return res, err
 		}
 		ep := TrainEpoch{Epoch: st.Epoch, Steps: st.Steps, Images: st.Images, TrainLoss: st.TrainLoss, TrainAccuracy: st.TrainAccuracy,
-			LR: st.LR, ImagesPerSec: st.ImagesPerSec, StallPct: st.StallPct, DeviceStall: st.DeviceStall, Seconds: st.Seconds}
+			LR: st.LR, ImagesPerSec: st.ImagesPerSec, StallPct: st.StallPct, DeviceStall: st.DeviceStall, Seconds: st.Seconds,
+			ParamsHash: tr.Model().Hash(), AllReduceSeconds: st.ReduceSeconds, RankWaitSeconds: st.WaitSeconds}
 		if evalP != nil && ((st.Epoch+1)%p.cfg.Eval.Every == 0 || tr.Epoch == c.Epochs) {
 			ev, err := tr.Evaluate(ctx, &trainFeed{p: evalP})
 			if err != nil {
@@ -165,7 +250,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 		wall += time.Since(start).Seconds()
 		ep.WallSeconds = wall
 		res.History = append(res.History, ep)
-		if ckpt != "" {
+		if writes {
 			hist, _ := json.Marshal(res.History)
 			if err := tr.Save(ckpt, identity, hist); err != nil {
 				return res, err
@@ -243,7 +328,18 @@ func appendJSONLine(path string, v any, truncate bool) error {
 // shape the model takes.
 func (p *Pipeline) evalPipeline() (*Pipeline, error) {
 	seed := p.cfg.Seed
-	stages := []Stage{Source(p.cfg.Eval.Source)}
+	var src source.Source = p.cfg.Eval.Source
+	if p.group != nil {
+		// Each rank evaluates its share of the held-out batches; the
+		// trainer adds the figures back in order.
+		rb := &rankBatches{Source: src, rank: p.cfg.Rank, world: p.cfg.World, batch: p.cfg.Eval.Batch}
+		if rb.Len() == 0 {
+			return nil, fmt.Errorf("the %d held-out samples make fewer batches of %d than the job has ranks (%d), and rank %d would have none: use a smaller eval batch",
+				src.Len(), p.cfg.Eval.Batch, p.cfg.World, p.cfg.Rank)
+		}
+		src = rb
+	}
+	stages := []Stage{Source(src)}
 	var names []string
 	info := p.cfg.Eval.Source.Info()
 	shape := transform.Shape{C: info.C, H: info.H, W: info.W} // H, W 0: sizes vary (encoded)
@@ -395,3 +491,32 @@ func (f *hostFeed) Stall(int) time.Duration {
 	return time.Duration(f.x.Stats().StallSeconds * float64(time.Second))
 }
 func (f *hostFeed) Close() error { return f.x.Close() }
+
+// rankBatches is a rank's share of a held-out source in a job of world
+// ranks: the source's batches rank, rank+world, rank+2·world, … of batch
+// samples each, in order, as one source. Batched by batch again, its
+// batches are those batches of the whole set, which Trainer.Evaluate
+// expects. Its Close closes the source.
+type rankBatches struct {
+	source.Source
+	rank, world, batch int
+}
+
+func (s *rankBatches) Len() int {
+	n := s.Source.Len()
+	batches := (n + s.batch - 1) / s.batch
+	if batches <= s.rank {
+		return 0
+	}
+	mine := (batches - s.rank + s.world - 1) / s.world
+	l := mine * s.batch
+	if (batches-1)%s.world == s.rank {
+		l -= batches*s.batch - n // the set's last batch is this rank's, and short
+	}
+	return l
+}
+
+func (s *rankBatches) Read(i int, rec *source.Record) error {
+	k, j := i/s.batch, i%s.batch
+	return s.Source.Read((k*s.world+s.rank)*s.batch+j, rec)
+}

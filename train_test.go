@@ -3,7 +3,12 @@ package pipe
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pipefeed/pipe/source"
@@ -159,5 +164,230 @@ func TestTrainConfigErrors(t *testing.T) {
 	p := mustNew(t, append(recipe(synth(t, 640)), Train(c))...)
 	if _, err := p.Fit(context.Background(), TrainOptions{}); err == nil || !strings.Contains(err.Error(), "unknown optimizer") {
 		t.Errorf("unknown optimizer: %v", err)
+	}
+}
+
+// chanJob is a job of ranks inside one process, each a goroutine: the
+// trainer.Group and AllReducer these tests need without MPI, summing every
+// replica of the job in order, as trainer/mpi's Comm does.
+type chanJob struct {
+	n, round, arrived int
+	mu                sync.Mutex
+	cond              *sync.Cond
+	slots             []any
+}
+
+type chanRank struct {
+	j    *chanJob
+	rank int
+}
+
+func newChanJob(n int) []*chanRank {
+	j := &chanJob{n: n, slots: make([]any, n)}
+	j.cond = sync.NewCond(&j.mu)
+	var ranks []*chanRank
+	for r := range n {
+		ranks = append(ranks, &chanRank{j, r})
+	}
+	return ranks
+}
+
+// exchange gives v as this rank's part and returns every rank's.
+func (c *chanRank) exchange(v any) []any {
+	j := c.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	arrive := func() {
+		r := j.round
+		if j.arrived++; j.arrived == j.n {
+			j.arrived, j.round = 0, j.round+1
+			j.cond.Broadcast()
+		}
+		for r == j.round {
+			j.cond.Wait()
+		}
+	}
+	j.slots[c.rank] = v
+	arrive()
+	out := slices.Clone(j.slots)
+	arrive()
+	return out
+}
+
+func (c *chanRank) Rank() int      { return c.rank }
+func (c *chanRank) Size() int      { return c.j.n }
+func (c *chanRank) LocalRank() int { return c.rank }
+func (c *chanRank) LocalSize() int { return c.j.n }
+func (c *chanRank) Barrier() error { c.exchange(nil); return nil }
+func (c *chanRank) AllGather64(v []float64) ([]float64, error) {
+	var out []float64
+	for _, x := range c.exchange(slices.Clone(v)) {
+		out = append(out, x.([]float64)...)
+	}
+	return out, nil
+}
+func (c *chanRank) Broadcast(b []byte, root int) ([]byte, error) {
+	return c.exchange(slices.Clone(b))[root].([]byte), nil
+}
+func (c *chanRank) AllReduce(bufs [][]float32) error   { return chanMean(c, bufs) }
+func (c *chanRank) AllReduce64(bufs [][]float64) error { return chanMean(c, bufs) }
+
+func chanMean[T float32 | float64](c *chanRank, bufs [][]T) error {
+	var mine, rows [][]T
+	for _, b := range bufs {
+		mine = append(mine, slices.Clone(b))
+	}
+	for _, x := range c.exchange(mine) {
+		rows = append(rows, x.([][]T)...)
+	}
+	inv := 1 / T(len(rows))
+	for i := range bufs[0] {
+		s := rows[0][i]
+		for _, r := range rows[1:] {
+			s += r[i]
+		}
+		for _, b := range bufs {
+			b[i] = s * inv
+		}
+	}
+	return nil
+}
+
+// fitJob trains stages as ranks goroutine ranks (each with its own
+// pipeline, built by NewInGroup), with o and the context ctxOf gives each,
+// and returns each rank's result and error.
+func fitJob(t *testing.T, ranks int, stages func() []Stage, o TrainOptions, ctxOf func(r int) context.Context) ([]*TrainResult, []error) {
+	t.Helper()
+	group := newChanJob(ranks)
+	res, errs := make([]*TrainResult, ranks), make([]error, ranks)
+	var wg sync.WaitGroup
+	for r := range ranks {
+		p, err := NewInGroup(group[r], stages()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		wg.Go(func() {
+			ctx := context.Background()
+			if ctxOf != nil {
+				ctx = ctxOf(r)
+			}
+			res[r], errs[r] = p.Fit(ctx, o)
+		})
+	}
+	wg.Wait()
+	return res, errs
+}
+
+// sameEpochs compares what two runs report of their epochs, times aside.
+func sameEpochs(t *testing.T, what string, got, want []TrainEpoch) {
+	t.Helper()
+	key := func(e TrainEpoch) string {
+		return fmt.Sprintf("epoch %d: %d steps, %d images, loss %v acc %v, test %v %v, lr %v, params %s", e.Epoch, e.Steps, e.Images,
+			e.TrainLoss, e.TrainAccuracy, *e.TestLoss, *e.TestAccuracy, e.LR, e.ParamsHash)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d epochs, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if g, w := key(got[i]), key(want[i]); g != w {
+			t.Errorf("%s:\n got %s\nwant %s", what, g, w)
+		}
+	}
+}
+
+// TestJobEqualsDevices: two ranks of one replica each (NewInGroup, each
+// reading its slice of every global batch and evaluating half the held-out
+// batches) train the model one process with devices=cpu:2 trains, bit for
+// bit: the same params_hash and figures every epoch. Rank 0 alone writes
+// the files, and a job stopped mid-epoch on rank 1 resumes, on every rank
+// from rank 0's checkpoint, to the same end.
+func TestJobEqualsDevices(t *testing.T) {
+	dir := t.TempDir()
+	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, LR: 0.1, BaseBatch: 100,
+		Optim: trainer.OptimConfig{Momentum: 0.9}, Schedule: "cosine", Threads: 2}, Out: dir + "/one"}
+	one := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...), TrainOptions{})
+
+	c.Threads, c.Out = 1, dir+"/job" // one thread a replica, as above
+	job, errs := fitJob(t, 2, func() []Stage { return trainStages(t, 400, false, c) }, TrainOptions{}, nil)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	sameEpochs(t, "2 ranks × 1 vs 1 process × 2", job[0].History, one.History)
+	sameEpochs(t, "rank 1 vs rank 0", job[1].History, job[0].History)
+	if lines, _ := os.ReadFile(filepath.Join(dir, "job", "metrics.jsonl")); strings.Count(string(lines), "\n") != 2 {
+		t.Errorf("metrics.jsonl of the job has %d lines, want 2 (rank 0's)", strings.Count(string(lines), "\n"))
+	}
+
+	// A job stopped on rank 1 resumes, on every rank from rank 0's
+	// checkpoint, to the same end: stopped after epoch 0 (step 4), and in
+	// the middle of epoch 0 (after step 3) for a model without batch norm,
+	// whose replicas' running statistics a checkpoint does not hold.
+	for _, at := range []int64{4, 3} {
+		c := c
+		o := TrainOptions{}
+		ctx, stop := context.WithCancel(context.Background())
+		if at == 4 {
+			o.OnEpoch = func(TrainEpoch) { stop() }
+		} else {
+			c.Model = trainer.ModelSpec{Name: "mlp", Width: 32}
+			c.Out, c.Threads = dir+"/mlp-one", 2
+			one = fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...), TrainOptions{})
+			c.Threads = 1
+			o.OnStep = func(s trainer.StepStats) {
+				if s.Step == at {
+					stop()
+				}
+			}
+		}
+		c.Out = fmt.Sprintf("%s/parts-%d", dir, at)
+		stages := func() []Stage { return trainStages(t, 400, false, c) }
+		_, errs = fitJob(t, 2, stages, o, func(r int) context.Context {
+			if r == 1 {
+				return ctx
+			}
+			return context.Background()
+		})
+		stop()
+		for r, err := range errs {
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("rank %d of the job stopped at step %d: %v", r, at, err)
+			}
+		}
+		var steps []int64
+		var mu sync.Mutex
+		resumed, errs := fitJob(t, 2, stages, TrainOptions{Resume: true,
+			OnStart: func(tr *trainer.Trainer) { mu.Lock(); steps = append(steps, tr.Step); mu.Unlock() }}, nil)
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if len(steps) != 2 || steps[0] != at || steps[1] != at {
+			t.Errorf("stopped at step %d, the ranks resumed at %v", at, steps)
+		}
+		sameEpochs(t, fmt.Sprintf("stopped at step %d and resumed job vs one process", at), resumed[0].History, one.History)
+	}
+}
+
+// TestJobErrors: a training file for several ranks run alone, a batch that
+// does not divide among the ranks, a world= that is not the job's and an
+// evaluation with fewer batches than ranks are refused, saying so.
+func TestJobErrors(t *testing.T) {
+	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.1}}
+	p := mustNew(t, trainStages(t, 400, false, c, Options(Settings{World: 2}))...)
+	if _, err := p.Fit(context.Background(), TrainOptions{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "started alone") {
+		t.Errorf("world=2 alone: %v", err)
+	}
+	for _, tc := range []struct {
+		ranks  int
+		stages []Stage
+		want   string
+	}{
+		{3, trainStages(t, 400, false, c), "batch 100 is the global batch of the job's 3 ranks"},
+		{2, trainStages(t, 400, false, c, Options(Settings{World: 4})), "the file says world=4, and the job has 2 ranks"},
+		{5, trainStages(t, 400, false, c), "rank 4 would have none"},
+	} {
+		if _, err := NewInGroup(newChanJob(tc.ranks)[tc.ranks-1], tc.stages...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%d ranks: %v, want an error containing %q", tc.ranks, err, tc.want)
+		}
 	}
 }

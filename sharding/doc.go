@@ -9,7 +9,11 @@
 // w-th entry starting at r, so ranks are disjoint and equal in size; when
 // the length does not divide by w, the last N mod w entries of the
 // permutation are left out of that epoch (a different few each epoch when
-// shuffling).
+// shuffling). The ranks of a training job lay their shares out otherwise
+// (WithSlices): each global batch of the epoch's order is cut into one
+// contiguous slice per rank, in rank order, exactly as one process cuts a
+// batch among its devices, so that ranks × devices see the batches one
+// process with all the devices sees.
 //
 // The package also holds the shard store of the cache stage (OpenCache): a
 // Badger directory of entries keyed by fingerprint/epoch/shard. Package

@@ -17,6 +17,9 @@ type Plan struct {
 	shuffle     bool
 	seed        uint64
 	rank, world int
+	// slice, when not 0, is the layout of a training job (WithSlices):
+	// rank takes slice rank of every global batch of world·slice.
+	slice int
 
 	// A streaming plan (WithShuffleBuffer): shard sizes and buffer length,
 	// and the global order of the epochs asked for last, computed once.
@@ -82,6 +85,25 @@ func WithRank(rank, world int) Option {
 	}
 }
 
+// WithSlices lays the ranks' shares out as a training job whose ranks split
+// each global batch of world·b samples, in order, as one process splits a
+// batch among its devices: rank r takes entries [r·b, (r+1)·b) of every
+// world·b consecutive entries of the epoch's order. The epoch's last,
+// shorter global batch is split the same way, each rank taking an equal
+// slice of what its ⌊n / world⌋ samples leave; the last n mod world entries
+// sit out, as they do without it. So batch k of every rank's epoch, batched
+// by b, is slice r of the global batch k that one process batching by
+// world·b makes. Default (0): rank r takes every world-th entry from r.
+func WithSlices(b int) Option {
+	return func(p *Plan) error {
+		if b < 1 {
+			return fmt.Errorf("sharding: slices of %d samples: want at least 1", b)
+		}
+		p.slice = b
+		return nil
+	}
+}
+
 // New returns the plan for a dataset of n samples.
 func New(n int, opts ...Option) (*Plan, error) {
 	p := &Plan{n: n, world: 1}
@@ -115,15 +137,35 @@ func (p *Plan) Seed() uint64 { return p.seed }
 func (p *Plan) Rank() int  { return p.rank }
 func (p *Plan) World() int { return p.world }
 
+// Slice is WithSlices' slice, or 0 where ranks take every world-th entry.
+func (p *Plan) Slice() int { return p.slice }
+
+// pos is the position in the epoch's order of the rank's k-th sample.
+func (p *Plan) pos(k int) int {
+	switch {
+	case p.slice > 0:
+		b, l := p.slice, p.Len()
+		full := l / b * b // the rank's samples in whole global batches
+		if k < full {
+			return k/b*p.world*b + p.rank*b + k%b
+		}
+		tail := l - full
+		return full*p.world + p.rank*tail + k - full
+	case p.buffer > 0:
+		return p.rank*p.Len() + k
+	}
+	return p.rank + k*p.world
+}
+
 // At returns the k-th sample (0 ≤ k < Len()) of the rank's epoch e. A
 // full permutation needs no per-epoch state, so a plan's memory does not
 // grow with the dataset: the shuffle is a keyed permutation computed index
 // by index. A streaming plan computes the epoch's order once.
 func (p *Plan) At(e, k int) int {
 	if p.buffer > 0 {
-		return int(p.stream(e)[p.rank*p.Len()+k])
+		return int(p.stream(e)[p.pos(k)])
 	}
-	j := p.rank + k*p.world
+	j := p.pos(k)
 	if !p.shuffle {
 		return j
 	}
@@ -142,15 +184,15 @@ func (p *Plan) Epoch(e int, dst []int) []int {
 // Fill writes the rank's samples k0, k0+1, … of epoch e into dst.
 func (p *Plan) Fill(e, k0 int, dst []int) {
 	if p.buffer > 0 {
-		order := p.stream(e)[p.rank*p.Len()+k0:]
+		order := p.stream(e)
 		for i := range dst {
-			dst[i] = int(order[i])
+			dst[i] = int(order[p.pos(k0+i)])
 		}
 		return
 	}
 	perm := newPerm(p.n, p.seed, e)
 	for i := range dst {
-		j := p.rank + (k0+i)*p.world
+		j := p.pos(k0 + i)
 		if p.shuffle {
 			j = perm.at(j)
 		}

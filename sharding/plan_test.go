@@ -54,6 +54,9 @@ func TestPlanData(t *testing.T) {
 			want = append(want, sc.Text())
 		}
 		opts := []Option{WithRank(args["rank"], args["world"])}
+		if args["slices"] > 0 {
+			opts = append(opts, WithSlices(args["slices"]))
+		}
 		if args["seed"] >= 0 {
 			opts = append(opts, WithShuffle(uint64(args["seed"])))
 		}
@@ -90,6 +93,56 @@ func TestRanksPartitionEachEpoch(t *testing.T) {
 							t.Fatalf("sample %d given twice or out of range", i)
 						}
 						seen[i] = true
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSlicesSplitGlobalBatches: with WithSlices(b), batch k of every
+// rank's epoch is slice r of global batch k of one process batching by
+// world·b, whatever n, the shuffle or a shuffle buffer; and the ranks take
+// ⌊n / world⌋ each, disjoint.
+func TestSlicesSplitGlobalBatches(t *testing.T) {
+	for _, n := range []int{96, 100, 103, 7} {
+		for _, world := range []int{1, 2, 3} {
+			for _, b := range []int{4, 16} {
+				for _, opt := range []Option{nil, WithShuffle(5), WithShuffleBuffer(5, []int{n / 2, n - n/2}, 9)} {
+					opts := []Option{}
+					if opt != nil {
+						opts = append(opts, opt)
+					}
+					one, _ := New(n, opts...)
+					whole := one.Epoch(1, nil)
+					seen := map[int]bool{}
+					for r := range world {
+						p, err := New(n, append(opts, WithRank(r, world), WithSlices(b))...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						mine := p.Epoch(1, nil)
+						if len(mine) != n/world {
+							t.Fatalf("n=%d world=%d: rank %d has %d samples", n, world, r, len(mine))
+						}
+						for k := 0; k*b < len(mine); k++ {
+							got := mine[k*b : min((k+1)*b, len(mine))]
+							// Global batch k, as one process batching by
+							// world·b makes it, cut into world equal
+							// slices (the last: of the samples the ranks
+							// read).
+							g := whole[k*world*b : min((k+1)*world*b, world*len(mine))]
+							per := len(g) / world
+							if want := g[r*per : (r+1)*per]; !slices.Equal(got, want) {
+								t.Fatalf("n=%d world=%d b=%d rank %d batch %d: %v, want %v", n, world, b, r, k, got, want)
+							}
+						}
+						for _, i := range mine {
+							if seen[i] {
+								t.Fatalf("sample %d given twice", i)
+							}
+							seen[i] = true
+						}
 					}
 				}
 			}

@@ -25,7 +25,7 @@ func BenchmarkTrainStep(b *testing.B) {
 			one := &constFeed{b: batch}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, _, err := tr.step(one); err != nil {
+				if _, _, _, err := tr.step(context.Background(), one); err != nil {
 					b.Fatal(err)
 				}
 			}

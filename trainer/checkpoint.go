@@ -132,13 +132,45 @@ func (t *Trainer) Save(path, identity string, history []byte) error {
 	return nil
 }
 
-// readCheckpoint reads and checks the file at path: its header, length and
-// checksum, then the gob.
-func readCheckpoint(path string) (*checkpoint, error) {
-	b, err := os.ReadFile(path)
+// readCheckpoint reads the file at path and checks it (parseCheckpoint).
+// In a job of several ranks, rank 0 reads it and broadcasts its bytes (or
+// its error), so that every rank resumes from the same checkpoint, where
+// the others may not see rank 0's files at all.
+func readCheckpoint(path string, g Group) (*checkpoint, error) {
+	if single(g) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return parseCheckpoint(path, b)
+	}
+	// A message of one status byte (0: the file follows; 1: rank 0's
+	// error follows).
+	var msg []byte
+	if g.Rank() == 0 {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			msg = append([]byte{1}, err.Error()...)
+		} else {
+			msg = append([]byte{0}, b...)
+		}
+	}
+	msg, err := g.Broadcast(msg, 0)
 	if err != nil {
 		return nil, err
 	}
+	if len(msg) == 0 || msg[0] != 0 {
+		if len(msg) > 0 {
+			msg = msg[1:]
+		}
+		return nil, fmt.Errorf("trainer: rank 0 reading the checkpoint: %s", msg)
+	}
+	return parseCheckpoint(path, msg[1:])
+}
+
+// parseCheckpoint checks b, the bytes of checkpoint file path: its header,
+// length and checksum, then the gob.
+func parseCheckpoint(path string, b []byte) (*checkpoint, error) {
 	if len(b) < checkpointHeader || string(b[:len(checkpointMagic)]) != checkpointMagic {
 		return nil, fmt.Errorf("trainer: %s: %w: not a checkpoint of format %d (no %q header); move it away to start again", path, ErrCheckpoint, checkpointVersion, checkpointMagic)
 	}
@@ -163,10 +195,13 @@ func readCheckpoint(path string) (*checkpoint, error) {
 // Load restores a checkpoint written by Save into every replica and returns
 // its history. The run must have the same identity. A file that fails its
 // checksum is refused with ErrCheckpointDamaged. Load also removes the
-// temporary files of a Save that was killed.
+// temporary files of a Save that was killed. In a job of several ranks it
+// is collective: rank 0 reads path and every rank loads what it read.
 func (t *Trainer) Load(path, identity string) ([]byte, error) {
-	removeStale(path, "")
-	c, err := readCheckpoint(path)
+	if single(t.cfg.Group) || t.cfg.Group.Rank() == 0 {
+		removeStale(path, "")
+	}
+	c, err := readCheckpoint(path, t.cfg.Group)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,31 @@
 // change a bit of them, and dropout masks are keyed by the global sample,
 // not the replica: four replicas of 32 train the same model as one of 128.
 // The loop only calls the AllReducer, so an implementation across
-// processes can replace the in-process one without touching it.
+// processes replaces the in-process one without touching it.
+//
+// Across processes, the replicas belong to the ranks of a Group (package
+// trainer/mpi makes one of an MPI job): rank r's local replica d is the
+// job's replica r·D+d, and every sum across the job is taken in that
+// order, rank-major, exactly as one process takes it over all the
+// replicas. The gradient average is AllReduce64 over the job (trainer/mpi
+// sends each rank every replica's copy of its segment and adds them in
+// order, rather than adding partial sums in a tree whose order MPI
+// chooses); each step's loss, accuracy and sample counts are gathered from
+// every replica and added in the same order; the evaluation's batches are
+// dealt out to the ranks and their figures added in the set's order; the
+// batch-norm statistics are averaged at each epoch's end as between local
+// replicas. So ranks × replicas train the model one process with every
+// replica trains, bit for bit, and Model.Hash shows it. The step's gather
+// also carries each rank's state (failed, stopped, out of data), so that
+// every rank stops at the same step, with its own error or a RankError
+// naming the rank that failed; New checks that the ranks agree on the
+// model, the batches and the schedule, and a checkpoint is read by rank 0
+// and broadcast. The design keeps two parts apart: the Group (rank, size,
+// gathers, broadcast, barrier), which carries the bookkeeping and works on
+// host memory, and the AllReducer, which moves the gradients. A GPU
+// trainer's reducer of device buffers (NCCL, whose communicator is made
+// from an id rank 0 broadcasts through the Group) sits beside the MPI one,
+// keeping its order; only the buffers' kind changes.
 //
 // A run reads its batches through the Feed interface, one queue per
 // replica, and knows nothing of files, decoding or augmentation; the

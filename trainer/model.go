@@ -1,6 +1,9 @@
 package trainer
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
@@ -52,6 +55,22 @@ func (m *Model) Size() int {
 		}
 	}
 	return n
+}
+
+// Hash is the SHA-256, in hex, of every parameter and buffer's values
+// (float32, little-endian) in the model's order: equal hashes are equal
+// models, bit for bit, whichever process or run computed them.
+func (m *Model) Hash() string {
+	h := sha256.New()
+	var b []byte
+	for _, p := range m.params {
+		b = b[:0]
+		for _, v := range p.W {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Forward runs the layers on x and returns the logits [N, classes].

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/alitto/pond/v2"
@@ -38,11 +40,18 @@ type EpochFeed interface {
 	Close() error
 }
 
-// AllReducer averages buffers across replicas: after AllReduce(bufs), each
-// of bufs holds the element-wise mean of all of them; AllReduce64 does the
-// same for the float64 gradient sums, adding the replicas in their order.
-// The trainer's loop only calls these, so an implementation across
-// processes (MPI, NCCL) slots in without touching it.
+// AllReducer averages buffers across replicas. bufs are this process's
+// replicas' copies of one buffer; after AllReduce(bufs), each holds the
+// element-wise mean over every replica of the job: this process's alone
+// (LocalAllReduce), or every rank's (a Group's reducer, such as
+// trainer/mpi's Comm). AllReduce64 does the same for the float64 gradient
+// sums. Each element's sum runs over the job's replicas in their order
+// (rank-major, then local replica), starting from the first, and the sum is
+// then multiplied by 1/replicas, so the mean does not depend on how the
+// replicas are spread over processes. The trainer's loop only calls these,
+// so an implementation across processes slots in without touching it; a
+// GPU trainer's reducer of device buffers (NCCL) would have the same
+// contract over device memory.
 type AllReducer interface {
 	AllReduce(bufs [][]float32) error
 	AllReduce64(bufs [][]float64) error
@@ -122,7 +131,15 @@ type Config struct {
 	Seed         uint64
 	// Threads is the number of cores the replicas share. Default 1.
 	Threads int
-	// Reducer averages across replicas. Default LocalAllReduce.
+	// Group is the job of several processes this one is a rank of (nil:
+	// this process alone). GlobalBatch is then split over every rank's
+	// replicas, the step's figures, the evaluation and the epoch's stall
+	// figures are those of the whole job, and New checks that every rank
+	// runs the same configuration.
+	Group Group
+	// Reducer averages across replicas. Default LocalAllReduce, or the
+	// Group where it is an AllReducer (it must be, in a job of several
+	// ranks).
 	Reducer AllReducer
 }
 
@@ -145,6 +162,12 @@ type Trainer struct {
 	part partial
 	// runner runs the replicas' steps, one goroutine each.
 	runner pond.Pool
+	// ranks is the job's size (1 alone); total the job's replicas.
+	ranks, total int
+	// reduceTime is the time spent in the gradient all-reduce this epoch,
+	// waitTime in gathering the step's figures, which is where ranks wait
+	// for the slowest.
+	reduceTime, waitTime time.Duration
 }
 
 // partial sums an epoch's steps.
@@ -193,7 +216,14 @@ func New(cfg Config) (*Trainer, error) {
 	default:
 		return nil, fmt.Errorf("trainer: unknown mode %q (want sync, local or mixture)", cfg.Mode)
 	}
-	if cfg.GlobalBatch < 1 || cfg.GlobalBatch%cfg.Replicas != 0 {
+	ranks := 1
+	if !single(cfg.Group) {
+		ranks = cfg.Group.Size()
+	}
+	if cfg.GlobalBatch < 1 || cfg.GlobalBatch%(cfg.Replicas*ranks) != 0 {
+		if ranks > 1 {
+			return nil, fmt.Errorf("trainer: global batch %d does not divide among %d ranks × %d replicas", cfg.GlobalBatch, ranks, cfg.Replicas)
+		}
 		return nil, fmt.Errorf("trainer: global batch %d does not divide among %d replicas", cfg.GlobalBatch, cfg.Replicas)
 	}
 	if cfg.BatchesPerEpoch < 1 {
@@ -205,7 +235,7 @@ func New(cfg Config) (*Trainer, error) {
 	if cfg.Smoothing < 0 || cfg.Smoothing >= 1 {
 		return nil, fmt.Errorf("trainer: label_smoothing=%g: want 0 ≤ ε < 1", cfg.Smoothing)
 	}
-	t := &Trainer{cfg: cfg, runner: pond.NewPool(max(cfg.Replicas, 1))}
+	t := &Trainer{cfg: cfg, runner: pond.NewPool(max(cfg.Replicas, 1)), ranks: ranks, total: ranks * cfg.Replicas}
 	var err error
 	if t.peak, err = ScaleLR(cfg.LR, cfg.ScaleLR, cfg.BaseBatch, cfg.GlobalBatch); err != nil {
 		return nil, err
@@ -234,8 +264,46 @@ func New(cfg Config) (*Trainer, error) {
 	}
 	if t.cfg.Reducer == nil {
 		t.cfg.Reducer = LocalAllReduce{Pool: NewPool(cfg.Threads)}
+		if ranks > 1 {
+			r, ok := cfg.Group.(AllReducer)
+			if !ok {
+				return nil, fmt.Errorf("trainer: a job of %d ranks needs an AllReducer across them (Config.Reducer)", ranks)
+			}
+			t.cfg.Reducer = r
+		}
+	}
+	if ranks > 1 {
+		if err := t.checkJob(); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
+}
+
+// checkJob checks that every rank of the job trains the same model on the
+// same batches with as many replicas, before the first step: ranks that
+// differ would otherwise exchange gradients of different shapes, or none.
+func (t *Trainer) checkJob() error {
+	c := t.cfg
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%+v %v %d %d %d %d %d %+v %g %d %s %s %g %d %g %g %s %d %d",
+		c.Model, c.Input, c.Classes, c.GlobalBatch, c.BatchesPerEpoch, c.Epochs, t.steps, c.Optim, c.LR, c.BaseBatch,
+		c.ScaleLR, c.Schedule, c.WarmupEpochs, c.StepEvery, c.Gamma, c.Smoothing, c.Mode, c.AverageEvery, c.Seed)
+	sum := h.Sum64()
+	all, err := c.Group.AllGather64([]float64{float64(sum >> 32), float64(sum & 0xffffffff), float64(c.Replicas)})
+	if err != nil {
+		return err
+	}
+	for r := 1; r < len(all)/3; r++ {
+		f := all[3*r:]
+		if f[2] != all[2] {
+			return fmt.Errorf("trainer: %w: rank %d has %g replicas and rank 0 %g (give every rank the same devices=)", ErrJob, r, f[2], all[2])
+		}
+		if f[0] != all[0] || f[1] != all[1] {
+			return fmt.Errorf("trainer: %w: rank %d trains another model, batch, schedule or seed than rank 0 (every rank must run the same .pipe file)", ErrJob, r)
+		}
+	}
+	return nil
 }
 
 // Model is the trained model (replica 0's; after Sync every replica's).
@@ -254,7 +322,7 @@ func (t *Trainer) LR(s int64) float64 { return t.sched.At(int(s), t.peak) }
 // In sync mode the parameters are already equal, and this averages the
 // batch-norm statistics, which each replica gathers from its own slices.
 func (t *Trainer) Sync() error {
-	if len(t.replicas) < 2 {
+	if t.total < 2 {
 		return nil
 	}
 	params := t.replicas[0].model.Params()
@@ -270,7 +338,8 @@ func (t *Trainer) Sync() error {
 	return nil
 }
 
-// EpochStats are the figures of one epoch of training.
+// EpochStats are the figures of one epoch of training. In a job of several
+// ranks they are the job's: every rank's images, loss and stalls.
 type EpochStats struct {
 	Epoch         int       `json:"epoch"`
 	Steps         int       `json:"steps"`
@@ -282,6 +351,12 @@ type EpochStats struct {
 	Seconds       float64   `json:"seconds"`
 	StallPct      float64   `json:"stall_pct"`
 	DeviceStall   []float64 `json:"device_stall_pct"`
+	// ReduceSeconds is the time this process spent averaging gradients
+	// (the all-reduce); WaitSeconds, in a job of several ranks, the time it
+	// spent gathering the steps' figures, which is where a rank waits for
+	// the slowest one.
+	ReduceSeconds float64 `json:"allreduce_seconds"`
+	WaitSeconds   float64 `json:"rank_wait_seconds"`
 }
 
 // StepStats are one step's figures.
@@ -297,12 +372,15 @@ type StepStats struct {
 // RunEpoch trains epoch t.Epoch on the feed and advances to the next.
 // onStep, if set, sees every step's figures. When it stops early (ctx, an
 // error), InEpoch counts the steps done, and a checkpoint saved then
-// resumes at the next one.
+// resumes at the next one. In a job of several ranks, a rank whose ctx is
+// done stops every rank after the same step: the others return an error
+// wrapping context.Canceled.
 func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats)) (EpochStats, error) {
 	start := time.Now()
+	t.reduceTime, t.waitTime = 0, 0
 	ef, err := feed.Epoch(ctx, t.Epoch)
 	if err != nil {
-		return EpochStats{}, err
+		return EpochStats{}, t.abandon(ctx, err)
 	}
 	defer ef.Close()
 	st := EpochStats{Epoch: t.Epoch, Steps: t.InEpoch, Images: t.part.Images}
@@ -318,16 +396,18 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 		for r := range t.replicas {
 			b, err := ef.Next(r)
 			if err != nil {
-				return stop(fmt.Errorf("trainer: skipping the %d steps done before the stop: %w", t.InEpoch, err))
+				return stop(t.abandon(ctx, fmt.Errorf("trainer: skipping the %d steps done before the stop: %w", t.InEpoch, err)))
 			}
 			b.Release()
 		}
 	}
 	for s := t.InEpoch; s < t.steps; s++ {
-		if err := ctx.Err(); err != nil {
+		// Alone, a done ctx stops here; in a job, the step's figures carry
+		// it to every rank.
+		if err := ctx.Err(); err != nil && t.ranks == 1 {
 			return stop(context.Cause(ctx))
 		}
-		n, l, c, err := t.step(ef)
+		n, l, c, err := t.step(ctx, ef)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -342,7 +422,7 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 			onStep(StepStats{Step: t.Step, Epoch: t.Epoch, Loss: l, Correct: c, Images: n, LR: t.LR(t.Step - 1)})
 		}
 	}
-	if t.cfg.Mode == "mixture" || t.cfg.Mode == "local" || len(t.replicas) > 1 {
+	if t.cfg.Mode == "mixture" || t.cfg.Mode == "local" || t.total > 1 {
 		if err := t.Sync(); err != nil {
 			return stop(err)
 		}
@@ -356,67 +436,95 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 		st.ImagesPerSec = float64(st.Images) / st.Seconds
 	}
 	for r := range t.replicas {
-		pct := 100 * ef.Stall(r).Seconds() / st.Seconds
-		st.DeviceStall = append(st.DeviceStall, pct)
+		st.DeviceStall = append(st.DeviceStall, 100*ef.Stall(r).Seconds()/st.Seconds)
+	}
+	if t.ranks > 1 {
+		all, err := t.cfg.Group.AllGather64(st.DeviceStall)
+		if err != nil {
+			return stop(err)
+		}
+		st.DeviceStall = all
+	}
+	for _, pct := range st.DeviceStall {
 		st.StallPct = max(st.StallPct, pct)
 	}
+	st.ReduceSeconds, st.WaitSeconds = t.reduceTime.Seconds(), t.waitTime.Seconds()
 	t.Epoch++
 	t.InEpoch, t.part = 0, partial{}
 	return st, nil
 }
 
+// A replica's step is told to the job as four numbers: its state, then its
+// samples, loss sum and correct predictions.
+const (
+	stepOK = iota
+	stepEOF
+	stepFailed
+	stepStopped
+	stepFigures = 4
+)
+
 // step runs one global batch: every replica on its slice, then the update
 // the mode asks for. It returns the samples, the mean loss and the correct
-// predictions.
-func (t *Trainer) step(ef EpochFeed) (int, float64, int, error) {
+// predictions, of the whole job.
+func (t *Trainer) step(ctx context.Context, ef EpochFeed) (int, float64, int, error) {
 	eofs := make([]bool, len(t.replicas))
-	// One goroutine per replica, in a pond group: a panic in a replica's
-	// step is this step's error, with its stack.
-	g := t.runner.NewGroup()
-	for r, rep := range t.replicas {
-		rep.err = nil
-		g.Submit(func() {
-			b, err := ef.Next(r)
-			if err != nil {
-				rep.err, eofs[r] = err, errors.Is(err, io.EOF)
-				return
-			}
-			rep.forwardBackward(t, b)
-			b.Release()
-		})
+	// In a job, a rank whose ctx is done does not start the step: it tells
+	// the others to stop.
+	stopped := t.ranks > 1 && ctx.Err() != nil
+	var panicked error
+	if !stopped {
+		// One goroutine per replica, in a pond group: a panic in a
+		// replica's step is this step's error, with its stack.
+		g := t.runner.NewGroup()
+		for r, rep := range t.replicas {
+			rep.err = nil
+			g.Submit(func() {
+				b, err := ef.Next(r)
+				if err != nil {
+					rep.err, eofs[r] = err, errors.Is(err, io.EOF)
+					return
+				}
+				rep.forwardBackward(t, b)
+				b.Release()
+			})
+		}
+		if err := g.Wait(); err != nil {
+			panicked = fmt.Errorf("trainer: replica step: %w", err)
+		}
 	}
-	if err := g.Wait(); err != nil {
-		return 0, 0, 0, fmt.Errorf("trainer: replica step: %w", err)
-	}
+	figs := make([]float64, 0, stepFigures*len(t.replicas))
 	var errs []error
-	n, nEOF := 0, 0
-	var lossSum float64
-	correct := 0
 	for r, rep := range t.replicas {
-		if eofs[r] {
-			nEOF++
-			continue
+		state := stepOK
+		switch {
+		case stopped:
+			state = stepStopped
+		case panicked != nil:
+			state = stepFailed
+		case eofs[r]:
+			state = stepEOF
+		case rep.err != nil && t.ranks > 1 && ctx.Err() != nil:
+			// The feed stopped because ctx is done, not because it failed.
+			state = stepStopped
+		case rep.err != nil:
+			state, errs = stepFailed, append(errs, rep.err)
 		}
-		if rep.err != nil {
-			errs = append(errs, rep.err)
-			continue
-		}
-		n += rep.n
-		lossSum += rep.lossSum
-		correct += rep.correct
+		figs = append(figs, float64(state), float64(rep.n), rep.lossSum, float64(rep.correct))
 	}
-	if err := errors.Join(errs...); err != nil {
+	if panicked != nil {
+		errs = []error{panicked}
+	}
+	n, loss, correct, err := t.settle(ctx, figs, errors.Join(errs...))
+	if err != nil {
 		return 0, 0, 0, err
-	}
-	if nEOF == len(t.replicas) {
-		return 0, 0, 0, io.EOF
-	}
-	if nEOF > 0 {
-		return 0, 0, 0, errors.New("trainer: replicas ran out of data at different steps")
 	}
 	lr := t.LR(t.Step)
 	if t.cfg.Mode == "sync" {
-		if err := t.reduceGrads(); err != nil {
+		start := time.Now()
+		err := t.reduceGrads()
+		t.reduceTime += time.Since(start)
+		if err != nil {
 			return 0, 0, 0, err
 		}
 	}
@@ -436,12 +544,88 @@ func (t *Trainer) step(ef EpochFeed) (int, float64, int, error) {
 			return 0, 0, 0, err
 		}
 	}
+	return n, loss, correct, nil
+}
+
+// abandon is a step this rank cannot take, for err (its feed failed, or its
+// ctx is done): in a job, it tells the other ranks, which are in the
+// step, so that every rank stops at the same place. It returns the error
+// RunEpoch stops with.
+func (t *Trainer) abandon(ctx context.Context, err error) error {
+	if t.ranks == 1 {
+		return err
+	}
+	state := stepFailed
+	if ctx.Err() != nil {
+		state = stepStopped
+	}
+	var figs []float64
+	for range t.replicas {
+		figs = append(figs, float64(state), 0, 0, 0)
+	}
+	_, _, _, serr := t.settle(ctx, figs, err)
+	return serr
+}
+
+// settle gathers the step's figures (four a replica, local is this
+// process's error where a replica failed) from every rank and decides
+// the step: the job's samples, mean loss and correct predictions, summed
+// over its replicas in order (the sums one process with every replica
+// takes), or the error every rank stops with: a failure (here, or a
+// RankError naming the rank), a stop (ctx here, or another rank's: an error
+// wrapping context.Canceled), or io.EOF.
+func (t *Trainer) settle(ctx context.Context, figs []float64, local error) (int, float64, int, error) {
+	me := 0
+	if t.ranks > 1 {
+		start := time.Now()
+		all, err := t.cfg.Group.AllGather64(figs)
+		t.waitTime += time.Since(start)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		figs, me = all, t.cfg.Group.Rank()
+	}
+	n, nEOF, correct, failed, halted := 0, 0, 0, -1, -1
+	var lossSum float64
+	for j := 0; j < len(figs); j += stepFigures {
+		f, rank := figs[j:j+stepFigures], j/stepFigures/len(t.replicas)
+		switch int(f[0]) {
+		case stepEOF:
+			nEOF++
+		case stepFailed:
+			if failed < 0 {
+				failed = rank
+			}
+		case stepStopped:
+			if halted < 0 {
+				halted = rank
+			}
+		default:
+			n += int(f[1])
+			lossSum += f[2]
+			correct += int(f[3])
+		}
+	}
+	switch {
+	case failed >= 0 && failed != me:
+		return 0, 0, 0, &RankError{Rank: failed}
+	case failed >= 0:
+		return 0, 0, 0, local
+	case halted >= 0 && ctx.Err() != nil:
+		return 0, 0, 0, context.Cause(ctx)
+	case halted >= 0:
+		return 0, 0, 0, fmt.Errorf("trainer: rank %d was stopped, and the job with it: %w", halted, context.Canceled)
+	case nEOF == t.total:
+		return 0, 0, 0, io.EOF
+	case nEOF > 0:
+		return 0, 0, 0, errors.New("trainer: replicas ran out of data at different steps")
+	}
 	return n, lossSum / float64(n), correct, nil
 }
 
-// reduceGrads averages the gradients across replicas.
+// reduceGrads averages the gradients across the job's replicas.
 func (t *Trainer) reduceGrads() error {
-	if len(t.replicas) < 2 {
+	if t.total < 2 {
 		return nil
 	}
 	bufs := make([][]float64, len(t.replicas))
@@ -475,37 +659,102 @@ type EvalStats struct {
 }
 
 // Evaluate runs the model (replica 0, after Sync) in evaluation mode over
-// one epoch of feed (replica 0's batches), with the loss unsmoothed.
+// one epoch of feed (replica 0's batches), with the loss unsmoothed. In a
+// job of several ranks the evaluation is shared: rank r's feed holds the
+// held-out set's batches r, r+ranks, r+2·ranks, …, and the figures are the
+// whole set's, each batch's added in the set's order, as one process adds
+// them.
 func (t *Trainer) Evaluate(ctx context.Context, feed Feed) (EvalStats, error) {
-	ef, err := feed.Epoch(ctx, 0)
+	// Each batch's loss sum, correct predictions and samples, in order.
+	var figs []float64
+	err := func() error {
+		ef, err := feed.Epoch(ctx, 0)
+		if err != nil {
+			return err
+		}
+		defer ef.Close()
+		rep := t.replicas[0]
+		pool := NewPool(t.cfg.Threads)
+		var lossFn SoftmaxCrossEntropy
+		for {
+			b, err := ef.Next(0)
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			c := &Context{Pool: pool, Samples: b.Samples}
+			logits := rep.model.Forward(c, b.X)
+			l, k, _ := lossFn.Loss(logits, b.Labels)
+			figs = append(figs, l*float64(b.X.N()), float64(k), float64(b.X.N()))
+			b.Release()
+		}
+	}()
+	if t.ranks > 1 {
+		figs, err = t.gatherEval(ctx, figs, err)
+	}
 	if err != nil {
 		return EvalStats{}, err
 	}
-	defer ef.Close()
-	rep := t.replicas[0]
-	pool := NewPool(t.cfg.Threads)
-	var lossFn SoftmaxCrossEntropy
 	var st EvalStats
 	var lossSum float64
 	correct := 0
-	for {
-		b, err := ef.Next(0)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return st, err
-		}
-		c := &Context{Pool: pool, Samples: b.Samples}
-		logits := rep.model.Forward(c, b.X)
-		l, k, _ := lossFn.Loss(logits, b.Labels)
-		lossSum += l * float64(b.X.N())
-		correct += k
-		st.Images += b.X.N()
-		b.Release()
+	for i := 0; i < len(figs); i += 3 {
+		lossSum += figs[i]
+		correct += int(figs[i+1])
+		st.Images += int(figs[i+2])
 	}
 	if st.Images > 0 {
 		st.Loss, st.Accuracy = lossSum/float64(st.Images), float64(correct)/float64(st.Images)
 	}
 	return st, nil
+}
+
+// gatherEval gathers every rank's per-batch figures (three numbers a
+// batch) and returns them in the held-out set's batch order: batch k of
+// rank r is the set's batch k·ranks+r. local is this rank's error, which
+// stops every rank, as in a step.
+func (t *Trainer) gatherEval(ctx context.Context, figs []float64, local error) ([]float64, error) {
+	g := t.cfg.Group
+	const failed, stopped = -1, -2
+	mine := len(figs) / 3
+	switch {
+	case local != nil && ctx.Err() != nil:
+		mine = stopped
+	case local != nil:
+		mine = failed
+	}
+	counts, err := gatherInts(g, mine)
+	if err != nil {
+		return nil, err
+	}
+	if r := slices.Index(counts, failed); r >= 0 {
+		if r == g.Rank() {
+			return nil, local
+		}
+		return nil, &RankError{Rank: r}
+	}
+	if r := slices.Index(counts, stopped); r >= 0 {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, fmt.Errorf("trainer: rank %d was stopped, and the job with it: %w", r, context.Canceled)
+	}
+	most := slices.Max(counts)
+	padded := make([]float64, 3*most)
+	copy(padded, figs)
+	all, err := g.AllGather64(padded)
+	if err != nil {
+		return nil, err
+	}
+	var out []float64
+	for k := range most {
+		for r, n := range counts {
+			if k < n {
+				out = append(out, all[3*(r*most+k):3*(r*most+k+1)]...)
+			}
+		}
+	}
+	return out, nil
 }

@@ -12,11 +12,13 @@ import (
 // fakeFeed serves global batches of deterministic data: sample s of the run
 // has values keyed by s and label s%classes (plus a class-dependent offset
 // in channel 0, so there is something to learn). Replica r gets rows
-// [r·G/R, (r+1)·G/R) of each global batch.
+// [r·G/R, (r+1)·G/R) of each global batch; as rank k of ranks (ranks > 1),
+// its replica r is the job's replica k·replicas+r, of replicas·ranks.
 type fakeFeed struct {
 	shape            []int
 	global, replicas int
 	batches, classes int
+	rank, ranks      int
 }
 
 type fakeEpoch struct {
@@ -36,13 +38,13 @@ func (x *fakeEpoch) Next(r int) (Batch, error) {
 		return Batch{}, io.EOF
 	}
 	x.next[r]++
-	per := f.global / f.replicas
+	per := f.global / (f.replicas * max(f.ranks, 1))
 	t := NewTensor(append([]int{per}, f.shape...)...)
 	n := prod(f.shape)
 	var labels []int32
 	var samples []int
 	for i := range per {
-		s := (x.e*f.batches+b)*f.global + r*per + i
+		s := (x.e*f.batches+b)*f.global + (f.rank*f.replicas+r)*per + i
 		label := s % f.classes
 		for j := range n {
 			v := float32(uniform(99, int64(s), int64(j), 0)*2 - 1)

@@ -2,6 +2,11 @@
 //
 // Exit status: 0 on success, 1 when the run fails, 2 when the command line or
 // the .pipe file is wrong, 130 when interrupted.
+//
+// Started by an MPI launcher (mpirun -np N, srun) as one of several ranks,
+// pipe run and pipe bench start MPI (in the build with -tags mpi) and take
+// their rank and world size from it; rank 0 alone prints, and an error on
+// any rank is reported with its rank and aborts the whole job.
 package main
 
 import (
@@ -35,6 +40,13 @@ func main() {
 	context.AfterFunc(ctx, stop)
 	root := newRoot()
 	err := root.ExecuteContext(ctx)
+	if job != nil {
+		code := 0
+		if err != nil {
+			code = exitCode(ctx, err)
+		}
+		endJob(err, code)
+	}
 	if err == nil {
 		return
 	}

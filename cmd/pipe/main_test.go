@@ -415,7 +415,7 @@ func TestTrainFromTheCommandLine(t *testing.T) {
 	if len(objs) != 1 {
 		t.Fatalf("%d objects for 1 epoch", len(objs))
 	}
-	for _, k := range []string{"epoch", "train_loss", "test_accuracy", "lr", "images_per_sec", "stall_pct", "seconds"} {
+	for _, k := range []string{"epoch", "train_loss", "test_accuracy", "lr", "images_per_sec", "stall_pct", "seconds", "params_hash", "allreduce_seconds"} {
 		if _, ok := objs[0][k]; !ok {
 			t.Errorf("epoch object lacks %q: %v", k, objs[0])
 		}

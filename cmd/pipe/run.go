@@ -25,6 +25,8 @@ type runFlags struct {
 	consume  time.Duration
 	resume   bool
 	bench    bool // pipe bench: stream the data even where the file trains
+	// rankTimeout is how long a rank of an MPI job may be silent.
+	rankTimeout time.Duration
 }
 
 func (f *runFlags) register(c *cobra.Command, epochs int) {
@@ -34,6 +36,7 @@ func (f *runFlags) register(c *cobra.Command, epochs int) {
 	c.Flags().BoolVar(&f.checksum, "checksum", false, "hash every output byte and label of each epoch (costs throughput)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	c.Flags().DurationVar(&f.consume, "consume", 0, "make each batch's consumer take this long, as a training step would (one consumer per device); the stall figures then say whether the pipeline keeps up")
+	c.Flags().DurationVar(&f.rankTimeout, "rank-timeout", 10*time.Second, "started by mpirun or srun: a rank that sends no heartbeat for this long is taken for dead or hung, and the job is stopped (0: never)")
 }
 
 func newRun() *cobra.Command {
@@ -76,7 +79,17 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	if f.consume < 0 || (f.consume > 0 && f.checksum) {
 		return usageError{fmt.Errorf("--consume=%v: must be positive, and cannot go with --checksum (concurrent consumers do not keep the order a checksum needs)", f.consume)}
 	}
-	p, err := load(c, file)
+	if f.rankTimeout < 0 {
+		return usageError{fmt.Errorf("--rank-timeout=%v: must be 0 (never) or more", f.rankTimeout)}
+	}
+	if err := joinJob(f.rankTimeout); err != nil {
+		return err
+	}
+	var lopts []pipe.LoadOption
+	if job != nil {
+		lopts = append(lopts, pipe.WithGroup(job.comm))
+	}
+	p, err := load(c, file, lopts...)
 	if err != nil {
 		return err
 	}
@@ -94,7 +107,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	if f.resume {
 		return usageError{errors.New("--resume continues training: the file has no train stage")}
 	}
-	out, errw := c.OutOrStdout(), c.ErrOrStderr()
+	out, errw := output(c), c.ErrOrStderr()
 	if f.json {
 		// stdout is the JSON objects; the warnings the summary would
 		// carry go to stderr rather than nowhere.
@@ -103,7 +116,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 		fmt.Fprint(out, describe(p))
 	}
 	var bar *progressbar.ProgressBar
-	if !f.quiet && isTerminal(errw) {
+	if !f.quiet && isTerminal(errw) && rank0() {
 		bar = progressbar.NewOptions64(int64(p.Samples()*f.epochs),
 			progressbar.OptionSetWriter(errw),
 			progressbar.OptionSetDescription("images"),
@@ -150,7 +163,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 // warnings writes the cache's warnings to w, one "pipe: warning:" line each:
 // what --json leaves out of stdout.
 func warnings(w io.Writer, p *pipe.Pipeline) {
-	if c := p.CacheInfo(); c != nil {
+	if c := p.CacheInfo(); c != nil && rank0() {
 		for _, m := range c.Warnings {
 			fmt.Fprintf(w, "pipe: warning: %s\n", m)
 		}
@@ -177,6 +190,9 @@ func describe(p *pipe.Pipeline) string {
 	}
 	if s.World > 1 {
 		fmt.Fprintf(&b, "; rank %d of %d", s.Rank, s.World)
+		if s.GlobalBatch != s.BatchSize {
+			fmt.Fprintf(&b, ", each a slice of every global batch of %d", s.GlobalBatch)
+		}
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch", t.Layout, t.DType, d[0], d[1], d[2], d[3], s.BatchSize*t.SampleBytes())
@@ -189,7 +205,11 @@ func describe(p *pipe.Pipeline) string {
 	}
 	fmt.Fprintf(&b, "workers  %d, on_error=%s\n", s.Workers, s.OnError)
 	if n := s.Devices; n > 0 {
-		fmt.Fprintf(&b, "devices  %d × %s: per-device batch %d, global batch %d\n", n, s.DeviceKind, s.BatchSize/n, s.BatchSize)
+		fmt.Fprintf(&b, "devices  %d × %s: per-device batch %d, global batch %d\n", n, s.DeviceKind, s.BatchSize/n, s.GlobalBatch)
+	}
+	if job != nil {
+		fmt.Fprintf(&b, "ranks    %d, started by %s (%s): %d on this machine, %d core(s) each; rank 0 prints and writes the files\n",
+			job.comm.Size(), job.launch.Launcher, job.comm.Library(), job.comm.LocalSize(), job.cores)
 	}
 	if c := s.Cache; c != nil {
 		fmt.Fprintf(&b, "cache    %s, fingerprint %s, %d shards of %d per epoch", c.Dir, c.Fingerprint, c.Shards, c.ShardSize)

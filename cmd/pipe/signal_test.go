@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,9 +15,15 @@ import (
 )
 
 // TestMain lets a test run this test binary as the pipe command: with
-// PIPE_AS_COMMAND=1 it is main(), so signals reach a real process.
+// PIPE_AS_COMMAND=1 it is main(), so signals reach a real process (and
+// mpirun can start it as ranks, each of which writes its process id into
+// the directory PIPE_TEST_PIDDIR, if set, as the file rank<N>).
 func TestMain(m *testing.M) {
 	if os.Getenv("PIPE_AS_COMMAND") == "1" {
+		if dir := os.Getenv("PIPE_TEST_PIDDIR"); dir != "" {
+			name := filepath.Join(dir, "rank"+os.Getenv("OMPI_COMM_WORLD_RANK"))
+			os.WriteFile(name, []byte(strconv.Itoa(os.Getpid())), 0o644)
+		}
 		main()
 		os.Exit(0)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 // train runs the pipeline's train stage: a header, a line (or --json
 // object) per epoch, plots and a summary at the end.
 func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
-	out, errw := c.OutOrStdout(), c.ErrOrStderr()
+	out, errw := output(c), c.ErrOrStderr()
 	if f.resume && p.Summary().TrainOut == "" {
 		return usageError{errors.New("--resume needs the train stage's out= directory, where the checkpoint is")}
 	}
@@ -36,10 +37,16 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 				return
 			}
 			m := tr.Model()
-			n := p.Devices()
-			fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s)\n", m.Name, m.Size(), n)
-			fmt.Fprintf(out, "batch    per-device %d × %d devices = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
-				p.BatchSize()/n, n, p.BatchSize(), tr.PeakLR(), tr.StepsPerEpoch())
+			n, ranks := p.Devices(), p.Ranks()
+			if ranks > 1 {
+				fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s) on each of %d ranks\n", m.Name, m.Size(), n, ranks)
+				fmt.Fprintf(out, "batch    per-device %d × %d devices × %d ranks = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
+					p.BatchSize()/n, n, ranks, p.GlobalBatch(), tr.PeakLR(), tr.StepsPerEpoch())
+			} else {
+				fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s)\n", m.Name, m.Size(), n)
+				fmt.Fprintf(out, "batch    per-device %d × %d devices = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
+					p.BatchSize()/n, n, p.BatchSize(), tr.PeakLR(), tr.StepsPerEpoch())
+			}
 			if f.resume {
 				fmt.Fprintf(out, "resumed  at epoch %d, step %d of it (step %d in all)", tr.Epoch, tr.InEpoch, tr.Step)
 				if epochs := p.Summary().TrainEpochs; tr.Epoch >= epochs {
@@ -47,7 +54,7 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 				}
 				fmt.Fprintln(out)
 			}
-			if !f.quiet && isTerminal(errw) {
+			if !f.quiet && isTerminal(errw) && rank0() {
 				bar = progressbar.NewOptions64(int64(tr.StepsPerEpoch()), progressbar.OptionSetWriter(errw),
 					progressbar.OptionSetDescription("steps"), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(),
 					progressbar.OptionThrottle(200*time.Millisecond))
@@ -77,14 +84,14 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 		bar.Clear()
 	}
 	var files []string
-	if res != nil && len(res.History) > 0 && dir != "" {
+	if res != nil && len(res.History) > 0 && dir != "" && rank0() {
 		var perr error
 		if files, perr = plotHistory(dir, res.History); perr != nil && err == nil {
 			err = perr
 		}
 	}
 	if err != nil {
-		if c.Context().Err() != nil && res != nil && dir != "" {
+		if (c.Context().Err() != nil || errors.Is(err, context.Canceled)) && res != nil && dir != "" && rank0() {
 			tr := res.Trainer
 			fmt.Fprintf(errw, "stopped at epoch %d, step %d of it; the checkpoint in %s has it: continue with --resume\n", tr.Epoch, tr.InEpoch, dir)
 		}
@@ -131,6 +138,20 @@ func trainSummary(h []pipe.TrainEpoch, ran int, took time.Duration, dir string, 
 	}
 	fmt.Fprintf(&b, "%d images in %.0f s of training (%.0f images/s), data stall %.1f%% of it\n",
 		images, secs, float64(images)/secs, 100*stall/secs)
+	var steps int
+	var reduce, wait float64
+	for _, e := range h {
+		steps += e.Steps
+		reduce += e.AllReduceSeconds
+		wait += e.RankWaitSeconds
+	}
+	if reduce > 0 && steps > 0 {
+		fmt.Fprintf(&b, "reduce   gradient all-reduce %.2f ms a step (%.1f%% of training)", 1000*reduce/float64(steps), 100*reduce/secs)
+		if wait > 0 {
+			fmt.Fprintf(&b, "; rank 0 waited %.2f ms a step for the other ranks", 1000*wait/float64(steps))
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "final    train loss %.4f, train accuracy %.2f%%", last.TrainLoss, 100*last.TrainAccuracy)
 	if last.TestAccuracy != nil {
 		fmt.Fprintf(&b, ", test loss %.4f, test accuracy %.2f%%", *last.TestLoss, 100**last.TestAccuracy)
