@@ -41,12 +41,14 @@ func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
 	// block costs at least one bit of the scans, and the buffers must fit
 	// under MaxMemory.
 	blocks, planes := 0, 0
+	var sizes [4]int
 	for i := range d.nc {
 		c := &d.comp[i]
 		blocks += c.bw * c.bh
 		c.stride = c.bw * c.ss
 		c.py0 = m0 * c.v * c.ss
-		planes += c.stride * (m1 + 1 - m0) * c.v * c.ss
+		sizes[i] = c.stride * (m1 + 1 - m0) * c.v * c.ss
+		planes += sizes[i]
 	}
 	if blocks > 8*(len(d.data)-next) {
 		return fmt.Errorf("%w: %d bytes of scan data cannot hold the %d blocks of a %dx%d image", ErrTruncated, len(d.data)-next, blocks, d.w, d.h)
@@ -64,7 +66,7 @@ func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
 	mem := d.mem[:planes]
 	for i := range d.nc {
 		c := &d.comp[i]
-		n := c.stride * (m1 + 1 - m0) * c.v * c.ss
+		n := sizes[i]
 		c.plane, mem = mem[:n:n], mem[n:]
 		if cap(c.row) < cw+8 {
 			c.row = make([]byte, cw+8)
@@ -87,7 +89,6 @@ func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
 // jpeg_core_output_dimensions does: chroma components are decoded at a
 // larger DCT scale where that spares upsampling.
 func (d *Decoder) geometry(num int) error {
-	d.num = num
 	d.outW, d.outH = Scaled(d.w, num), Scaled(d.h, num)
 	d.mcusX = (d.w + 8*d.hmax - 1) / (8 * d.hmax)
 	d.mcusY = (d.h + 8*d.vmax - 1) / (8 * d.vmax)
@@ -232,9 +233,6 @@ func (d *Decoder) readSOS(at int) (scanInfo, int, error) {
 		if sc.ss == 0 && sc.ah == 0 && !d.dc[c.dct].defined || sc.ss > 0 && !d.ac[c.act].defined {
 			return sc, 0, errors.New("SOS: a Huffman table the scan uses is not defined")
 		}
-		for k := sc.ss; k <= sc.se; k++ {
-			c.coefBits[k] = int8(sc.al)
-		}
 	}
 	return sc, next, nil
 }
@@ -277,35 +275,19 @@ func (d *Decoder) decodeBaseline(sc *scanInfo, at, m0, m1 int) error {
 	d.blocks = [10][64]int16{}
 	var br bitReader
 	br.reset(d.data, at)
-	togo, skip := d.ri, false
+	iv := restarts{br: &br, sc: sc, ri: d.ri, togo: d.ri}
 	for my := 0; my <= m1; my++ {
 		for mx := range d.mcusX {
-			if d.ri > 0 {
-				if togo == 0 {
-					skip = !br.restart()
-					for i := range sc.n {
-						sc.comps[i].pred = 0
-					}
-					togo = d.ri
-				}
-				togo--
+			decode, _, err := iv.next()
+			if err != nil {
+				return err
 			}
-			if skip {
-				if br.eof {
-					return fmt.Errorf("%w: the data ends inside the scan", ErrTruncated)
-				}
-				// Past a marker in the data: libjpeg leaves the rest of
-				// the restart interval grey.
-				for i := range nb {
-					d.blocks[i] = [64]int16{}
-				}
-			} else {
+			// An MCU not decoded (past a marker in the data) keeps its
+			// zero blocks: libjpeg leaves the rest of the interval grey.
+			if decode {
 				br.baselineMCU(&d.blocks, nb, &comps, &dcs, &acs)
-				if br.overrun() {
-					if br.eof {
-						return fmt.Errorf("%w: the data ends inside the scan", ErrTruncated)
-					}
-					skip = true
+				if err := iv.done(); err != nil {
+					return err
 				}
 			}
 			if my < m0 {
@@ -326,6 +308,50 @@ func (d *Decoder) decodeBaseline(sc *scanInfo, at, m0, m1 int) error {
 				*blk = [64]int16{}
 			}
 		}
+	}
+	return nil
+}
+
+// restarts follows a scan's restart intervals, and the data running out,
+// as libjpeg does.
+type restarts struct {
+	br   *bitReader
+	sc   *scanInfo
+	ri   int  // the restart interval in MCUs, 0 for none
+	togo int  // MCUs left in the interval
+	skip bool // the rest of the interval is not decoded
+}
+
+// next is called before each MCU. Where an interval begins it moves past the RSTn marker and resets
+// the DC predictions (restarted). It reports whether the MCU is to be
+// decoded: not after the data hit a marker it should not have, until the
+// next interval, nor once it has ended, which is an error.
+func (r *restarts) next() (decode, restarted bool, err error) {
+	if r.ri > 0 {
+		if r.togo == 0 {
+			r.skip = !r.br.restart()
+			for i := range r.sc.n {
+				r.sc.comps[i].pred = 0
+			}
+			r.togo, restarted = r.ri, true
+		}
+		r.togo--
+	}
+	if r.skip && r.br.eof {
+		return false, restarted, fmt.Errorf("%w: the data ends inside the scan", ErrTruncated)
+	}
+	return !r.skip, restarted, nil
+}
+
+// done is called after each decoded MCU: a reader that used zero bits from
+// past the end of the data is an error; from past a marker, the rest of
+// the interval is skipped.
+func (r *restarts) done() error {
+	if r.br.overrun() {
+		if r.br.eof {
+			return fmt.Errorf("%w: the data ends inside the scan", ErrTruncated)
+		}
+		r.skip = true
 	}
 	return nil
 }

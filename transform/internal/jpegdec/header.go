@@ -53,21 +53,19 @@ type component struct {
 	q    [64]int32
 	qset bool // q latched (from the first scan that includes the component)
 
-	bw, bh     int // blocks per row and per column of the padded MCU grid
-	ss         int // DCT scaled size at the current scale
-	dsw, dsh   int // libjpeg's downsampled_width and _height at that scale
-	fx, fy     int // upsampling factors, output pixels per sample
-	fancy      bool
-	bx0, bx1   int // block columns the window needs
-	plane      []byte
-	stride     int
-	py0        int     // the first sample row plane holds
-	coef       []int16 // the whole-image coefficients of a multi-scan image
-	pred       int32   // DC prediction
-	dct, act   int     // table selectors in the current scan
-	row        []byte  // an upsampled row
-	coefBits   [64]int8
-	everInScan bool
+	bw, bh   int // blocks per row and per column of the padded MCU grid
+	ss       int // DCT scaled size at the current scale
+	dsw, dsh int // libjpeg's downsampled_width and _height at that scale
+	fx, fy   int // upsampling factors, output pixels per sample
+	fancy    bool
+	bx0, bx1 int // block columns the window needs
+	plane    []byte
+	stride   int
+	py0      int     // the first sample row plane holds
+	coef     []int16 // the whole-image coefficients of a multi-scan image
+	pred     int32   // DC prediction
+	dct, act int     // table selectors in the current scan
+	row      []byte  // an upsampled row
 }
 
 // Decoder decodes JPEGs, reusing its memory from one image to the next. It
@@ -96,7 +94,6 @@ type Decoder struct {
 	sos         int // offset of the first SOS marker
 
 	// The decode in progress.
-	num          int
 	outW, outH   int
 	mcusX, mcusY int
 	blocks       [10][64]int16

@@ -153,18 +153,7 @@ func (b *bitReader) reset(data []byte, p int) {
 
 // fill tops acc up to at least 56 bits, eight bytes at once where none of
 // them is 0xFF, else a byte at a time undoing 0xFF 0x00 stuffing.
-func (b *bitReader) fill() {
-	if b.p+8 <= len(b.data) {
-		w := binary.BigEndian.Uint64(b.data[b.p:])
-		if (^w-0x0101010101010101)&w&0x8080808080808080 == 0 {
-			b.acc |= w >> b.n
-			b.p += (63 - b.n) >> 3
-			b.n |= 56
-			return
-		}
-	}
-	b.fillSlow()
-}
+func (b *bitReader) fill() { b.p, b.acc, b.n = b.refill(b.p, b.acc, b.n) }
 
 func (b *bitReader) fillSlow() {
 	data, p := b.data, b.p

@@ -19,9 +19,6 @@ func (d *Decoder) decodeMulti(m0, m1 int) error {
 		c := &d.comp[i]
 		k := 64 * c.bw * c.bh
 		c.coef, mem = mem[:k:k], mem[k:]
-		for j := range c.coefBits {
-			c.coefBits[j] = -1
-		}
 	}
 	for p := d.sos; ; {
 		m, at, err := d.nextMarker(p)
@@ -63,78 +60,56 @@ func (d *Decoder) scan(sc *scanInfo, at int) (int, error) {
 	for i := range sc.n {
 		sc.comps[i].pred = 0
 	}
-	eobrun, togo, skip := 0, d.ri, false
-	// mcu handles the restart interval, then decodes one MCU's blocks.
-	mcu := func(each func(block func(c *component, bx, by int))) error {
-		if d.ri > 0 {
-			if togo == 0 {
-				skip = !br.restart()
-				for i := range sc.n {
-					sc.comps[i].pred = 0
-				}
-				eobrun, togo = 0, d.ri
-			}
-			togo--
+	iv := restarts{br: &br, sc: sc, ri: d.ri, togo: d.ri}
+	eobrun := 0
+	block := func(c *component, bx, by int) {
+		blk := c.coef[(by*c.bw+bx)*64:][:64:64]
+		switch {
+		case !d.progressive:
+			br.sequential(blk, c, &d.dc[c.dct], &d.ac[c.act])
+		case sc.ss == 0 && sc.ah == 0:
+			br.dcFirst(blk, c, &d.dc[c.dct], sc.al)
+		case sc.ss == 0:
+			br.dcRefine(blk, sc.al)
+		case sc.ah == 0:
+			br.acFirst(blk, &d.ac[c.act], sc.ss, sc.se, sc.al, &eobrun)
+		default:
+			br.acRefine(blk, &d.ac[c.act], sc.ss, sc.se, sc.al, &eobrun)
 		}
-		if skip {
-			if br.eof {
-				return fmt.Errorf("%w: the data ends inside a scan", ErrTruncated)
-			}
-			return nil
-		}
-		each(func(c *component, bx, by int) {
-			blk := c.coef[(by*c.bw+bx)*64:][:64:64]
-			switch {
-			case !d.progressive:
-				br.sequential(blk, c, &d.dc[c.dct], &d.ac[c.act])
-			case sc.ss == 0 && sc.ah == 0:
-				br.dcFirst(blk, c, &d.dc[c.dct], sc.al)
-			case sc.ss == 0:
-				br.dcRefine(blk, sc.al)
-			case sc.ah == 0:
-				br.acFirst(blk, &d.ac[c.act], sc.ss, sc.se, sc.al, &eobrun)
-			default:
-				br.acRefine(blk, &d.ac[c.act], sc.ss, sc.se, sc.al, &eobrun)
-			}
-		})
-		if br.overrun() {
-			if br.eof {
-				return fmt.Errorf("%w: the data ends inside a scan", ErrTruncated)
-			}
-			skip = true // libjpeg leaves the rest of the interval as it is
-		}
-		return nil
 	}
-	if sc.n == 1 {
-		// A non-interleaved scan: the component's own blocks, one an MCU.
-		c := sc.comps[0]
-		bw := ((d.w*c.h+d.hmax-1)/d.hmax + 7) / 8
-		bh := ((d.h*c.v+d.vmax-1)/d.vmax + 7) / 8
-		for by := range bh {
-			for bx := range bw {
-				err := mcu(func(block func(*component, int, int)) { block(c, bx, by) })
-				if err != nil {
-					return 0, err
-				}
-			}
-		}
-		return br.p, nil
+	// An interleaved scan's MCU holds each component's h×v blocks; a
+	// non-interleaved scan's is one block of its component's own grid.
+	cols, rows := d.mcusX, d.mcusY
+	if c := sc.comps[0]; sc.n == 1 {
+		cols = ((d.w*c.h+d.hmax-1)/d.hmax + 7) / 8
+		rows = ((d.h*c.v+d.vmax-1)/d.vmax + 7) / 8
 	}
-	for my := range d.mcusY {
-		for mx := range d.mcusX {
-			err := mcu(func(block func(*component, int, int)) {
-				for i := range sc.n {
-					c := sc.comps[i]
-					for by := range c.v {
-						for bx := range c.h {
-							block(c, mx*c.h+bx, my*c.v+by)
-						}
+	for m := range cols * rows {
+		mx, my := m%cols, m/cols
+		decode, restarted, err := iv.next()
+		if err != nil {
+			return 0, err
+		}
+		if restarted {
+			eobrun = 0
+		}
+		if !decode {
+			continue // libjpeg leaves the rest of the interval as it is
+		}
+		if sc.n == 1 {
+			block(sc.comps[0], mx, my)
+		} else {
+			for i := range sc.n {
+				c := sc.comps[i]
+				for by := range c.v {
+					for bx := range c.h {
+						block(c, mx*c.h+bx, my*c.v+by)
 					}
 				}
-			})
-			if err != nil {
-				return 0, err
 			}
+		}
+		if err := iv.done(); err != nil {
+			return 0, err
 		}
 	}
 	return br.p, nil
