@@ -521,10 +521,7 @@ func (t *Trainer) step(ctx context.Context, ef EpochFeed) (int, float64, int, er
 	}
 	lr := t.LR(t.Step)
 	if t.cfg.Mode == "sync" {
-		start := time.Now()
-		err := t.reduceGrads()
-		t.reduceTime += time.Since(start)
-		if err != nil {
+		if err := t.reduceGrads(); err != nil {
 			return 0, 0, 0, err
 		}
 	}
@@ -626,8 +623,10 @@ func (t *Trainer) settle(ctx context.Context, figs []float64, local error) (int,
 // reduceGrads averages the gradients across the job's replicas.
 func (t *Trainer) reduceGrads() error {
 	if t.total < 2 {
-		return nil
+		return nil // nothing to average, and no all-reduce time to report
 	}
+	start := time.Now()
+	defer func() { t.reduceTime += time.Since(start) }()
 	bufs := make([][]float64, len(t.replicas))
 	for i, p := range t.replicas[0].model.Params() {
 		if p.Buffer {
