@@ -224,5 +224,8 @@ func (t *Trainer) Load(path, identity string) ([]byte, error) {
 		rep.opt.t = c.OptT
 	}
 	t.Step, t.Epoch, t.InEpoch, t.part = c.Step, c.Epoch, c.InEpoch, c.Part
+	if err := t.load(); err != nil {
+		return nil, err
+	}
 	return c.History, nil
 }

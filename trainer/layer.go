@@ -47,6 +47,9 @@ type Context struct {
 	Seed    uint64
 	Step    int64
 	Samples []int
+	// Smoothing is the loss's label smoothing, for an Accelerator, which
+	// computes the loss itself.
+	Smoothing float64
 }
 
 // Layer is one differentiable operation on a batch. Forward may keep its

@@ -14,10 +14,12 @@ import (
 )
 
 // Batch is one replica's slice of a global batch: X is [N, C, H, W]
-// float32, Samples the global sample indices (they key dropout masks).
-// Release hands the memory back to the pipeline.
+// float32 in host memory, or Dev the same in an accelerator's memory;
+// Samples are the global sample indices (they key dropout masks). Release
+// hands the memory back to the pipeline.
 type Batch struct {
 	X       *Tensor
+	Dev     *DeviceTensor
 	Labels  []int32
 	Samples []int
 	Release func()
@@ -141,6 +143,11 @@ type Config struct {
 	// Group where it is an AllReducer (it must be, in a job of several
 	// ranks).
 	Reducer AllReducer
+	// Accelerators, when set, run the replicas, one each (len Replicas):
+	// GPUs, from package trainer/gpu. DeviceReducer then averages their
+	// gradients in device memory when the job is this process alone.
+	Accelerators  []Accelerator
+	DeviceReducer DeviceReducer
 }
 
 // Modes lists the data-parallel modes.
@@ -180,6 +187,7 @@ type partial struct {
 type replica struct {
 	model *Model
 	opt   *Optimizer
+	acc   Accelerator // nil: the replica runs on the CPU
 	pool  *Pool
 	loss  SoftmaxCrossEntropy
 	ctx   Context
@@ -277,6 +285,11 @@ func New(cfg Config) (*Trainer, error) {
 			return nil, err
 		}
 	}
+	if cfg.Accelerators != nil {
+		if err := t.accelerate(cfg.Accelerators); err != nil {
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
@@ -321,7 +334,11 @@ func (t *Trainer) LR(s int64) float64 { return t.sched.At(int(s), t.peak) }
 // Sync averages every replica's parameters and buffers into all of them.
 // In sync mode the parameters are already equal, and this averages the
 // batch-norm statistics, which each replica gathers from its own slices.
+// With accelerators, it also brings the host models up to date with them.
 func (t *Trainer) Sync() error {
+	if err := t.store(); err != nil {
+		return err
+	}
 	if t.total < 2 {
 		return nil
 	}
@@ -335,7 +352,7 @@ func (t *Trainer) Sync() error {
 			return err
 		}
 	}
-	return nil
+	return t.load()
 }
 
 // EpochStats are the figures of one epoch of training. In a job of several
@@ -386,6 +403,10 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 	st := EpochStats{Epoch: t.Epoch, Steps: t.InEpoch, Images: t.part.Images}
 	lossSum, correct := t.part.Loss, t.part.Correct
 	stop := func(err error) (EpochStats, error) {
+		// A checkpoint of the steps done reads the host model.
+		if serr := t.store(); serr != nil {
+			err = errors.Join(err, serr)
+		}
 		t.InEpoch, t.part = st.Steps, partial{Loss: lossSum, Correct: correct, Images: st.Images}
 		return st, err
 	}
@@ -422,7 +443,7 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 			onStep(StepStats{Step: t.Step, Epoch: t.Epoch, Loss: l, Correct: c, Images: n, LR: t.LR(t.Step - 1)})
 		}
 	}
-	if t.cfg.Mode == "mixture" || t.cfg.Mode == "local" || t.total > 1 {
+	if t.cfg.Mode == "mixture" || t.cfg.Mode == "local" || t.total > 1 || t.replicas[0].acc != nil {
 		if err := t.Sync(); err != nil {
 			return stop(err)
 		}
@@ -485,7 +506,7 @@ func (t *Trainer) step(ctx context.Context, ef EpochFeed) (int, float64, int, er
 					rep.err, eofs[r] = err, errors.Is(err, io.EOF)
 					return
 				}
-				rep.forwardBackward(t, b)
+				rep.err = rep.forwardBackward(t, b)
 				b.Release()
 			})
 		}
@@ -526,13 +547,21 @@ func (t *Trainer) step(ctx context.Context, ef EpochFeed) (int, float64, int, er
 		}
 	}
 	u := t.runner.NewGroup()
-	for _, rep := range t.replicas {
+	uerrs := make([]error, len(t.replicas))
+	for r, rep := range t.replicas {
 		u.Submit(func() {
+			if rep.acc != nil {
+				uerrs[r] = rep.acc.Update(lr)
+				return
+			}
 			rep.model.Grads()
 			rep.opt.Step(rep.model.Params(), lr)
 		})
 	}
 	if err := u.Wait(); err != nil {
+		return 0, 0, 0, fmt.Errorf("trainer: update: %w", err)
+	}
+	if err := errors.Join(uerrs...); err != nil {
 		return 0, 0, 0, fmt.Errorf("trainer: update: %w", err)
 	}
 	t.Step++
@@ -627,6 +656,9 @@ func (t *Trainer) reduceGrads() error {
 	}
 	start := time.Now()
 	defer func() { t.reduceTime += time.Since(start) }()
+	if t.replicas[0].acc != nil {
+		return t.reduceDeviceGrads()
+	}
 	bufs := make([][]float64, len(t.replicas))
 	for i, p := range t.replicas[0].model.Params() {
 		if p.Buffer {
@@ -642,13 +674,22 @@ func (t *Trainer) reduceGrads() error {
 	return nil
 }
 
-func (rep *replica) forwardBackward(t *Trainer, b Batch) {
-	rep.ctx = Context{Train: true, Pool: rep.pool, Seed: t.cfg.Seed, Step: t.Step, Samples: b.Samples}
+func (rep *replica) forwardBackward(t *Trainer, b Batch) error {
+	rep.ctx = Context{Train: true, Pool: rep.pool, Seed: t.cfg.Seed, Step: t.Step, Samples: b.Samples, Smoothing: rep.loss.Smoothing}
+	if rep.acc != nil {
+		l, c, err := rep.acc.ForwardBackward(&rep.ctx, b)
+		rep.n, rep.lossSum, rep.correct = b.N(), l, c
+		return err
+	}
+	if b.X == nil {
+		return ErrHostBatch
+	}
 	rep.model.ZeroGrad()
 	logits := rep.model.Forward(&rep.ctx, b.X)
 	loss, correct, g := rep.loss.Loss(logits, b.Labels)
 	rep.model.Backward(&rep.ctx, g)
 	rep.n, rep.lossSum, rep.correct = b.X.N(), loss*float64(b.X.N()), correct
+	return nil
 }
 
 // EvalStats are a model's figures on a held-out set.
@@ -682,6 +723,19 @@ func (t *Trainer) Evaluate(ctx context.Context, feed Feed) (EvalStats, error) {
 			}
 			if err != nil {
 				return err
+			}
+			if rep.acc != nil {
+				l, k, err := rep.acc.Evaluate(b)
+				b.Release()
+				if err != nil {
+					return err
+				}
+				figs = append(figs, l, float64(k), float64(b.N()))
+				continue
+			}
+			if b.X == nil {
+				b.Release()
+				return ErrHostBatch
 			}
 			c := &Context{Pool: pool, Samples: b.Samples}
 			logits := rep.model.Forward(c, b.X)
