@@ -1,0 +1,496 @@
+// The GPU trainer's kernels: every layer's forward and backward pass, the
+// loss, the optimisers and the ordered sums, mirroring package trainer's CPU
+// code (the reference every kernel is tested against).
+//
+// Determinism: no kernel uses atomics, and every sum runs in an order fixed
+// by the shapes alone (a thread's own loop, or a shared-memory tree of a
+// fixed block size), so a run gives the same bits every time. Gradients are
+// computed as float32 partial sums over groups of samples (one sample for a
+// convolution's weights, 16 for a dense layer's, as the CPU trainer's
+// gradChunk) and the groups are added in float64, in order: a replica whose
+// slice starts at a multiple of 16 computes exactly the partials one GPU
+// computes for the same samples.
+//
+// Element-wise arithmetic that the CPU does in float32 is written with
+// __fmul_rn, __fadd_rn and __fdiv_rn, which nvcc does not fuse into
+// multiply-adds, so that ReLU, pooling, dropout, the batch-norm apply and
+// the optimiser updates give the CPU's bits from the same inputs.
+//
+// Every parameter is passed in a slot of its own, as gorgonia.org/cu's
+// Function.Launch passes them. Regenerate kernels.ptx with `go generate
+// ./trainer/gpu` (it needs nvcc) after changing this file; a test checks
+// that the PTX was made from this source.
+
+typedef unsigned long long u64;
+
+#define FOR_EACH(i, n) \
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)(n); i += (long long)blockDim.x * gridDim.x)
+
+// ---------------------------------------------------------------------------
+// GEMM: C[m,n] (+)= sum over k of A(m,k)·B(k,n), for blockIdx.z matrices at
+// strides sA, sB, sC. A(m,k) is A[m*lda+k], or A[k*lda+m] when TA; B(k,n) is
+// B[k*ldb+n], or B[n*ldb+k] when TB. Each thread owns TM×TN outputs and adds
+// their terms in k order, so the result does not depend on the tiling.
+
+template <int BM, int BN, int TM, int TN, bool TA, bool TB>
+__device__ void gemm_tile(int M, int N, int K, const float *A, int lda, long long sA, const float *B, int ldb,
+                          long long sB, float *C, int ldc, long long sC, int acc) {
+    const int BK = 16;
+    const int TX = BN / TN;  // threads across
+    __shared__ float As[BK][BM];
+    __shared__ float Bs[BK][BN];
+    A += blockIdx.z * sA;
+    B += blockIdx.z * sB;
+    C += blockIdx.z * sC;
+    int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    int tid = threadIdx.x, tx = tid % TX, ty = tid / TX;
+    float c[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) c[i][j] = 0.f;
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        for (int e = tid; e < BM * BK; e += 256) {
+            int m, k;
+            if (TA) {
+                m = e % BM, k = e / BM;
+            } else {
+                m = e / BK, k = e % BK;
+            }
+            int gm = m0 + m, gk = k0 + k;
+            float v = 0.f;
+            if (gm < M && gk < K) v = TA ? A[(long long)gk * lda + gm] : A[(long long)gm * lda + gk];
+            As[k][m] = v;
+        }
+        for (int e = tid; e < BN * BK; e += 256) {
+            int n, k;
+            if (TB) {
+                n = e / BK, k = e % BK;
+            } else {
+                n = e % BN, k = e / BN;
+            }
+            int gn = n0 + n, gk = k0 + k;
+            float v = 0.f;
+            if (gn < N && gk < K) v = TB ? B[(long long)gn * ldb + gk] : B[(long long)gk * ldb + gn];
+            Bs[k][n] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < BK; k++) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int i = 0; i < TM; i++) a[i] = As[k][ty + i * (BM / TM)];
+#pragma unroll
+            for (int j = 0; j < TN; j++) b[j] = Bs[k][tx + j * TX];
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) c[i][j] = fmaf(a[i], b[j], c[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        int gm = m0 + ty + i * (BM / TM);
+        if (gm >= M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            int gn = n0 + tx + j * TX;
+            if (gn >= N) continue;
+            float *p = &C[(long long)gm * ldc + gn];
+            *p = acc ? *p + c[i][j] : c[i][j];
+        }
+    }
+}
+
+// One entry per tile shape (rows of C: 16, 32 or 64 a block) and
+// transposition: gemm_<ta><tb>_<rows>.
+#define GEMM(name, BM, BN, TA, TB)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256) name(int M, int N, int K, const float *A, int lda, long long sA, \
+                                                           const float *B, int ldb, long long sB, float *C, int ldc,   \
+                                                           long long sC, int acc) {                                    \
+        gemm_tile<BM, BN, 4, 4, TA, TB>(M, N, K, A, lda, sA, B, ldb, sB, C, ldc, sC, acc);                            \
+    }
+#define GEMMS(BM, BN)                          \
+    GEMM(gemm_nn_##BM, BM, BN, false, false)   \
+    GEMM(gemm_nt_##BM, BM, BN, false, true)    \
+    GEMM(gemm_tn_##BM, BM, BN, true, false)    \
+    GEMM(gemm_tt_##BM, BM, BN, true, true)
+GEMMS(16, 256)
+GEMMS(32, 128)
+GEMMS(64, 64)
+
+// ---------------------------------------------------------------------------
+// Convolution. cols is [C·K·K, N·Ho·Wo]: row (c·K+ky)·K+kx, column
+// i·Ho·Wo + oy·Wo + ox holds x[i, c, oy·s-p+ky, ox·s-p+kx] (0 outside).
+
+extern "C" __global__ void im2col(float *cols, const float *x, int n, int c, int h, int w, int k, int s, int p, int ho,
+                                  int wo) {
+    long long q = (long long)n * ho * wo;
+    FOR_EACH(e, (long long)c * k * k * q) {
+        long long col = e % q;
+        int row = (int)(e / q);
+        int kx = row % k, ky = (row / k) % k, ci = row / (k * k);
+        int i = (int)(col / (ho * wo)), o = (int)(col % (ho * wo));
+        int iy = (o / wo) * s - p + ky, ix = (o % wo) * s - p + kx;
+        float v = 0.f;
+        if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = x[(((long long)i * c + ci) * h + iy) * w + ix];
+        cols[e] = v;
+    }
+}
+
+// col2im is im2col's adjoint: each pixel of dx sums the column values taken
+// from it, in (ky, kx) order, as the CPU's col2im adds them.
+extern "C" __global__ void col2im(float *dx, const float *cols, int n, int c, int h, int w, int k, int s, int p, int ho,
+                                  int wo) {
+    long long q = (long long)n * ho * wo;
+    FOR_EACH(e, (long long)n * c * h * w) {
+        int ix = (int)(e % w), iy = (int)((e / w) % h), ci = (int)((e / ((long long)w * h)) % c);
+        int i = (int)(e / ((long long)w * h * c));
+        float sum = 0.f;
+        for (int ky = 0; ky < k; ky++) {
+            int ty = iy + p - ky;
+            if (ty < 0 || ty % s != 0 || ty / s >= ho) continue;
+            for (int kx = 0; kx < k; kx++) {
+                int tx = ix + p - kx;
+                if (tx < 0 || tx % s != 0 || tx / s >= wo) continue;
+                int row = (ci * k + ky) * k + kx;
+                sum = __fadd_rn(sum, cols[(long long)row * q + (long long)i * ho * wo + (ty / s) * wo + tx / s]);
+            }
+        }
+        dx[e] = sum;
+    }
+}
+
+// cnhw_to_nchw turns the convolution's [C, N·HW] product into the batch
+// [N, C, HW], adding bias[c] when bias is not null.
+extern "C" __global__ void cnhw_to_nchw(float *y, const float *src, const float *bias, int n, int c, int hw) {
+    FOR_EACH(e, (long long)n * c * hw) {
+        int o = (int)(e % hw), ci = (int)((e / hw) % c), i = (int)(e / ((long long)hw * c));
+        float v = src[((long long)ci * n + i) * hw + o];
+        y[e] = bias ? __fadd_rn(v, bias[ci]) : v;
+    }
+}
+
+// nchw_to_cnhw is its inverse, for the gradient.
+extern "C" __global__ void nchw_to_cnhw(float *dst, const float *x, int n, int c, int hw) {
+    FOR_EACH(e, (long long)n * c * hw) {
+        int o = (int)(e % hw), ci = (int)((e / hw) % c), i = (int)(e / ((long long)hw * c));
+        dst[((long long)ci * n + i) * hw + o] = x[e];
+    }
+}
+
+// plane_sums sums each of rows planes of hw values in float32, in order.
+extern "C" __global__ void plane_sums(float *out, const float *x, int rows, int hw) {
+    FOR_EACH(r, rows) {
+        const float *p = x + r * (long long)hw;
+        float s = 0.f;
+        for (int j = 0; j < hw; j++) s = __fadd_rn(s, p[j]);
+        out[r] = s;
+    }
+}
+
+// accum64 adds count groups of n float32 partial sums into g, in float64,
+// group after group: g[j] += part[0·n+j] + part[1·n+j] + ….
+extern "C" __global__ void accum64(double *g, const float *part, int count, int n) {
+    FOR_EACH(j, n) {
+        double s = g[j];
+        for (int c = 0; c < count; c++) s += (double)part[(long long)c * n + j];
+        g[j] = s;
+    }
+}
+
+// bias_rows adds b to every row of y [n, out].
+extern "C" __global__ void bias_rows(float *y, const float *b, int n, int out) {
+    FOR_EACH(e, (long long)n * out) { y[e] = __fadd_rn(y[e], b[e % out]); }
+}
+
+// ---------------------------------------------------------------------------
+// Element-wise layers.
+
+extern "C" __global__ void relu_fwd(float *y, const float *x, long long n) {
+    FOR_EACH(i, n) { y[i] = fmaxf(x[i], 0.f); }
+}
+
+// relu_bwd passes dy where y > 0 (y is never -0).
+extern "C" __global__ void relu_bwd(float *dx, const float *dy, const float *y, long long n) {
+    FOR_EACH(i, n) { dx[i] = y[i] > 0.f ? dy[i] : 0.f; }
+}
+
+extern "C" __global__ void add(float *y, const float *a, const float *b, long long n) {
+    FOR_EACH(i, n) { y[i] = __fadd_rn(a[i], b[i]); }
+}
+
+// maxpool_fwd: the maximum of each K×K window, the first one on ties, and
+// its index within the plane.
+extern "C" __global__ void maxpool_fwd(float *y, int *arg, const float *x, int planes, int h, int w, int k, int s,
+                                       int ho, int wo) {
+    FOR_EACH(o, (long long)planes * ho * wo) {
+        int ox = (int)(o % wo), oy = (int)((o / wo) % ho);
+        long long pl = o / ((long long)wo * ho);
+        const float *src = x + pl * h * w;
+        float best = -__int_as_float(0x7f800000);
+        int bi = 0;
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                int i = (oy * s + ky) * w + ox * s + kx;
+                if (src[i] > best) best = src[i], bi = i;
+            }
+        y[o] = best;
+        arg[o] = bi;
+    }
+}
+
+// maxpool_bwd gathers, for each input value, the gradients of the windows
+// whose maximum it was, in the windows' order.
+extern "C" __global__ void maxpool_bwd(float *dx, const float *dy, const int *arg, int planes, int h, int w, int k,
+                                       int s, int ho, int wo) {
+    FOR_EACH(e, (long long)planes * h * w) {
+        int ix = (int)(e % w), iy = (int)((e / w) % h);
+        long long pl = e / ((long long)w * h);
+        int self = iy * w + ix;
+        float sum = 0.f;
+        int oy0 = iy - k + 1 > 0 ? (iy - k + 1 + s - 1) / s : 0, oy1 = min(iy / s, ho - 1);
+        int ox0 = ix - k + 1 > 0 ? (ix - k + 1 + s - 1) / s : 0, ox1 = min(ix / s, wo - 1);
+        for (int oy = oy0; oy <= oy1; oy++)
+            for (int ox = ox0; ox <= ox1; ox++) {
+                long long o = (pl * ho + oy) * wo + ox;
+                if (arg[o] == self) sum = __fadd_rn(sum, dy[o]);
+            }
+        dx[e] = sum;
+    }
+}
+
+extern "C" __global__ void gap_fwd(float *y, const float *x, int planes, int hw) {
+    FOR_EACH(p, planes) {
+        const float *src = x + p * (long long)hw;
+        float s = 0.f;
+        for (int j = 0; j < hw; j++) s = __fadd_rn(s, src[j]);
+        y[p] = __fdiv_rn(s, (float)hw);
+    }
+}
+
+extern "C" __global__ void gap_bwd(float *dx, const float *dy, int planes, int hw) {
+    FOR_EACH(e, (long long)planes * hw) { dx[e] = __fdiv_rn(dy[e / hw], (float)hw); }
+}
+
+// The CPU trainer's splitmix keys (package internal/splitmix).
+__device__ __forceinline__ u64 mix(u64 z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ double uniform(u64 seed, long long a, long long b, long long c) {
+    u64 x = mix(seed ^ mix((u64)a ^ mix((u64)b ^ mix((u64)c))));
+    return (double)(x >> 11) / 9007199254740992.0;
+}
+
+// dropout_fwd keeps value j of sample n when uniform(key, samples[n], j, 0)
+// ≥ p, key = seed ^ mix(step ^ mix(index)): the CPU's masks, bit for bit.
+extern "C" __global__ void dropout_fwd(float *y, float *mask, const float *x, const long long *samples, int n, int per,
+                                       u64 seed, long long step, int index, double p, float scale) {
+    u64 key = seed ^ mix((u64)step ^ mix((u64)index));
+    FOR_EACH(e, (long long)n * per) {
+        int i = (int)(e / per), j = (int)(e % per);
+        float m = uniform(key, samples[i], j, 0) >= p ? scale : 0.f;
+        mask[e] = m;
+        y[e] = __fmul_rn(x[e], m);
+    }
+}
+
+extern "C" __global__ void mul(float *y, const float *a, const float *b, long long n) {
+    FOR_EACH(i, n) { y[i] = __fmul_rn(a[i], b[i]); }
+}
+
+// ---------------------------------------------------------------------------
+// Batch normalisation: one block of 256 threads per channel reduces in
+// float64, each thread over a fixed stride of the channel's values, then a
+// tree of fixed shape.
+
+#define BN_THREADS 256
+
+__device__ double block_sum(double v, double *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = BN_THREADS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// bn_stats sets mean[c] and inv[c] = 1/√(σ²+ε) of channel c: the batch's
+// (train, updating the running averages as PyTorch does) or the running
+// ones.
+extern "C" __global__ void __launch_bounds__(BN_THREADS)
+    bn_stats(float *mean, float *inv, float *run_mean, float *run_var, const float *x, int n, int c, int hw, int train,
+             double eps, double momentum) {
+    __shared__ double sh[BN_THREADS];
+    int ch = blockIdx.x;
+    long long cnt = (long long)n * hw;
+    double mu, var;
+    if (train) {
+        double s = 0;
+        for (long long e = threadIdx.x; e < cnt; e += BN_THREADS) s += (double)x[((e / hw) * c + ch) * hw + e % hw];
+        mu = block_sum(s, sh) / (double)cnt;
+        double ss = 0;
+        for (long long e = threadIdx.x; e < cnt; e += BN_THREADS) {
+            double d = (double)x[((e / hw) * c + ch) * hw + e % hw] - mu;
+            ss += d * d;
+        }
+        ss = block_sum(ss, sh);
+        var = ss / (double)cnt;
+        if (threadIdx.x == 0) {
+            double unbiased = cnt > 1 ? ss / (double)(cnt - 1) : var;
+            run_mean[ch] = (float)((1 - momentum) * (double)run_mean[ch] + momentum * mu);
+            run_var[ch] = (float)((1 - momentum) * (double)run_var[ch] + momentum * unbiased);
+        }
+    } else {
+        mu = run_mean[ch], var = run_var[ch];
+    }
+    if (threadIdx.x == 0) {
+        mean[ch] = (float)mu;
+        inv[ch] = (float)(1 / sqrt(var + eps));
+    }
+}
+
+// bn_apply: x̂ = (x-μ)·inv, y = γ·x̂ + β.
+extern "C" __global__ void bn_apply(float *y, float *xhat, const float *x, const float *mean, const float *inv,
+                                    const float *gamma, const float *beta, int n, int c, int hw) {
+    FOR_EACH(e, (long long)n * c * hw) {
+        int ch = (int)((e / hw) % c);
+        float xh = __fmul_rn(__fadd_rn(x[e], -mean[ch]), inv[ch]);
+        xhat[e] = xh;
+        y[e] = __fadd_rn(__fmul_rn(gamma[ch], xh), beta[ch]);
+    }
+}
+
+// bn_bwd_sums adds Σdy·x̂ and Σdy to γ's and β's gradients, and leaves
+// k = γ·inv, mean(dy) and mean(dy·x̂) in coef[3c…3c+2].
+extern "C" __global__ void __launch_bounds__(BN_THREADS)
+    bn_bwd_sums(double *ggamma, double *gbeta, float *coef, const float *dy, const float *xhat, const float *gamma,
+                const float *inv, int n, int c, int hw) {
+    __shared__ double sh[BN_THREADS];
+    int ch = blockIdx.x;
+    long long cnt = (long long)n * hw;
+    double sdy = 0, sdyx = 0;
+    for (long long e = threadIdx.x; e < cnt; e += BN_THREADS) {
+        long long i = ((e / hw) * c + ch) * hw + e % hw;
+        sdy += (double)dy[i];
+        sdyx += (double)dy[i] * (double)xhat[i];
+    }
+    sdy = block_sum(sdy, sh);
+    sdyx = block_sum(sdyx, sh);
+    if (threadIdx.x == 0) {
+        ggamma[ch] += sdyx;
+        gbeta[ch] += sdy;
+        coef[3 * ch] = __fmul_rn(gamma[ch], inv[ch]);
+        coef[3 * ch + 1] = __fdiv_rn((float)sdy, (float)cnt);
+        coef[3 * ch + 2] = __fdiv_rn((float)sdyx, (float)cnt);
+    }
+}
+
+// bn_bwd_apply: dx = k·(dy - mean(dy) - x̂·mean(dy·x̂)).
+extern "C" __global__ void bn_bwd_apply(float *dx, const float *dy, const float *xhat, const float *coef, int n, int c,
+                                        int hw) {
+    FOR_EACH(e, (long long)n * c * hw) {
+        int ch = (int)((e / hw) % c);
+        float k = coef[3 * ch], mdy = coef[3 * ch + 1], mdyx = coef[3 * ch + 2];
+        dx[e] = __fmul_rn(k, __fadd_rn(__fadd_rn(dy[e], -mdy), -__fmul_rn(xhat[e], mdyx)));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// softmax_xent: per sample, the smoothed cross-entropy (loss[i], float64),
+// whether the top score is the label (hit[i]), and dL/dlogits for the mean
+// over total samples.
+extern "C" __global__ void softmax_xent(float *grad, double *loss, int *hit, const float *logits, const int *labels,
+                                        int n, int k, double eps, int total) {
+    FOR_EACH(i, n) {
+        const float *z = logits + i * (long long)k;
+        float *g = grad + i * (long long)k;
+        int label = labels[i];
+        float zmax = z[0];
+        int arg = 0;
+        for (int j = 1; j < k; j++)
+            if (z[j] > zmax) zmax = z[j], arg = j;
+        double sum = 0;
+        for (int j = 0; j < k; j++) sum += exp((double)__fadd_rn(z[j], -zmax));
+        double lse = (double)zmax + log(sum), l = 0;
+        for (int j = 0; j < k; j++) {
+            double t = eps / k + (j == label ? 1 - eps : 0);
+            double pr = exp((double)z[j] - lse);
+            l -= t * ((double)z[j] - lse);
+            g[j] = (float)((pr - t) / total);
+        }
+        loss[i] = l;
+        hit[i] = arg == label;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Optimisers, over every trained value at once: g is the float64 gradient
+// sum, rounded to float32 as the CPU's Model.Grads rounds it; wd applies
+// where decay[j] is set.
+
+__device__ __forceinline__ float grad(const double *g64, const float *w, const unsigned char *decay, float wd,
+                                      long long j) {
+    float g = (float)g64[j];
+    return decay[j] ? __fadd_rn(g, __fmul_rn(wd, w[j])) : g;
+}
+
+extern "C" __global__ void sgd(float *w, float *s, const double *g64, const unsigned char *decay, long long n, float lr,
+                               float m, float wd, int nesterov) {
+    FOR_EACH(j, n) {
+        float d = grad(g64, w, decay, wd, j);
+        if (m != 0.f) {
+            float sj = __fadd_rn(__fmul_rn(m, s[j]), d);
+            s[j] = sj;
+            d = nesterov ? __fadd_rn(d, __fmul_rn(m, sj)) : sj;
+        }
+        w[j] = __fadd_rn(w[j], -__fmul_rn(lr, d));
+    }
+}
+
+extern "C" __global__ void adam(float *w, float *s, float *q, const double *g64, const unsigned char *decay, long long n,
+                                float step, float b1, float b2, float sc2, float eps, float wd) {
+    FOR_EACH(j, n) {
+        float d = grad(g64, w, decay, wd, j);
+        float sj = __fadd_rn(__fmul_rn(b1, s[j]), __fmul_rn(__fadd_rn(1.f, -b1), d));
+        float qj = __fadd_rn(__fmul_rn(b2, q[j]), __fmul_rn(__fmul_rn(__fadd_rn(1.f, -b2), d), d));
+        s[j] = sj, q[j] = qj;
+        float den = __fadd_rn(__fdiv_rn((float)sqrt((double)qj), sc2), eps);
+        w[j] = __fadd_rn(w[j], -__fdiv_rn(__fmul_rn(step, sj), den));
+    }
+}
+
+extern "C" __global__ void rmsprop(float *w, float *s, float *q, const double *g64, const unsigned char *decay,
+                                   long long n, float lr, float a, float m, float eps, float wd) {
+    FOR_EACH(j, n) {
+        float d = grad(g64, w, decay, wd, j);
+        float qj = __fadd_rn(__fmul_rn(a, q[j]), __fmul_rn(__fmul_rn(__fadd_rn(1.f, -a), d), d));
+        q[j] = qj;
+        float u = __fdiv_rn(d, __fadd_rn((float)sqrt((double)qj), eps));
+        if (m != 0.f) {
+            float sj = __fadd_rn(__fmul_rn(m, s[j]), u);
+            s[j] = sj;
+            u = sj;
+        }
+        w[j] = __fadd_rn(w[j], -__fmul_rn(lr, u));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// mean_ordered averages r copies of n float64 values laid end to end in
+// src, in replica order (((src0 + src1) + src2) + …)·inv, into dst: the
+// peer-copy all-reduce's sum, the order LocalAllReduce takes on the CPU.
+extern "C" __global__ void mean_ordered(double *dst, const double *src, int r, long long n, double inv) {
+    FOR_EACH(j, n) {
+        double s = src[j];
+        for (int k = 1; k < r; k++) s += src[(long long)k * n + j];
+        dst[j] = s * inv;
+    }
+}
