@@ -14,8 +14,10 @@ import (
 	"unsafe"
 
 	"github.com/pipefeed/pipe/pipefile"
+	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
+	"github.com/pipefeed/pipe/trainer/gpu"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -29,8 +31,8 @@ func (p *Pipeline) checkTrain() error {
 	if p.out.DType != transform.Float32 || p.out.Layout != transform.NCHW {
 		return fmt.Errorf("train needs NCHW float32 batches, not %s %s: use to_tensor layout=nchw dtype=float32", p.out.Layout, p.out.DType)
 	}
-	if p.devs != nil && len(p.devs.GPUs) > 0 {
-		return errors.New("train runs its replicas on the CPU: use devices=cpu:N (the GPU trainer is not built yet)")
+	if p.devs != nil && len(p.devs.GPUs) > 0 && !gpu.Compiled {
+		return fmt.Errorf("train on GPUs: %w", ErrNoCUDA)
 	}
 	if e != nil && e.Source != nil {
 		if i, ei := p.cfg.Source.Info(), e.Source.Info(); i.C != ei.C || i.H != ei.H || i.W != ei.W || len(i.Classes) != len(ei.Classes) {
@@ -183,6 +185,11 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 	cfg.Input, cfg.Classes, cfg.Replicas = []int{s.C, s.H, s.W}, len(p.cfg.Source.Info().Classes), p.Devices()
 	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Seed = p.GlobalBatch(), p.Batches(), p.cfg.Seed
 	cfg.Group = p.group
+	closeGPUs, err := p.gpuReplicas(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer closeGPUs()
 	tr, err := trainer.New(cfg)
 	if err != nil {
 		return nil, err
@@ -264,6 +271,43 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 		}
 	}
 	return res, nil
+}
+
+// gpuReplicas puts the replicas on the prefetch stage's GPUs, one each,
+// fed from their queues; a no-op for cpu:N devices. It returns what frees
+// them.
+func (p *Pipeline) gpuReplicas(cfg *trainer.Config) (func() error, error) {
+	none := func() error { return nil }
+	if p.devs == nil || len(p.devs.GPUs) == 0 {
+		return none, nil
+	}
+	arch, err := cfg.Model.Build(cfg.Input, cfg.Classes, cfg.Seed)
+	if err != nil {
+		return none, err
+	}
+	var rs []*gpu.Replica
+	red := &gpu.PeerReducer{}
+	closeAll := func() error {
+		var errs []error
+		if len(rs) > 0 {
+			errs = append(errs, red.Close(rs[0]))
+		}
+		for _, r := range rs {
+			errs = append(errs, r.Close())
+		}
+		return errors.Join(errs...)
+	}
+	for _, ord := range p.devs.GPUs {
+		r, err := gpu.New(ord, arch)
+		if err != nil {
+			closeAll()
+			return none, err
+		}
+		rs = append(rs, r)
+		cfg.Accelerators = append(cfg.Accelerators, r)
+	}
+	cfg.DeviceReducer = red
+	return closeAll, nil
 }
 
 // stepLogger appends a TrainStep to path every LogEvery steps, then calls
@@ -457,12 +501,18 @@ func (f *deviceFeed) Next(r int) (trainer.Batch, error) {
 	if err != nil {
 		return trainer.Batch{}, err
 	}
-	data := db.Data()
-	if data == nil {
-		db.Release()
-		return trainer.Batch{}, errors.New("pipe: the trainer reads device memory from the host: use devices=cpu:N")
+	if data := db.Data(); data != nil {
+		return trainer.Batch{X: batchTensor(f.p, data, db.N), Labels: db.Labels, Samples: db.Samples, Release: db.Release}, nil
 	}
-	return trainer.Batch{X: batchTensor(f.p, data, db.N), Labels: db.Labels, Samples: db.Samples, Release: db.Release}, nil
+	// A GPU's slice: the replica on that GPU reads it where it is.
+	ptr, ok := prefetch.DevicePointer(db.Buffer)
+	if !ok {
+		db.Release()
+		return trainer.Batch{}, fmt.Errorf("pipe: %s: a batch in memory the trainer cannot address", db.Name)
+	}
+	s := f.p.out.Shape
+	dev := &trainer.DeviceTensor{Shape: []int{db.N, s.C, s.H, s.W}, Ptr: ptr}
+	return trainer.Batch{Dev: dev, Labels: db.Labels, Samples: db.Samples, Release: db.Release}, nil
 }
 
 func (f *deviceFeed) Stall(r int) time.Duration { return f.x.Stall(r) }

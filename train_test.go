@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
+	"github.com/pipefeed/pipe/trainer/gpu"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -158,6 +159,13 @@ func TestTrainConfigErrors(t *testing.T) {
 	} {
 		if _, err := New(tc.stages...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want an error containing %q", err, tc.want)
+		}
+	}
+	// GPUs in a build without CUDA: the GPU trainer is not there either.
+	if !gpu.Compiled {
+		_, err := New(append(recipe(synth(t, 640)), Prefetch(PrefetchConfig{Devices: "all"}), Train(c))...)
+		if !errors.Is(err, ErrNoCUDA) {
+			t.Errorf("devices=all with a train stage, without the cuda build: %v, want ErrNoCUDA", err)
 		}
 	}
 	c.Optim.Name = "lamb"

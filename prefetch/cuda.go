@@ -398,3 +398,14 @@ var (
 	_ Device        = (*CUDA)(nil)
 	_ HostAllocator = (*CUDA)(nil)
 )
+
+// DevicePointer returns the device address of a CUDA device's buffer, for
+// kernels outside this package (the GPU trainer reads its batches where
+// they are); false for another device's buffer.
+func DevicePointer(b Buffer) (uintptr, bool) {
+	cb, ok := b.(*cudaBuffer)
+	if !ok {
+		return 0, false
+	}
+	return uintptr(cb.ptr), true
+}

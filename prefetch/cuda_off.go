@@ -34,3 +34,6 @@ var (
 	_ Device        = (*CUDA)(nil)
 	_ HostAllocator = (*CUDA)(nil)
 )
+
+// DevicePointer returns false: this build has no CUDA buffers.
+func DevicePointer(Buffer) (uintptr, bool) { return 0, false }

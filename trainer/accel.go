@@ -159,3 +159,16 @@ func (t *Trainer) reduceDeviceGrads() error {
 	}
 	return nil
 }
+
+// Devices names where each replica runs: an accelerator's name, or "cpu".
+func (t *Trainer) Devices() []string {
+	var names []string
+	for _, rep := range t.replicas {
+		if rep.acc != nil {
+			names = append(names, rep.acc.Name())
+		} else {
+			names = append(names, "cpu")
+		}
+	}
+	return names
+}

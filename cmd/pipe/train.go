@@ -42,6 +42,10 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 				fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s) on each of %d ranks\n", m.Name, m.Size(), n, ranks)
 				fmt.Fprintf(out, "batch    per-device %d × %d devices × %d ranks = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
 					p.BatchSize()/n, n, ranks, p.GlobalBatch(), tr.PeakLR(), tr.StepsPerEpoch())
+			} else if devs := tr.Devices(); devs[0] != "cpu" {
+				fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s) on %s\n", m.Name, m.Size(), n, strings.Join(devs, ", "))
+				fmt.Fprintf(out, "batch    per-GPU %d × %d GPUs = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
+					p.BatchSize()/n, n, p.BatchSize(), tr.PeakLR(), tr.StepsPerEpoch())
 			} else {
 				fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s)\n", m.Name, m.Size(), n)
 				fmt.Fprintf(out, "batch    per-device %d × %d devices = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
@@ -108,8 +112,15 @@ func trainLine(e pipe.TrainEpoch) string {
 	if e.TestAccuracy != nil {
 		line += fmt.Sprintf(", test loss %.4f acc %.2f%%", *e.TestLoss, 100**e.TestAccuracy)
 	}
-	return line + fmt.Sprintf(", lr %.4g, %.0f images/s, data stall %.1f%%, %.1f s (%.0f s in all)",
-		e.LR, e.ImagesPerSec, e.StallPct, e.Seconds, e.WallSeconds)
+	line += fmt.Sprintf(", lr %.4g, %.0f images/s, data stall %.1f%%", e.LR, e.ImagesPerSec, e.StallPct)
+	if len(e.DeviceStall) > 1 {
+		per := make([]string, len(e.DeviceStall))
+		for i, s := range e.DeviceStall {
+			per[i] = fmt.Sprintf("%.1f", s)
+		}
+		line += " (per device " + strings.Join(per, "/") + "%)"
+	}
+	return line + fmt.Sprintf(", %.1f s (%.0f s in all)", e.Seconds, e.WallSeconds)
 }
 
 // trainSummary is the one screen at the end of a run: h is every epoch's
