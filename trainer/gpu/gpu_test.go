@@ -1,0 +1,550 @@
+//go:build cuda
+
+// These tests and benchmarks need a GPU: gorgonia.org/cu exits the process
+// at init without one. They compare every kernel with package trainer's CPU
+// code, the reference. Build the binary where Go and the CUDA headers are
+// (scripts/gpu-check does it) and run it on the GPU machine:
+//
+//	go test -tags cuda -c -o gpu.test ./trainer/gpu
+//	./gpu.test -test.v
+//	./gpu.test -test.run '^$' -test.bench . -test.benchtime 20x
+
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/pipefeed/pipe/internal/splitmix"
+	"github.com/pipefeed/pipe/trainer"
+)
+
+// ordinal is the GPU the tests use; a second replica goes on the next one
+// when there is one, else on the same.
+const ordinal = 0
+
+func newReplica(tb testing.TB, m *trainer.Model, ord int) *Replica {
+	tb.Helper()
+	r, err := New(ord, m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return r
+}
+
+// value is a deterministic value in [-1, 1) keyed by a, b.
+func value(a, b int) float32 {
+	return float32(splitmix.Mix(uint64(a)<<32^uint64(b))>>40)/float32(1<<23) - 1
+}
+
+// batch is n samples of shape in, labels in [0, classes), samples from
+// first.
+func batch(in []int, n, classes, first int) trainer.Batch {
+	x := trainer.NewTensor(append([]int{n}, in...)...)
+	per := x.PerSample()
+	b := trainer.Batch{X: x, Release: func() {}}
+	for i := range n {
+		s := first + i
+		label := s % classes
+		for j := range per {
+			x.Data[i*per+j] = value(s, j) + float32(label)*0.3*float32(j%2)
+		}
+		b.Labels = append(b.Labels, int32(label))
+		b.Samples = append(b.Samples, s)
+	}
+	return b
+}
+
+// relDiff is ||a-b|| / ||b||.
+func relDiff[T float32 | float64](a, b []T) float64 {
+	var d, n float64
+	for i := range a {
+		d += math.Pow(float64(a[i])-float64(b[i]), 2)
+		n += math.Pow(float64(b[i]), 2)
+	}
+	if d == 0 {
+		return 0
+	}
+	return math.Sqrt(d / max(n, 1e-30))
+}
+
+// cpuStep runs the CPU reference on b and returns the loss sum, the
+// correct predictions and the gradient sums in the replica's order.
+func cpuStep(m *trainer.Model, b trainer.Batch, ctx trainer.Context) (float64, int, []float64) {
+	ctx.Pool = trainer.NewPool(1)
+	m.ZeroGrad()
+	loss := trainer.SoftmaxCrossEntropy{Smoothing: ctx.Smoothing}
+	logits := m.Forward(&ctx, b.X)
+	l, k, g := loss.Loss(logits, b.Labels)
+	if ctx.Train {
+		m.Backward(&ctx, g)
+	}
+	var g64 []float64
+	for _, p := range m.Params() {
+		if !p.Buffer {
+			g64 = append(g64, p.G64...)
+		}
+	}
+	return l * float64(b.N()), k, g64
+}
+
+// layerModels are small models that put every layer, in every
+// configuration the built-in models use, between a parameter and the loss,
+// so that each layer's forward pass shows in the loss and its backward pass
+// in the gradients before it.
+func layerModels() map[string]func() (*trainer.Model, error) {
+	in := []int{3, 12, 12}
+	return map[string]func() (*trainer.Model, error){
+		"conv3x3-bias-relu": func() (*trainer.Model, error) {
+			return trainer.NewModel("a", in, 1, trainer.NewConv2D(3, 8, 3, 1, 1), &trainer.ReLU{}, &trainer.Flatten{}, trainer.NewDense(8*144, 5))
+		},
+		"conv3x3-valid-maxpool-dropout": func() (*trainer.Model, error) {
+			return trainer.NewModel("b", in, 2, trainer.NewConv2D(3, 8, 3, 1, 0), &trainer.ReLU{}, trainer.NewMaxPool2D(2, 2),
+				&trainer.Dropout{P: 0.25}, &trainer.Flatten{}, trainer.NewDense(8*25, 16), &trainer.ReLU{}, &trainer.Dropout{P: 0.5},
+				trainer.NewDense(16, 5))
+		},
+		"maxpool-overlapping": func() (*trainer.Model, error) {
+			return trainer.NewModel("c", in, 3, trainer.NewConv2D(3, 4, 3, 1, 1), trainer.NewMaxPool2D(3, 2), &trainer.Flatten{},
+				trainer.NewDense(4*25, 5))
+		},
+		"conv-stride2-batchnorm-gap": func() (*trainer.Model, error) {
+			return trainer.NewModel("d", in, 4, trainer.NewConv2DNoBias(3, 8, 3, 2, 1), trainer.NewBatchNorm(8), &trainer.ReLU{},
+				&trainer.GlobalAvgPool{}, trainer.NewDense(8, 5))
+		},
+		"conv1x1-stride2": func() (*trainer.Model, error) {
+			return trainer.NewModel("e", in, 5, trainer.NewConv2DNoBias(3, 8, 1, 2, 0), &trainer.Flatten{}, trainer.NewDense(8*36, 5))
+		},
+		"dense-batchnorm": func() (*trainer.Model, error) {
+			return trainer.NewModel("f", in, 6, &trainer.Flatten{}, trainer.NewDense(3*144, 24), trainer.NewBatchNorm(24),
+				&trainer.ReLU{}, trainer.NewDense(24, 5))
+		},
+		"residual-identity-and-projection": func() (*trainer.Model, error) {
+			block := func(i, o, s int) trainer.Layer {
+				body := []trainer.Layer{trainer.NewConv2DNoBias(i, o, 3, s, 1), trainer.NewBatchNorm(o), &trainer.ReLU{},
+					trainer.NewConv2DNoBias(o, o, 3, 1, 1), trainer.NewBatchNorm(o)}
+				var short []trainer.Layer
+				if s != 1 || i != o {
+					short = []trainer.Layer{trainer.NewConv2DNoBias(i, o, 1, s, 0), trainer.NewBatchNorm(o)}
+				}
+				return &trainer.Residual{Body: body, Shortcut: short}
+			}
+			return trainer.NewModel("g", in, 7, trainer.NewConv2DNoBias(3, 4, 3, 1, 1), block(4, 4, 1), &trainer.ReLU{},
+				block(4, 8, 2), &trainer.ReLU{}, &trainer.GlobalAvgPool{}, trainer.NewDense(8, 5))
+		},
+		"keras_cnn": func() (*trainer.Model, error) {
+			return trainer.ModelSpec{Name: "keras_cnn"}.Build([]int{3, 16, 16}, 5, 8)
+		},
+		"resnet8": func() (*trainer.Model, error) {
+			return trainer.ModelSpec{Name: "resnet", Depth: 8}.Build(in, 5, 9)
+		},
+	}
+}
+
+// TestLayersMatchCPU: every layer's forward pass (the loss, the
+// predictions, the batch-norm running statistics, the evaluation loss) and
+// backward pass (every gradient) on the GPU agree with the CPU trainer's,
+// to float32 rounding: 1e-5 for the loss, 1e-4 for the gradients.
+func TestLayersMatchCPU(t *testing.T) {
+	for name, build := range layerModels() {
+		t.Run(name, func(t *testing.T) {
+			m, err := build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt, _ := trainer.NewOptimizer(trainer.OptimConfig{}, m.Params())
+			r := newReplica(t, m, ordinal)
+			if err := r.Load(m, opt); err != nil {
+				t.Fatal(err)
+			}
+			// 40 samples: two full dense chunks of 16 and a partial one.
+			b := batch(m.In, 40, 5, 1000)
+			ctx := trainer.Context{Train: true, Seed: 11, Step: 3, Samples: b.Samples, Smoothing: 0.1}
+			gl, gk, err := r.ForwardBackward(&ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grads, err := r.Gradients()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, ck, cg := cpuStep(m, b, ctx)
+			if d := math.Abs(gl-cl) / math.Abs(cl); d > 1e-5 {
+				t.Errorf("loss: GPU %.9g, CPU %.9g (relative %.2g)", gl, cl, d)
+			}
+			if gk != ck {
+				t.Errorf("correct: GPU %d, CPU %d", gk, ck)
+			}
+			off := 0
+			for _, p := range m.Params() {
+				if p.Buffer {
+					continue
+				}
+				if d := relDiff(grads[off:off+len(p.G64)], cg[off:off+len(p.G64)]); d > 1e-4 || math.IsNaN(d) {
+					t.Errorf("gradient of %s %v: relative difference %.2g", p.Name, p.Shape, d)
+				}
+				off += len(p.G64)
+			}
+			// The running statistics the training pass updated.
+			host, _ := build()
+			hopt, _ := trainer.NewOptimizer(trainer.OptimConfig{}, host.Params())
+			if err := r.Store(host, hopt); err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range m.Params() {
+				if p.Buffer {
+					if d := relDiff(host.Params()[i].W, p.W); d > 1e-5 {
+						t.Errorf("%s after a training pass: relative difference %.2g", p.Name, d)
+					}
+				}
+			}
+			// Inference mode, with the running statistics.
+			el, ek, err := r.Evaluate(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, ck, _ = cpuStep(m, b, trainer.Context{})
+			if d := math.Abs(el-cl) / math.Abs(cl); d > 1e-5 || ek != ck {
+				t.Errorf("evaluation: GPU %.9g (%d correct), CPU %.9g (%d)", el, ek, cl, ck)
+			}
+		})
+	}
+}
+
+// TestDropoutMasksMatchCPU: a dropout layer right after the input passes
+// exactly the CPU's values (the masks are the same bits), so the gradient
+// of the dense layer after it matches to float32 rounding of one GEMM.
+func TestDropoutMasksMatchCPU(t *testing.T) {
+	m, err := trainer.NewModel("drop", []int{3, 4, 4}, 1, &trainer.Dropout{P: 0.5}, &trainer.Flatten{}, trainer.NewDense(48, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, _ := trainer.NewOptimizer(trainer.OptimConfig{}, m.Params())
+	r := newReplica(t, m, ordinal)
+	r.Load(m, opt)
+	b := batch(m.In, 16, 3, 77)
+	for step := range int64(3) {
+		ctx := trainer.Context{Train: true, Seed: 5, Step: step, Samples: b.Samples}
+		if _, _, err := r.ForwardBackward(&ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		g, _ := r.Gradients()
+		_, _, want := cpuStep(m, b, ctx)
+		if d := relDiff(g, want); d > 1e-6 {
+			t.Errorf("step %d: gradients differ by %.2g: the masks are not the CPU's", step, d)
+		}
+	}
+}
+
+// TestOptimizersMatchCPU: each optimiser's update on the GPU gives the
+// CPU's parameters and state bit for bit, from the same gradients, over
+// several steps (Adam's bias correction counts them).
+func TestOptimizersMatchCPU(t *testing.T) {
+	for _, c := range []trainer.OptimConfig{
+		{Name: "sgd"}, {Name: "sgd", Momentum: 0.9, WeightDecay: 5e-4}, {Name: "sgd", Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4},
+		{Name: "adam"}, {Name: "adam", WeightDecay: 1e-4}, {Name: "rmsprop"}, {Name: "rmsprop", Momentum: 0.9, WeightDecay: 1e-4},
+	} {
+		t.Run(fmt.Sprintf("%s-m%g-n%v-wd%g", c.Name, c.Momentum, c.Nesterov, c.WeightDecay), func(t *testing.T) {
+			m, err := trainer.NewModel("o", []int{2, 6, 6}, 3, trainer.NewConv2DNoBias(2, 4, 3, 1, 1), trainer.NewBatchNorm(4),
+				&trainer.Flatten{}, trainer.NewDense(144, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt, err := trainer.NewOptimizer(c, m.Params())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newReplica(t, m, ordinal)
+			if err := r.Load(m, opt); err != nil {
+				t.Fatal(err)
+			}
+			for s := range 4 {
+				var g []float64
+				for pi, p := range m.Params() {
+					for j := range p.G64 {
+						p.G64[j] = float64(value(100*s+pi, j)) * 1e-2
+					}
+					if !p.Buffer {
+						g = append(g, p.G64...)
+					}
+				}
+				if err := r.SetGradients(g); err != nil {
+					t.Fatal(err)
+				}
+				lr := 0.1 / float64(s+1)
+				if err := r.Update(lr); err != nil {
+					t.Fatal(err)
+				}
+				m.Grads()
+				opt.Step(m.Params(), lr)
+			}
+			host, _ := trainer.NewModel("o", []int{2, 6, 6}, 99, trainer.NewConv2DNoBias(2, 4, 3, 1, 1), trainer.NewBatchNorm(4),
+				&trainer.Flatten{}, trainer.NewDense(144, 3))
+			hopt, _ := trainer.NewOptimizer(c, host.Params())
+			if err := r.Store(host, hopt); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := host.Hash(), m.Hash(); got != want {
+				t.Errorf("parameters after 4 updates: GPU %s, CPU %s", got[:12], want[:12])
+			}
+			for i, p := range m.Params() {
+				a1, a2 := opt.State(i)
+				b1, b2 := hopt.State(i)
+				if relDiff(b1, a1) != 0 || relDiff(b2, a2) != 0 {
+					t.Errorf("optimiser state of %s differs", p.Name)
+				}
+			}
+			if hopt.Steps() != opt.Steps() {
+				t.Errorf("steps: GPU %d, CPU %d", hopt.Steps(), opt.Steps())
+			}
+		})
+	}
+}
+
+// TestDeviceBatchInPlace: a batch already in device memory (as the
+// prefetch queue leaves it) trains exactly as the same batch copied in.
+func TestDeviceBatchInPlace(t *testing.T) {
+	m, _ := trainer.ModelSpec{Name: "keras_cnn"}.Build([]int{3, 16, 16}, 5, 1)
+	opt, _ := trainer.NewOptimizer(trainer.OptimConfig{}, m.Params())
+	r := newReplica(t, m, ordinal)
+	r.Load(m, opt)
+	b := batch(m.In, 32, 5, 0)
+	ctx := trainer.Context{Train: true, Seed: 1, Samples: b.Samples}
+	l1, k1, err := r.ForwardBackward(&ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := append([]float64(nil), must(r.Gradients())...)
+	var ptr cu.DevicePtr
+	err = r.do(func() error {
+		var err error
+		if ptr, err = cu.MemAlloc(int64(4 * len(b.X.Data))); err != nil {
+			return err
+		}
+		return cu.MemcpyHtoD(ptr, unsafe.Pointer(&b.X.Data[0]), int64(4*len(b.X.Data)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.do(func() error { return cu.MemFree(ptr) })
+	db := b
+	db.X, db.Dev = nil, &trainer.DeviceTensor{Shape: b.X.Shape, Ptr: uintptr(ptr)}
+	l2, k2, err := r.ForwardBackward(&ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l1 != l2 || k1 != k2 || relDiff(must(r.Gradients()), g1) != 0 {
+		t.Errorf("device batch: loss %v (%d correct), host batch %v (%d)", l2, k2, l1, k1)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// feed serves deterministic global batches, replica r taking rows
+// [r·G/R, (r+1)·G/R) of each.
+type feed struct {
+	in                        []int
+	global, replicas, batches int
+}
+
+type epoch struct {
+	f    *feed
+	e    int
+	next []int
+}
+
+func (f *feed) Epoch(_ context.Context, e int) (trainer.EpochFeed, error) {
+	return &epoch{f: f, e: e, next: make([]int, f.replicas)}, nil
+}
+
+func (x *epoch) Next(r int) (trainer.Batch, error) {
+	f := x.f
+	if x.next[r] >= f.batches {
+		return trainer.Batch{}, io.EOF
+	}
+	b := x.next[r]
+	x.next[r]++
+	per := f.global / f.replicas
+	return batch(f.in, per, 10, (x.e*f.batches+b)*f.global+r*per), nil
+}
+
+func (x *epoch) Stall(int) time.Duration { return 0 }
+func (x *epoch) Close() error            { return nil }
+
+// gpuTrainer trains cfg on the feed with one GPU replica per ordinal.
+func gpuTrainer(t testing.TB, cfg trainer.Config, f *feed, ords []int) *trainer.Trainer {
+	t.Helper()
+	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Input, cfg.Classes, cfg.Replicas = f.global, f.batches, f.in, 10, f.replicas
+	if ords != nil {
+		arch, err := cfg.Model.Build(f.in, 10, cfg.Seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		red := &PeerReducer{}
+		for _, o := range ords {
+			cfg.Accelerators = append(cfg.Accelerators, newReplica(t, arch, o))
+		}
+		t.Cleanup(func() { red.Close(cfg.Accelerators[0].(*Replica)) })
+		cfg.DeviceReducer = red
+	}
+	tr, err := trainer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tr.Epoch < cfg.Epochs {
+		if _, err := tr.RunEpoch(context.Background(), f, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr
+}
+
+// worst is the largest relative difference of a trained parameter.
+func worst(a, b *trainer.Model) (float64, string) {
+	w, name := 0.0, ""
+	for i, p := range a.Params() {
+		if d := relDiff(p.W, b.Params()[i].W); d > w || math.IsNaN(d) {
+			w, name = d, p.Name
+		}
+	}
+	return w, name
+}
+
+// ordinals returns n GPU ordinals: distinct GPUs where the machine has
+// them, else GPU 0 again.
+func ordinals(n int) []int {
+	count, _ := cu.NumDevices()
+	var o []int
+	for i := range n {
+		o = append(o, i%max(count, 1))
+	}
+	return o
+}
+
+var trainCfg = trainer.Config{Model: trainer.ModelSpec{Name: "keras_cnn"}, Epochs: 1, LR: 0.05, BaseBatch: 64, Seed: 5,
+	Optim: trainer.OptimConfig{Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}, Smoothing: 0.1}
+
+// TestTrainingMatchesCPU: 20 steps of keras_cnn (dropout included) and of
+// resnet8 on the GPU end where the CPU trainer ends, within the drift of
+// float32 rounding over 20 steps.
+func TestTrainingMatchesCPU(t *testing.T) {
+	for _, spec := range []trainer.ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 8}} {
+		cfg := trainCfg
+		cfg.Model = spec
+		f := &feed{in: []int{3, 16, 16}, global: 64, replicas: 1, batches: 20}
+		cpu := gpuTrainer(t, cfg, f, nil)
+		gpu := gpuTrainer(t, cfg, f, ordinals(1))
+		d, name := worst(gpu.Model(), cpu.Model())
+		t.Logf("%s: GPU vs CPU after 20 steps: worst relative difference %.2g (%s)", spec.Name, d, name)
+		if d > 1e-3 || math.IsNaN(d) {
+			t.Errorf("%s: GPU vs CPU after 20 steps: %s differs by %.2g", spec.Name, name, d)
+		}
+	}
+}
+
+// TestGPUsEqualOne: two GPU replicas of 32, their gradients averaged by
+// peer copies, train keras_cnn as one GPU of 64 does, within the CPU
+// trainer's tolerance for replicas (1e-4); and a run repeats bit for bit.
+func TestGPUsEqualOne(t *testing.T) {
+	one := gpuTrainer(t, trainCfg, &feed{in: []int{3, 16, 16}, global: 64, replicas: 1, batches: 20}, ordinals(1))
+	two := gpuTrainer(t, trainCfg, &feed{in: []int{3, 16, 16}, global: 64, replicas: 2, batches: 20}, ordinals(2))
+	d, name := worst(two.Model(), one.Model())
+	t.Logf("2×32 vs 1×64 on GPUs %v after 20 steps: worst relative difference %.2g (%s); hashes %s %s", ordinals(2), d, name,
+		two.Model().Hash()[:12], one.Model().Hash()[:12])
+	if d > 1e-4 || math.IsNaN(d) {
+		t.Errorf("2×32 vs 1×64: %s differs by %.2g", name, d)
+	}
+	again := gpuTrainer(t, trainCfg, &feed{in: []int{3, 16, 16}, global: 64, replicas: 2, batches: 20}, ordinals(2))
+	if a, b := again.Model().Hash(), two.Model().Hash(); a != b {
+		t.Errorf("the same run twice: %s then %s", b[:12], a[:12])
+	}
+}
+
+// TestCheckpointGPUToCPU: a checkpoint written by a GPU run is the model
+// the GPU trained, and a CPU trainer resumes from it.
+func TestCheckpointGPUToCPU(t *testing.T) {
+	f := &feed{in: []int{3, 16, 16}, global: 64, replicas: 1, batches: 5}
+	g := gpuTrainer(t, trainCfg, f, ordinals(1))
+	path := filepath.Join(t.TempDir(), "ckpt")
+	if err := g.Save(path, "id", nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := trainCfg
+	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Input, cfg.Classes, cfg.Replicas = 64, 5, f.in, 10, 1
+	c, err := trainer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Load(path, "id"); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.Model().Hash(), g.Model().Hash(); a != b {
+		t.Errorf("the CPU resumed %s, the GPU trained %s", a[:12], b[:12])
+	}
+}
+
+// BenchmarkTrainStep is the GPU trainer's throughput, images/s, at batch
+// 256 of CIFAR-sized float32 images already in device memory: what
+// bench/torch/train_gpu.py measures for PyTorch eager on the same GPU.
+func BenchmarkTrainStep(b *testing.B) {
+	for _, spec := range []trainer.ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 20}} {
+		b.Run(spec.Name+fmt.Sprint(spec.Depth), func(b *testing.B) {
+			const n = 256
+			in := []int{3, 32, 32}
+			m, err := spec.Build(in, 10, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			opt, _ := trainer.NewOptimizer(trainer.OptimConfig{Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}, m.Params())
+			r := newReplica(b, m, ordinal)
+			r.Load(m, opt)
+			hb := batch(in, n, 10, 0)
+			var ptr cu.DevicePtr
+			r.do(func() error {
+				var err error
+				if ptr, err = cu.MemAlloc(int64(4 * len(hb.X.Data))); err != nil {
+					return err
+				}
+				return cu.MemcpyHtoD(ptr, unsafe.Pointer(&hb.X.Data[0]), int64(4*len(hb.X.Data)))
+			})
+			defer r.do(func() error { return cu.MemFree(ptr) })
+			db := hb
+			db.X, db.Dev = nil, &trainer.DeviceTensor{Shape: hb.X.Shape, Ptr: uintptr(ptr)}
+			ctx := trainer.Context{Train: true, Seed: 1, Samples: hb.Samples, Smoothing: 0.1}
+			step := func() {
+				if _, _, err := r.ForwardBackward(&ctx, db); err != nil {
+					b.Fatal(err)
+				}
+				if err := r.Update(0.01); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range 3 {
+				step()
+			}
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				step()
+			}
+			b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "images/s")
+		})
+	}
+}
