@@ -51,10 +51,18 @@
 // model, the batches and the schedule, and a checkpoint is read by rank 0
 // and broadcast. The design keeps two parts apart: the Group (rank, size,
 // gathers, broadcast, barrier), which carries the bookkeeping and works on
-// host memory, and the AllReducer, which moves the gradients. A GPU
-// trainer's reducer of device buffers (NCCL, whose communicator is made
-// from an id rank 0 broadcasts through the Group) sits beside the MPI one,
-// keeping its order; only the buffers' kind changes.
+// host memory, and the AllReducer, which moves the gradients.
+//
+// A replica runs on the CPU, or on an Accelerator (package trainer/gpu
+// makes one per GPU): the accelerator holds the model in its device's
+// memory and runs the forward and backward passes and the optimiser's
+// update there, while the replica's host Model and Optimizer stay the model
+// of record, loaded into the accelerator at the start and after a resume or
+// an average, and stored back from it before a checkpoint, a hash or an
+// average. Its float64 gradient sums are averaged by a DeviceReducer where
+// they are (trainer/gpu's peer copies) when the job is one process, and
+// through the host and the AllReducer across processes; a batch already in
+// the device's memory arrives as a DeviceTensor.
 //
 // A run reads its batches through the Feed interface, one queue per
 // replica, and knows nothing of files, decoding or augmentation; the
