@@ -97,6 +97,9 @@ func (t *Trainer) accelerate(accs []Accelerator) error {
 		return fmt.Errorf("trainer: %d accelerators for %d replicas", len(accs), len(t.replicas))
 	}
 	for i, rep := range t.replicas {
+		if accs[i] == nil {
+			return fmt.Errorf("trainer: replica %d has no accelerator (every replica needs one, or none does)", i)
+		}
 		rep.acc = accs[i]
 	}
 	return t.load()

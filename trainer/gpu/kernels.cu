@@ -5,11 +5,18 @@
 // Determinism: no kernel uses atomics, and every sum runs in an order fixed
 // by the shapes alone (a thread's own loop, or a shared-memory tree of a
 // fixed block size), so a run gives the same bits every time. Gradients are
-// computed as float32 partial sums over groups of samples (one sample for a
-// convolution's weights, 16 for a dense layer's, as the CPU trainer's
-// gradChunk) and the groups are added in float64, in order: a replica whose
-// slice starts at a multiple of 16 computes exactly the partials one GPU
-// computes for the same samples.
+// computed as float32 partial sums over groups of samples and the groups are
+// added in float64, in order: 16 samples a group for a dense layer's weights
+// (the CPU trainer's gradChunk), one for a convolution's (the CPU groups
+// those by 16 too; one a group keeps the GPU busy, and the convolution
+// gradients then agree with the CPU's to rounding, not to the bit). A
+// replica whose slice starts at a multiple of 16 computes exactly the
+// partials one GPU computes for the same samples.
+//
+// The PTX is compiled with --fmad=false, so nvcc contracts no a*b+c into a
+// fused multiply-add (fmaf, written out, and the maths library's own still
+// are one): the float64 sums of batch norm and the loss round as the CPU's
+// Go does.
 //
 // Element-wise arithmetic that the CPU does in float32 is written with
 // __fmul_rn, __fadd_rn and __fdiv_rn, which nvcc does not fuse into

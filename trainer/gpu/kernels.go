@@ -2,7 +2,7 @@ package gpu
 
 import _ "embed"
 
-//go:generate ../../scripts/ptx kernels.cu kernels.ptx compute_80
+//go:generate ../../scripts/ptx kernels.cu kernels.ptx compute_80 --fmad=false
 
 // kernelsPTX holds the trainer's kernels compiled from kernels.cu for
 // compute capability 8.0 (the driver compiles it for the GPU at hand: A100,

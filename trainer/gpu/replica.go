@@ -159,7 +159,10 @@ func New(ordinal int, arch *trainer.Model) (*Replica, error) {
 				}
 			}
 		}
-		return cu.MemcpyHtoD(r.decay, unsafe.Pointer(&decay[0]), int64(r.nw))
+		if err := cu.MemcpyHtoDAsync(r.decay, unsafe.Pointer(&decay[0]), int64(r.nw), r.stream); err != nil {
+			return r.errf("copying the weight-decay mask", err)
+		}
+		return r.stream.Synchronize()
 	})
 	if err != nil {
 		r.Close()
@@ -537,6 +540,9 @@ func (r *Replica) Update(lr float64) error {
 			return fmt.Errorf("gpu: %s: optimizer %q", r.name, c.Name)
 		}
 		r.fail("waiting for the update", r.stream.Synchronize())
+		if r.err != nil {
+			r.t-- // not taken
+		}
 		return nil
 	})
 }
