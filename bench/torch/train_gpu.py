@@ -17,19 +17,7 @@ import time
 import torch
 import torch.nn as nn
 
-
-def keras_cnn():
-    return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(32, 32, 3), nn.ReLU(),
-        nn.MaxPool2d(2), nn.Dropout(0.25),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(64, 64, 3), nn.ReLU(),
-        nn.MaxPool2d(2), nn.Dropout(0.25),
-        nn.Flatten(),
-        nn.Linear(64 * 6 * 6, 512), nn.ReLU(), nn.Dropout(0.5),
-        nn.Linear(512, 10),
-    )
+from keras_cnn import keras_cnn  # the same CNN as the CPU comparison (this directory)
 
 
 class BasicBlock(nn.Module):

@@ -349,23 +349,7 @@ func TestDeviceBatchInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	g1 := append([]float64(nil), must(r.Gradients())...)
-	var ptr cu.DevicePtr
-	err = r.do(func() error {
-		var err error
-		if ptr, err = cu.MemAlloc(int64(4 * len(b.X.Data))); err != nil {
-			return err
-		}
-		if err := cu.MemcpyHtoDAsync(ptr, unsafe.Pointer(&b.X.Data[0]), int64(4*len(b.X.Data)), r.stream); err != nil {
-			return err
-		}
-		return r.stream.Synchronize()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.do(func() error { return cu.MemFree(ptr) })
-	db := b
-	db.X, db.Dev = nil, &trainer.DeviceTensor{Shape: b.X.Shape, Ptr: uintptr(ptr)}
+	db := onDevice(t, r, b)
 	l2, k2, err := r.ForwardBackward(&ctx, db)
 	if err != nil {
 		t.Fatal(err)
@@ -385,6 +369,30 @@ func TestDeviceBatchInPlace(t *testing.T) {
 	if l3 != l1 || k3 != k1 || relDiff(must(r.Gradients()), g1) != 0 {
 		t.Errorf("after a larger batch: loss %v (%d correct), before %v (%d)", l3, k3, l1, k1)
 	}
+}
+
+// onDevice returns b with its samples copied into r's GPU, as the prefetch
+// queue leaves them (freed when the test ends).
+func onDevice(tb testing.TB, r *Replica, b trainer.Batch) trainer.Batch {
+	tb.Helper()
+	var ptr cu.DevicePtr
+	err := r.do(func() error {
+		var err error
+		if ptr, err = cu.MemAlloc(int64(4 * len(b.X.Data))); err != nil {
+			return err
+		}
+		if err := cu.MemcpyHtoDAsync(ptr, unsafe.Pointer(&b.X.Data[0]), int64(4*len(b.X.Data)), r.stream); err != nil {
+			return err
+		}
+		return r.stream.Synchronize()
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { r.do(func() error { return cu.MemFree(ptr) }) })
+	db := b
+	db.X, db.Dev = nil, &trainer.DeviceTensor{Shape: b.X.Shape, Ptr: uintptr(ptr)}
+	return db
 }
 
 func must[T any](v T, err error) T {
@@ -553,20 +561,7 @@ func BenchmarkTrainStep(b *testing.B) {
 			r := newReplica(b, m, ordinal)
 			r.Load(m, opt)
 			hb := batch(in, n, 10, 0)
-			var ptr cu.DevicePtr
-			r.do(func() error {
-				var err error
-				if ptr, err = cu.MemAlloc(int64(4 * len(hb.X.Data))); err != nil {
-					return err
-				}
-				if err := cu.MemcpyHtoDAsync(ptr, unsafe.Pointer(&hb.X.Data[0]), int64(4*len(hb.X.Data)), r.stream); err != nil {
-					return err
-				}
-				return r.stream.Synchronize()
-			})
-			defer r.do(func() error { return cu.MemFree(ptr) })
-			db := hb
-			db.X, db.Dev = nil, &trainer.DeviceTensor{Shape: hb.X.Shape, Ptr: uintptr(ptr)}
+			db := onDevice(b, r, hb)
 			ctx := trainer.Context{Train: true, Seed: 1, Samples: hb.Samples, Smoothing: 0.1}
 			step := func() {
 				if _, _, err := r.ForwardBackward(&ctx, db); err != nil {
