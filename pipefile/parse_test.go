@@ -66,6 +66,9 @@ func TestExamplesParse(t *testing.T) {
 			switch v {
 			case "IMAGENET", "TFRECORD":
 				return "/data/" + v, true
+			case "DEVICES":
+				// cifar-gpu.pipe's GPUs need the cuda build and a GPU.
+				return "cpu:2", true
 			}
 			return testEnv(v)
 		}
