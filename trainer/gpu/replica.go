@@ -212,7 +212,7 @@ func (r *Replica) ensure(b *dbuf, bytes int64) cu.DevicePtr {
 	}
 	if b.ptr != 0 {
 		// The stream may still read the old buffer.
-		r.fail("waiting for the stream", r.stream.Synchronize())
+		r.wait()
 		r.fail("freeing device memory", cu.MemFree(b.ptr))
 		b.ptr, b.bytes = 0, 0
 	}
@@ -332,10 +332,10 @@ func (r *Replica) Load(m *trainer.Model, o *trainer.Optimizer) error {
 	}
 	r.opt, r.t = o.Config(), o.Steps()
 	return r.do(func() error {
-		r.put(r.w, r.hostW)
-		r.put(r.s, r.hostS)
-		r.put(r.q, r.hostQ)
-		r.put(r.bufs, r.hostB)
+		put(r, r.w, r.hostW)
+		put(r, r.s, r.hostS)
+		put(r, r.q, r.hostQ)
+		put(r, r.bufs, r.hostB)
 		return nil
 	})
 }
@@ -347,10 +347,11 @@ func (r *Replica) Store(m *trainer.Model, o *trainer.Optimizer) error {
 		return err
 	}
 	err := r.do(func() error {
-		r.get(r.hostW, r.w)
-		r.get(r.hostS, r.s)
-		r.get(r.hostQ, r.q)
-		r.get(r.hostB, r.bufs)
+		get(r, r.hostW, r.w)
+		get(r, r.hostS, r.s)
+		get(r, r.hostQ, r.q)
+		get(r, r.hostB, r.bufs)
+		r.wait()
 		return nil
 	})
 	if err != nil {
@@ -395,18 +396,30 @@ func put[T any](r *Replica, dst cu.DevicePtr, src []T) {
 	r.fail("copying to the device", cu.MemcpyHtoDAsync(dst, unsafe.Pointer(unsafe.SliceData(src)), bytes, r.stream))
 }
 
-// get copies device memory into host values once the stream's work is done.
+// get copies device memory into host values after the stream's work; the
+// values are there once wait returns.
 func get[T any](r *Replica, dst []T, src cu.DevicePtr) {
 	if r.err != nil || len(dst) == 0 {
 		return
 	}
 	bytes := int64(len(dst)) * int64(unsafe.Sizeof(dst[0]))
 	r.fail("copying from the device", cu.MemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(dst)), src, bytes, r.stream))
-	r.fail("waiting for the stream", r.stream.Synchronize())
 }
 
-func (r *Replica) put(dst cu.DevicePtr, src []float32) { put(r, dst, src) }
-func (r *Replica) get(dst []float32, src cu.DevicePtr) { get(r, dst, src) }
+// wait waits for the stream's work.
+func (r *Replica) wait() {
+	if r.err == nil {
+		r.fail("waiting for the stream", r.stream.Synchronize())
+	}
+}
+
+// resize returns s with length n, reusing its storage.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
 
 // batch returns b's samples as a device tensor: where the pipeline left
 // them, or copied in from the host.
@@ -422,7 +435,7 @@ func (r *Replica) batch(b trainer.Batch) (*tensor, error) {
 		return nil, fmt.Errorf("gpu: %s: a host batch of shape %v, the model takes %v", r.name, b.X, want)
 	}
 	x := r.out(&r.input, want...)
-	r.put(x.ptr, b.X.Data)
+	put(r, x.ptr, b.X.Data)
 	return x, nil
 }
 
@@ -475,10 +488,13 @@ func (r *Replica) run(c *trainer.Context, b trainer.Batch, train bool, eps float
 				dy = r.layers[i].backward(r, &st, dy)
 			}
 		}
-		r.hostLoss = append(r.hostLoss[:0], make([]float64, n)...)
-		r.hostHit = append(r.hostHit[:0], make([]int32, n)...)
+		r.hostLoss, r.hostHit = resize(r.hostLoss, n), resize(r.hostHit, n)
 		get(r, r.hostLoss, r.loss.ptr)
 		get(r, r.hostHit, r.hit.ptr)
+		r.wait()
+		if r.err != nil {
+			return nil
+		}
 		for i := range n {
 			lossSum += r.hostLoss[i]
 			correct += int(r.hostHit[i])
@@ -502,6 +518,7 @@ func (r *Replica) Evaluate(b trainer.Batch) (float64, int, error) {
 func (r *Replica) Gradients() ([]float64, error) {
 	err := r.do(func() error {
 		get(r, r.host64, r.g64)
+		r.wait()
 		return nil
 	})
 	return r.host64, err
