@@ -31,9 +31,6 @@ func (p *Pipeline) checkTrain() error {
 	if p.out.DType != transform.Float32 || p.out.Layout != transform.NCHW {
 		return fmt.Errorf("train needs NCHW float32 batches, not %s %s: use to_tensor layout=nchw dtype=float32", p.out.Layout, p.out.DType)
 	}
-	if p.devs != nil && len(p.devs.GPUs) > 0 && !gpu.Compiled {
-		return fmt.Errorf("train on GPUs: %w", ErrNoCUDA)
-	}
 	if e != nil && e.Source != nil {
 		if i, ei := p.cfg.Source.Info(), e.Source.Info(); i.C != ei.C || i.H != ei.H || i.W != ei.W || len(i.Classes) != len(ei.Classes) {
 			return fmt.Errorf("eval source %s does not match the training source %s", ei.Identity, i.Identity)

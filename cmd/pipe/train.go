@@ -37,20 +37,21 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 				return
 			}
 			m := tr.Model()
+			// "2 replica(s)", "on cuda:0, cuda:1" or "on each of 2 ranks";
+			// "per-device 32 × 2 devices", "per-GPU 128 × 2 GPUs", "× 2 ranks".
 			n, ranks := p.Devices(), p.Ranks()
-			if ranks > 1 {
-				fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s) on each of %d ranks\n", m.Name, m.Size(), n, ranks)
-				fmt.Fprintf(out, "batch    per-device %d × %d devices × %d ranks = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
-					p.BatchSize()/n, n, ranks, p.GlobalBatch(), tr.PeakLR(), tr.StepsPerEpoch())
-			} else if devs := tr.Devices(); devs[0] != "cpu" {
-				fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s) on %s\n", m.Name, m.Size(), n, strings.Join(devs, ", "))
-				fmt.Fprintf(out, "batch    per-GPU %d × %d GPUs = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
-					p.BatchSize()/n, n, p.BatchSize(), tr.PeakLR(), tr.StepsPerEpoch())
-			} else {
-				fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s)\n", m.Name, m.Size(), n)
-				fmt.Fprintf(out, "batch    per-device %d × %d devices = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
-					p.BatchSize()/n, n, p.BatchSize(), tr.PeakLR(), tr.StepsPerEpoch())
+			unit, where := "device", ""
+			if devs := tr.Devices(); devs[0] != "cpu" {
+				unit, where = "GPU", " on "+strings.Join(devs, ", ")
 			}
+			split := fmt.Sprintf("per-%s %d × %d %ss", unit, p.BatchSize()/n, n, unit)
+			if ranks > 1 {
+				where = fmt.Sprintf(" on each of %d ranks", ranks)
+				split += fmt.Sprintf(" × %d ranks", ranks)
+			}
+			fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s)%s\n", m.Name, m.Size(), n, where)
+			fmt.Fprintf(out, "batch    %s = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
+				split, p.GlobalBatch(), tr.PeakLR(), tr.StepsPerEpoch())
 			if f.resume {
 				fmt.Fprintf(out, "resumed  at epoch %d, step %d of it (step %d in all)", tr.Epoch, tr.InEpoch, tr.Step)
 				if epochs := p.Summary().TrainEpochs; tr.Epoch >= epochs {
