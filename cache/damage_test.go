@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -248,4 +249,28 @@ func TestWarmReportsDamageNotUnwritable(t *testing.T) {
 	if !errors.Is(err, sharding.ErrDamaged) || errors.Is(err, ErrNotWritable) || strings.Contains(err.Error(), "cannot be written") {
 		t.Errorf("warm: %v", err)
 	}
+}
+
+// TestWarmCancelledAsItStarts: a warm whose context is cancelled as it
+// starts returns, thousands of times over, whichever of its goroutines pond
+// had started (the workers once waited for a producer that pond skipped,
+// its group being cancelled already, and the warm hung).
+func TestWarmCancelledAsItStarts(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))))
+	c, err := Open(Spec{Config: Config{Dir: t.TempDir(), ShardSize: 1, Memory: 1 << 20}, Parts: []string{"cancel"}, Samples: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	faults.Within(t, 30*time.Second, "warms cancelled as they start", func() {
+		for i, start := 0, time.Now(); i < 3000 && time.Since(start) < 5*time.Second; i++ {
+			ctx, cancel := context.WithCancel(context.Background())
+			go cancel()
+			_, err := c.Warm(ctx, 0, 1, 8, func() ComputeFunc { return noisyCompute(c) }, nil)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("warm %d: %v", i, err)
+				return
+			}
+		}
+	})
 }

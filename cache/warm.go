@@ -71,8 +71,17 @@ func (c *Cache) Warm(ctx context.Context, from, n, workers int, newCompute func(
 		compute := newCompute()
 		g.SubmitErr(func() error {
 			var buf []byte
-			for id := range jobs {
-				if gctx.Err() != nil {
+			for {
+				// Not range jobs alone: pond skips a task whose group
+				// is cancelled already, so the producer may never run
+				// to close it.
+				var id ShardID
+				var ok bool
+				select {
+				case id, ok = <-jobs:
+				case <-gctx.Done():
+				}
+				if !ok || gctx.Err() != nil {
 					return nil // the group's first error is returned
 				}
 				has, err := c.store.Has(c.fp, id.Epoch, id.Index)
@@ -92,7 +101,6 @@ func (c *Cache) Warm(ctx context.Context, from, n, workers int, newCompute func(
 				}
 				report(int64(len(raw)), !has)
 			}
-			return nil
 		})
 	}
 	err := g.Wait()

@@ -308,9 +308,23 @@ func (x *Epoch) produce() {
 	}
 }
 
+// work transforms chunks until the producer closes the channel or the epoch
+// stops. It must not wait for the close alone: pond skips a task whose
+// group is already cancelled, so a Close that comes before the producer
+// has started leaves nobody to close chunks.
 func (x *Epoch) work(w *worker) {
 	sb := x.e.s.Host.SampleBytes()
-	for c := range x.chunks {
+	for {
+		var c chunk
+		var ok bool
+		select {
+		case c, ok = <-x.chunks:
+		case <-x.ctx.Done():
+			return
+		}
+		if !ok {
+			return
+		}
 		if x.ctx.Err() == nil {
 			x.transform(w, c, sb)
 		}
