@@ -75,7 +75,8 @@ type Config struct {
 	Train          *TrainConfig
 	Eval           *EvalConfig
 
-	haveSource, afterBatch, haveTensor, afterPrefetch, afterTrain bool
+	afterBatch, haveTensor, afterPrefetch, afterTrain bool
+	given                                             map[string]bool // the stages seen, but image operations
 }
 
 // ErrConfig is wrapped by every error about stages that do not fit
@@ -145,6 +146,17 @@ func (c *Config) add(i int, s Stage) error {
 	case i == 0 && s.name != "source":
 		return fmt.Errorf("the first stage must be source, not %s", s.name)
 	}
+	// Every stage but the image operations is given once: a second would
+	// merge with the first or override it without a word.
+	if s.op == nil {
+		if c.given[s.name] {
+			return errors.New("given twice: write all its parameters on one line")
+		}
+		if c.given == nil {
+			c.given = map[string]bool{}
+		}
+		c.given[s.name] = true
+	}
 	c.afterTrain = c.afterTrain || s.name == "train"
 	c.afterPrefetch = c.afterPrefetch || s.name == "prefetch"
 	return s.apply(c)
@@ -167,13 +179,9 @@ func Source(src source.Source) Stage {
 	return Stage{name: "source", line: "source " + src.Info().Identity, src: src, apply: setSource}
 }
 
-func setSource(c *Config) error {
-	if c.haveSource {
-		return errors.New("a pipeline has one source")
-	}
-	c.haveSource = true
-	return nil
-}
+// setSource records nothing: Compile takes the opened source from the stage,
+// and add checks that it is first and given once.
+func setSource(*Config) error { return nil }
 
 // Shuffle permutes the samples anew every epoch; seed also keys the random
 // augmentations (it is the pipeline's seed). It is ShuffleBuffer(seed, 0).
@@ -248,9 +256,6 @@ func Decode(d DecodeConfig) Stage {
 	}
 	line := fmt.Sprintf("decode reduce=%t max_pixels=%d", !d.FullScale, limit)
 	return Stage{name: "decode", line: line, apply: func(c *Config) error {
-		if c.Decode {
-			return errors.New("decode given twice")
-		}
 		if len(c.Ops) > 0 || c.Cache != nil {
 			return errors.New("decode must come before image operations and the cache: they work on pixels")
 		}
@@ -278,9 +283,6 @@ func normalize(n *transform.Normalization, device bool) Stage {
 		where = "device"
 	}
 	return Stage{name: "normalize", line: n.String() + " where=" + where, apply: func(c *Config) error {
-		if c.Norm != nil {
-			return errors.New("normalize given twice")
-		}
 		c.Norm, c.NormOnDevice = n, device
 		return nil
 	}}
@@ -294,9 +296,6 @@ func Batching(size int, dropLast bool) Stage {
 		if size < 1 {
 			return fmt.Errorf("size=%d: must be at least 1", size)
 		}
-		if c.afterBatch {
-			return errors.New("batch given twice")
-		}
 		c.afterBatch, c.Batch, c.DropLast = true, size, dropLast
 		return nil
 	}}
@@ -306,9 +305,6 @@ func Batching(size int, dropLast bool) Stage {
 // one is NCHW float32, as if it ended in ToTensor(NCHW, Float32).
 func ToTensor(layout transform.Layout, dtype transform.DType) Stage {
 	return Stage{name: "to_tensor", line: fmt.Sprintf("to_tensor layout=%s dtype=%s", layout, dtype), apply: func(c *Config) error {
-		if c.haveTensor {
-			return errors.New("to_tensor given twice")
-		}
 		c.haveTensor, c.Layout, c.DType = true, layout, dtype
 		return nil
 	}}
@@ -369,9 +365,6 @@ func Cache(cfg cache.Config) Stage {
 	return Stage{name: "cache", line: line, apply: func(c *Config) error {
 		if err != nil {
 			return err
-		}
-		if c.Cache != nil {
-			return errors.New("a pipeline has at most one cache stage")
 		}
 		if c.afterBatch || c.haveTensor {
 			return errors.New("cache must come before batch and to_tensor: it stores single images")
