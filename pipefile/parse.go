@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/pipefeed/pipe/source"
 )
@@ -52,13 +55,92 @@ type File struct {
 	Lines []Line
 }
 
-// ParseFile reads and parses a .pipe file.
-func ParseFile(name string) (*File, error) {
-	b, err := os.ReadFile(name)
+// ParseFile reads and parses a .pipe file. It reads at most MaxFileBytes,
+// refusing a longer file (or /dev/zero) before reading it whole, and stops
+// when ctx is done, also while it waits for a FIFO's writer.
+func ParseFile(ctx context.Context, name string) (*File, error) {
+	b, err := readFile(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	return Parse(name, string(b), os.LookupEnv)
+}
+
+// The bounds of a .pipe file, far above any real one (the longest example
+// is 2 KB), so that a file that is not a .pipe file, or an expansion that
+// runs away, is refused at once rather than filling memory.
+const (
+	// MaxFileBytes bounds the file.
+	MaxFileBytes = 1 << 20
+	// maxLines bounds its lines, comments and blank ones included.
+	maxLines = 10000
+	// maxLine bounds a line (a path is at most 4 KiB on Linux).
+	maxLine = 64 << 10
+	// maxValue bounds a parameter's value after ${VAR} expansion, and
+	// maxExpanded every value of the file together.
+	maxValue    = 64 << 10
+	maxExpanded = 4 << 20
+)
+
+// readFile reads name, at most MaxFileBytes of it. A FIFO or a device is
+// opened without blocking and read through the runtime's poller, so that
+// ctx stops a read that waits for a writer or for data.
+func readFile(ctx context.Context, name string) ([]byte, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case fi.IsDir():
+		return nil, &os.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
+	case fi.Mode().IsRegular():
+		if fi.Size() > MaxFileBytes {
+			return nil, tooLong(name)
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return readLimited(f, name)
+	}
+	f, err := openStream(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
+	defer stop()
+	for {
+		b, err := readLimited(f, name)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("reading %s: %w", name, context.Cause(ctx))
+		}
+		// A FIFO opened without blocking reads as empty until a writer
+		// opens it: wait for one, as a blocking open would, but stoppably.
+		if err != nil || len(b) > 0 || fi.Mode()&os.ModeNamedPipe == 0 {
+			return b, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func readLimited(f *os.File, name string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxFileBytes {
+		return nil, tooLong(name)
+	}
+	return b, nil
+}
+
+func tooLong(name string) error {
+	return &SyntaxError{Pos: Pos{File: name, Line: 1, Col: 1}, Msg: fmt.Sprintf("the file is over %d bytes; a .pipe file is at most that (is this a .pipe file?)", MaxFileBytes)}
 }
 
 type token struct {
@@ -71,10 +153,20 @@ type token struct {
 // name, parameter name, type and range, and reports the first error.
 func Parse(name, src string, env func(string) (string, bool)) (*File, error) {
 	f := &File{Name: name}
+	if len(src) > MaxFileBytes {
+		return nil, tooLong(name)
+	}
 	// A UTF-8 byte-order mark, as some Windows editors write, is not text.
 	src = strings.TrimPrefix(src, "\ufeff")
-	for i, raw := range strings.Split(src, "\n") {
+	x := &expander{env: env, left: maxExpanded}
+	i := -1
+	for raw := range strings.Lines(src) {
+		i++
+		raw = strings.TrimSuffix(raw, "\n")
 		pos := Pos{File: name, Line: i + 1, Col: 1}
+		if i >= maxLines {
+			return nil, &SyntaxError{Pos: pos, Msg: fmt.Sprintf("a .pipe file is at most %d lines (is this a .pipe file?)", maxLines)}
+		}
 		if len(raw) > maxLine {
 			return nil, &SyntaxError{Pos: pos, Msg: fmt.Sprintf("the line is %d bytes long; a .pipe line is at most %d (is this a .pipe file?)", len(raw), maxLine)}
 		}
@@ -86,7 +178,7 @@ func Parse(name, src string, env func(string) (string, bool)) (*File, error) {
 		if len(toks) == 0 {
 			continue
 		}
-		l, err2 := parseLine(pos, toks, env)
+		l, err2 := parseLine(pos, toks, x)
 		if err2 != nil {
 			return nil, err2
 		}
@@ -94,10 +186,6 @@ func Parse(name, src string, env func(string) (string, bool)) (*File, error) {
 	}
 	return f, nil
 }
-
-// maxLine bounds a line, far above any real stage (a path is at most 4 KiB
-// on Linux), so that a file that is not a .pipe file is refused at once.
-const maxLine = 64 << 10
 
 // clip is s for an error message: quoted, and cut short with its length
 // where it is longer than any name or value a person would type.
@@ -152,18 +240,42 @@ func tokenize(line string) ([]token, *tokErr) {
 	return toks, nil
 }
 
+// expander expands the ${VAR} references of a file's values through env,
+// within maxValue bytes a value and left bytes in all.
+type expander struct {
+	env  func(string) (string, bool)
+	left int
+}
+
 // expand replaces ${VAR}, ${VAR:-default} and ${VAR:?message} in s: the
 // last is an error carrying message where VAR is unset or empty, for a file
-// that needs a path only its user can give.
-func expand(s string, env func(string) (string, bool)) (string, error) {
+// that needs a path only its user can give. It stops, with an error, as
+// soon as the value would pass maxValue bytes or the file's values
+// maxExpanded.
+func (x *expander) expand(s string) (string, error) {
 	var out strings.Builder
+	write := func(v string) error {
+		if out.Len()+len(v) > maxValue {
+			return fmt.Errorf("the value expands to over %d bytes; a value is at most that", maxValue)
+		}
+		if x.left < len(v) {
+			return fmt.Errorf("the file's values expand to over %d bytes in all; a .pipe file's are at most that", maxExpanded)
+		}
+		x.left -= len(v)
+		out.WriteString(v)
+		return nil
+	}
 	for {
 		i := strings.Index(s, "${")
 		if i < 0 {
-			out.WriteString(s)
+			if err := write(s); err != nil {
+				return "", err
+			}
 			return out.String(), nil
 		}
-		out.WriteString(s[:i])
+		if err := write(s[:i]); err != nil {
+			return "", err
+		}
 		end := strings.IndexByte(s[i:], '}')
 		if end < 0 {
 			return "", errors.New("unterminated ${")
@@ -174,22 +286,26 @@ func expand(s string, env func(string) (string, bool)) (string, error) {
 		if name == "" || strings.ContainsAny(name, " $:{") || (hasDef && required) {
 			return "", fmt.Errorf("bad variable reference ${%s}", ref)
 		}
-		v, ok := env(name)
+		v, ok := x.env(name)
+		var err error
 		switch {
 		case required && v == "":
 			return "", fmt.Errorf("environment variable %s is not set: %s", name, msg)
 		case ok && (v != "" || !hasDef):
-			out.WriteString(v)
+			err = write(v)
 		case hasDef:
-			out.WriteString(def)
+			err = write(def)
 		default:
 			return "", fmt.Errorf("environment variable %s is not set (set it, or write ${%s:-default})", name, name)
+		}
+		if err != nil {
+			return "", err
 		}
 		s = s[i+end+1:]
 	}
 }
 
-func parseLine(pos Pos, toks []token, env func(string) (string, bool)) (Line, error) {
+func parseLine(pos Pos, toks []token, x *expander) (Line, error) {
 	kind, name := "stage", toks[0].text
 	rest := toks[1:]
 	pos.Col = toks[0].col
@@ -258,7 +374,7 @@ func parseLine(pos Pos, toks []token, env func(string) (string, bool)) (Line, er
 			return Line{}, &SyntaxError{Pos: at, Stage: spec.Name, Param: p.Name, Msg: "given twice"}
 		}
 		given[p.Name] = true
-		v, err := expand(val, env)
+		v, err := x.expand(val)
 		if err != nil {
 			return Line{}, &SyntaxError{Pos: at, Stage: spec.Name, Param: p.Name, Msg: err.Error()}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -30,18 +31,18 @@ func TestExpand(t *testing.T) {
 		"a${EMPTY}b":             "ab",
 		"${DATA:?set DATA}/x":    "/data/x",
 	} {
-		got, err := expand(in, testEnv)
+		got, err := (&expander{env: testEnv, left: maxExpanded}).expand(in)
 		if err != nil || got != want {
 			t.Errorf("expand(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"${", "${}", "${A B}", "${NOPE}", "${:?x}", "${A:?x:-y}"} {
-		if _, err := expand(bad, testEnv); err == nil {
+		if _, err := (&expander{env: testEnv, left: maxExpanded}).expand(bad); err == nil {
 			t.Errorf("expand(%q) gave no error", bad)
 		}
 	}
 	for _, in := range []string{"${NOPE:?point NOPE at the images}", "${EMPTY:?point NOPE at the images}"} {
-		_, err := expand(in, testEnv)
+		_, err := (&expander{env: testEnv, left: maxExpanded}).expand(in)
 		if name, _, _ := strings.Cut(in[2:], ":"); err == nil || !strings.Contains(err.Error(), "environment variable "+name+" is not set: point NOPE at the images") {
 			t.Errorf("expand(%q): %v", in, err)
 		}
@@ -159,8 +160,46 @@ func TestHugeTokens(t *testing.T) {
 			t.Errorf("%.40q: error of %d bytes: %.300s", src, len(err.Error()), err)
 		}
 	}
-	_, err := Parse("x.pipe", "source synthetic\n# "+strings.Repeat("y", 5<<20)+"\nbatch 8\n", testEnv)
-	if err == nil || !strings.Contains(err.Error(), "x.pipe:2:1: the line is 5242882 bytes long; a .pipe line is at most 65536") {
-		t.Errorf("5 MB line: %v", err)
+	_, err := Parse("x.pipe", "source synthetic\n# "+strings.Repeat("y", 500<<10)+"\nbatch 8\n", testEnv)
+	if err == nil || !strings.Contains(err.Error(), "x.pipe:2:1: the line is 512002 bytes long; a .pipe line is at most 65536") {
+		t.Errorf("500 KB line: %v", err)
+	}
+}
+
+// TestBounds: what is not a .pipe file, or expands without end, is refused
+// with its place and the bound, without taking the memory it asks for (the
+// parser read /dev/zero until it died, split 50 MB of newlines into 940 MB
+// of lines, and expanded 12,000 references to a 100 KB variable into
+// 5.6 GB).
+func TestBounds(t *testing.T) {
+	big := strings.Repeat("v", 100<<10)
+	env := func(name string) (string, bool) {
+		switch name {
+		case "BIG":
+			return big, true
+		case "K":
+			return strings.Repeat("k", 30<<10), true
+		}
+		return testEnv(name)
+	}
+	spread := "source synthetic\n" + strings.Repeat("cache dir=\"${K}\"\n", 200)
+	for _, c := range []struct{ name, src, want string }{
+		{"2 MB", "source synthetic\n" + strings.Repeat("#\n", 1<<20), "x.pipe:1:1: the file is over 1048576 bytes"},
+		{"lines", "source synthetic\n" + strings.Repeat("\n", 20000), "x.pipe:10001:1: a .pipe file is at most 10000 lines"},
+		{"one reference", "source synthetic\nbatch size=${BIG}\n", "x.pipe:2:7: batch: size: the value expands to over 65536 bytes"},
+		{"many references", "source cifar10 path=" + strings.Repeat("${BIG}", 10000) + "\n", "x.pipe:1:16: cifar10: path: the value expands"},
+		{"spread", spread, "the file's values expand to over 4194304 bytes in all"},
+	} {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		_, err := Parse("x.pipe", c.src, env)
+		runtime.ReadMemStats(&ms)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+		if alloc := ms.TotalAlloc - before; alloc > 64<<20 {
+			t.Errorf("%s: parsing allocated %d MB", c.name, alloc>>20)
+		}
 	}
 }
