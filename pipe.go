@@ -156,6 +156,9 @@ type Pipeline struct {
 	evalP *Pipeline // built by Fit
 	// group is the job this process is a rank of (WithGroup), or nil.
 	group trainer.Group
+	// fileBatch is the batch stage's size, before joinGroup divides it
+	// among ranks and resolve cuts it to the epoch.
+	fileBatch int
 }
 
 // New builds a pipeline from stages: exactly one Source first, then any
@@ -177,7 +180,7 @@ func build(stages []Stage, lo loadOptions) (*Pipeline, error) {
 	if cfg.Source == nil {
 		return nil, pipefile.Errorf(stages, 0, "the source is not open (pipefile.File.Open opens a file's sources)")
 	}
-	p := &Pipeline{stages: stages, cfg: cfg, cores: runtime.GOMAXPROCS(0)}
+	p := &Pipeline{stages: stages, cfg: cfg, cores: runtime.GOMAXPROCS(0), fileBatch: cfg.Batch}
 	if lo.group != nil && lo.group.Size() > 1 {
 		if err := p.joinGroup(lo.group); err != nil {
 			return nil, err
@@ -238,6 +241,12 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 			return pipefile.Errorf(stages, i, "%w", err)
 		}
 	}
+	// A batch larger than the rank's epoch is one batch of the epoch: that
+	// is the batch in use, which the figures report and the trainer scales
+	// its learning rate by.
+	if n := cfg.Source.Len() / cfg.World; cfg.Batch > n && !cfg.DropLast && n > 0 {
+		cfg.Batch = n
+	}
 	var popts []sharding.Option
 	switch {
 	case cfg.ShuffleBuffer > 0:
@@ -289,6 +298,14 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 	})
 	if err != nil {
 		return err
+	}
+	// The model as Fit will build it: its parameters (resnet depth=10 is
+	// refused here, so by pipe check too) and its size against memory.
+	if cfg.Train != nil {
+		if err := trainer.CheckModel(p.trainConfig()); err != nil {
+			p.eng.Close()
+			return pipefile.Errorf(stages, pipefile.Index(stages, "train"), "%w", err)
+		}
 	}
 	// The evaluation pipeline is built with the training one, so that a
 	// check (pipe check) finds what would stop the first evaluation.
@@ -402,7 +419,7 @@ func (p *Pipeline) decoding() string {
 // is done) and builds the pipeline. Errors in the file carry file:line:col;
 // errors in how stages fit together point at the line of their stage.
 func Load(ctx context.Context, name string, opts ...LoadOption) (*Pipeline, error) {
-	f, err := pipefile.ParseFile(name)
+	f, err := pipefile.ParseFile(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -619,8 +636,12 @@ type Summary struct {
 	// Source names the data; SourceSamples and Classes are its size.
 	Source                 string
 	SourceSamples, Classes int
-	// Samples and Batches are one epoch on this rank, of BatchSize.
+	// Samples and Batches are one epoch on this rank, of BatchSize: the
+	// batch stage's size (this rank's slice of it in a training job), or
+	// the epoch's samples where the batch would hold more. FileBatch is
+	// the batch stage's size as given.
 	Samples, Batches, BatchSize int
+	FileBatch                   int
 	// GlobalBatch is the batch of a training step over every rank: BatchSize
 	// times the ranks of a training job (WithGroup), else BatchSize.
 	GlobalBatch int
@@ -659,7 +680,7 @@ func (p *Pipeline) Summary() Summary {
 	cfg := p.cfg
 	info := cfg.Source.Info()
 	s := Summary{Source: info.Identity, SourceSamples: cfg.Source.Len(), Classes: len(info.Classes),
-		Samples: p.Samples(), Batches: p.Batches(), BatchSize: cfg.Batch, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
+		Samples: p.Samples(), Batches: p.Batches(), BatchSize: cfg.Batch, FileBatch: p.fileBatch, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
 		Rank: cfg.Rank, World: cfg.World, Tensor: p.out, HostTensor: p.host, NormalizeOnDevice: cfg.NormOnDevice,
 		Procs: p.procs(), Workers: p.Workers(), OnError: cfg.OnError, Cache: p.CacheInfo(), Train: cfg.Train != nil}
 	if info.Encoded {

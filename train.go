@@ -39,6 +39,21 @@ func (p *Pipeline) checkTrain() error {
 	return nil
 }
 
+// trainConfig is the trainer's configuration for this pipeline: the train
+// stage's, with the input shape, the classes, the replicas (one per
+// device), the global batch and the epoch's steps the data decides.
+func (p *Pipeline) trainConfig() trainer.Config {
+	cfg := p.cfg.Train.Config
+	if cfg.Threads == 0 {
+		cfg.Threads = p.cores // the cores, not a raise for cgo
+	}
+	s := p.out.Shape
+	cfg.Input, cfg.Classes, cfg.Replicas = []int{s.C, s.H, s.W}, len(p.cfg.Source.Info().Classes), p.Devices()
+	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Seed = p.GlobalBatch(), p.Batches(), p.cfg.Seed
+	cfg.Group = p.group
+	return cfg
+}
+
 // WithGroup makes the process one rank of g, a job of processes that train
 // the file's model together (started by mpirun or srun; trainer/mpi's Comm
 // is such a group). The rank and world size come from g, and a world= in
@@ -174,14 +189,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 		return nil, fmt.Errorf("%w: world=%d: this process was started alone, and would train a model of its own on 1/%d of the data; start the %d ranks together with an MPI launcher (mpirun -np %d pipe run, built with -tags mpi)",
 			ErrConfig, p.cfg.World, p.cfg.World, p.cfg.World, p.cfg.World)
 	}
-	cfg := c.Config
-	if cfg.Threads == 0 {
-		cfg.Threads = p.cores // the cores, not a raise for cgo
-	}
-	s := p.out.Shape
-	cfg.Input, cfg.Classes, cfg.Replicas = []int{s.C, s.H, s.W}, len(p.cfg.Source.Info().Classes), p.Devices()
-	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Seed = p.GlobalBatch(), p.Batches(), p.cfg.Seed
-	cfg.Group = p.group
+	cfg := p.trainConfig()
 	closeGPUs, err := p.gpuReplicas(&cfg)
 	if err != nil {
 		return nil, err

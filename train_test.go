@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -397,5 +398,26 @@ func TestJobErrors(t *testing.T) {
 		if _, err := NewInGroup(newChanJob(tc.ranks)[tc.ranks-1], tc.stages...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%d ranks: %v, want an error containing %q", tc.ranks, err, tc.want)
 		}
+	}
+}
+
+// TestBatchCutToTheEpochScalesLRByWhatIsUsed: a batch stage larger than
+// the epoch makes one batch of the epoch, and the learning rate is scaled
+// by that batch, not the one written (batch 1000 of 100 samples once gave
+// lr 0.39 for base 256 where 0.039 is right).
+func TestBatchCutToTheEpochScalesLRByWhatIsUsed(t *testing.T) {
+	src, err := source.NewSynthetic(100, source.Train, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.1, BaseBatch: 256, ScaleLR: "linear"}}
+	p := mustNew(t, Source(src), Batching(1000, false), Train(c))
+	if s := p.Summary(); s.BatchSize != 100 || s.FileBatch != 1000 || s.Batches != 1 || s.GlobalBatch != 100 {
+		t.Errorf("summary: batch %d (file %d), %d batches, global %d; want 100 (1000), 1, 100", s.BatchSize, s.FileBatch, s.Batches, s.GlobalBatch)
+	}
+	var peak float64
+	fit(t, p, TrainOptions{OnStart: func(tr *trainer.Trainer) { peak = tr.PeakLR() }})
+	if want := 0.1 * 100 / 256; math.Abs(peak-want) > 1e-12 {
+		t.Errorf("peak lr %g, want %g (scaled by the 100 samples of the batch used)", peak, want)
 	}
 }

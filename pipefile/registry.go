@@ -45,8 +45,10 @@ type Param struct {
 	// the stage name: "batch 256", "flip horizontal".
 	Positional bool
 	Enum       []string
-	// Min and Max bound numeric values (inclusive) where set.
+	// Min and Max bound numeric values (inclusive) where set; Why says
+	// why Max is the bound, for the error that refuses a larger value.
 	Min, Max *float64
+	Why      string
 	Doc      string
 }
 
@@ -202,7 +204,11 @@ func (p *Param) check(v string) (string, error) {
 			return "", fmt.Errorf("%s must be at least %g", v, *p.Min)
 		}
 		if p.Max != nil && n > *p.Max {
-			return "", fmt.Errorf("%s must be at most %g", v, *p.Max)
+			why := ""
+			if p.Why != "" {
+				why = " (" + p.Why + ")"
+			}
+			return "", fmt.Errorf("%s must be at most %s%s", v, strconv.FormatFloat(*p.Max, 'f', -1, 64), why)
 		}
 	}
 	return v, nil
@@ -262,6 +268,12 @@ func names(kind string) []string {
 
 func bound(v float64) *float64 { return &v }
 
+// with returns p bounded above by b.
+func (p Param) with(b upTo) Param {
+	p.Max, p.Why = bound(b.max), b.why
+	return p
+}
+
 var fillParam = Param{Name: "fill", Type: Enum, Enum: transform.FillNames(), Default: "zero",
 	Doc: "pixels outside the image: zero, reflect (dcb|abcd), edge (aaa|abcd) or wrap (bcd|abcd)"}
 
@@ -319,7 +331,7 @@ var builtin = []*Spec{
 		})},
 	{Name: "synthetic", Kind: "source", Summary: "generated CIFAR-shaped data (3×32×32, 10 learnable classes); needs no files or network",
 		Params: []Param{
-			{Name: "n", Type: Int, Default: "50000", Min: bound(1), Doc: "number of samples"},
+			Param{Name: "n", Type: Int, Default: "50000", Min: bound(1), Doc: "number of samples"}.with(samplesBound),
 			splitParam,
 			{Name: "seed", Type: Int, Default: "0", Min: bound(0), Doc: "generator seed (the data, not the augmentation)"},
 			{Name: "shuffle_labels", Type: Bool, Default: "false", Doc: "labels independent of images: a control that nothing can learn"},
@@ -364,7 +376,7 @@ var builtin = []*Spec{
 			{Name: "path", Type: String, Required: true, Doc: "a glob of the files, e.g. data/train-*"},
 			{Name: "image_key", Type: String, Default: "image/encoded", Doc: "the bytes feature holding the encoded image"},
 			{Name: "label_key", Type: String, Default: "image/class/label", Doc: "the int64 feature holding the label"},
-			{Name: "label_offset", Type: Int, Default: "0", Min: bound(0), Doc: "subtracted from labels (build_image_data numbers classes from 1: use 1)"},
+			Param{Name: "label_offset", Type: Int, Default: "0", Min: bound(0), Doc: "subtracted from labels (build_image_data numbers classes from 1: use 1)"}.with(labelBound),
 			{Name: "index_dir", Type: String, Doc: "where offset indexes and decompressed GZIP copies go (default $PIPE_CACHE/tfrecord)"},
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads the path with train replaced by validation (or val, test)"},
 		},
@@ -402,13 +414,13 @@ var builtin = []*Spec{
 	{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
 		Params: []Param{
 			{Name: "seed", Type: Int, Default: "0", Positional: true, Min: bound(0), Doc: "the pipeline's seed"},
-			{Name: "buffer", Type: Int, Default: "0", Min: bound(0), Doc: "0: a full permutation; N: shards (tfrecord, webdataset files) in random order, read in sequence through an N-sample shuffle buffer (tf.data, WebDataset)"},
+			Param{Name: "buffer", Type: Int, Default: "0", Min: bound(0), Doc: "0: a full permutation; N: shards (tfrecord, webdataset files) in random order, read in sequence through an N-sample shuffle buffer (tf.data, WebDataset)"}.with(samplesBound),
 		},
 		Build: func(a Args) (Stage, error) { return ShuffleBuffer(uint64(a.Int("seed")), a.Int("buffer")), nil }},
 	{Name: "random_crop", Kind: "stage", Summary: "crop size×size at a random place of the image padded by pad (torchvision RandomCrop)",
 		Params: []Param{
-			{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop in pixels"},
-			{Name: "pad", Type: Int, Default: "0", Min: bound(0), Doc: "padding added on every side before cropping"},
+			Param{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop in pixels"}.with(sideBound),
+			Param{Name: "pad", Type: Int, Default: "0", Min: bound(0), Doc: "padding added on every side before cropping"}.with(sideBound),
 			fillParam,
 		},
 		Build: func(a Args) (Stage, error) {
@@ -434,8 +446,8 @@ var builtin = []*Spec{
 		}},
 	{Name: "shift", Kind: "stage", Summary: "translate by a random whole number of pixels (Keras ImageDataGenerator width/height_shift_range)",
 		Params: []Param{
-			{Name: "width", Type: Float, Default: "0.1", Min: bound(0), Doc: "largest horizontal shift: a fraction of the width if < 1, else pixels"},
-			{Name: "height", Type: Float, Default: "0.1", Min: bound(0), Doc: "largest vertical shift: a fraction of the height if < 1, else pixels"},
+			Param{Name: "width", Type: Float, Default: "0.1", Min: bound(0), Doc: "largest horizontal shift: a fraction of the width if < 1, else pixels"}.with(sideBound),
+			Param{Name: "height", Type: Float, Default: "0.1", Min: bound(0), Doc: "largest vertical shift: a fraction of the height if < 1, else pixels"}.with(sideBound),
 			fillParam,
 		},
 		Build: func(a Args) (Stage, error) {
@@ -449,10 +461,10 @@ var builtin = []*Spec{
 	{Name: "cache", Kind: "stage", Summary: "store the output of every stage before it in a Badger directory and read it back instead of recomputing it",
 		Params: []Param{
 			{Name: "dir", Type: String, Required: true, Doc: "cache directory (created if missing; one pipe process at a time)"},
-			{Name: "epochs", Type: Int, Default: itoa(cache.DefaultEpochs), Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"},
-			{Name: "shard", Type: Int, Default: "0", Min: bound(0), Doc: "samples per cache entry (0: about 1 MiB of images after random stages, 256 KiB otherwise, at most 256)"},
-			{Name: "ahead", Type: Int, Default: "0", Min: bound(0), Doc: "epochs pipe run warms in the background ahead of the one being read"},
-			{Name: "memory", Type: Int, Default: itoa(cache.DefaultMemory >> 20), Min: bound(1), Doc: "MiB of decoded entries kept in memory"},
+			Param{Name: "epochs", Type: Int, Default: itoa(cache.DefaultEpochs), Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"}.with(epochsBound),
+			Param{Name: "shard", Type: Int, Default: "0", Min: bound(0), Doc: "samples per cache entry (0: about 1 MiB of images after random stages, 256 KiB otherwise, at most 256)"}.with(shardBound),
+			Param{Name: "ahead", Type: Int, Default: "0", Min: bound(0), Doc: "epochs pipe run warms in the background ahead of the one being read"}.with(epochsBound),
+			Param{Name: "memory", Type: Int, Default: itoa(cache.DefaultMemory >> 20), Min: bound(1), Doc: "MiB of decoded entries kept in memory"}.with(memoryBound),
 		},
 		Build: func(a Args) (Stage, error) {
 			return Cache(cache.Config{Dir: a.String("dir"), Epochs: a.Int("epochs"), ShardSize: a.Int("shard"),
@@ -461,14 +473,14 @@ var builtin = []*Spec{
 	{Name: "decode", Kind: "stage", Summary: "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
 		Params: []Param{
 			{Name: "reduce", Type: Bool, Default: "true", Doc: "decode only the window a following resize/random_resized_crop reads at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size; false: at full scale"},
-			{Name: "max_pixels", Type: Int, Default: itoa(transform.DefaultMaxPixels), Min: bound(1), Doc: "largest image decoded, width × height (the default, 2^26, is an 8192×8192 square, above a 61-MP photograph); checked from the header before anything is allocated: a larger image is a corrupt record, which on_error=skip skips"},
+			Param{Name: "max_pixels", Type: Int, Default: itoa(transform.DefaultMaxPixels), Min: bound(1), Doc: "largest image decoded, width × height (the default, 2^26, is an 8192×8192 square, above a 61-MP photograph); checked from the header before anything is allocated: a larger image is a corrupt record, which on_error=skip skips"}.with(pixelsBound),
 		},
 		Build: func(a Args) (Stage, error) {
 			return Decode(DecodeConfig{FullScale: !a.Bool("reduce"), MaxPixels: a.Int("max_pixels")}), nil
 		}},
 	{Name: "resize", Kind: "stage", Summary: "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",
 		Params: []Param{
-			{Name: "shorter", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "length of the shorter side after resizing"},
+			Param{Name: "shorter", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "length of the shorter side after resizing"}.with(sideBound),
 			interpParam,
 		},
 		Build: func(a Args) (Stage, error) {
@@ -480,7 +492,7 @@ var builtin = []*Spec{
 			return Map(op), nil
 		}},
 	{Name: "center_crop", Kind: "stage", Summary: "the central size×size window, zero-padded if the image is smaller (torchvision CenterCrop)",
-		Params: []Param{{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop"}},
+		Params: []Param{Param{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop"}.with(sideBound)},
 		Build: func(a Args) (Stage, error) {
 			op, err := transform.CenterCrop(a.Int("size"))
 			if err != nil {
@@ -490,7 +502,7 @@ var builtin = []*Spec{
 		}},
 	{Name: "random_resized_crop", Kind: "stage", Summary: "a random area and aspect-ratio crop resized to size×size (torchvision RandomResizedCrop, with its centre-crop fallback)",
 		Params: []Param{
-			{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the output"},
+			Param{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the output"}.with(sideBound),
 			{Name: "scale", Type: Floats, Default: "0.08,1", Doc: "range of the crop's area as a fraction of the image's"},
 			{Name: "ratio", Type: Floats, Default: "0.75,1.3333333333333333", Doc: "range of the crop's aspect ratio (width/height), drawn log-uniformly"},
 			interpParam,
@@ -538,7 +550,7 @@ var builtin = []*Spec{
 		}},
 	{Name: "batch", Kind: "stage", Summary: "group samples into batches written straight into reusable slabs",
 		Params: []Param{
-			{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "samples per batch"},
+			Param{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "samples per batch"}.with(batchBound),
 			{Name: "drop_last", Type: Bool, Default: "false", Doc: "leave out the final short batch of each epoch"},
 		},
 		Build: func(a Args) (Stage, error) { return Batching(a.Int("size"), a.Bool("drop_last")), nil }},
@@ -554,7 +566,7 @@ var builtin = []*Spec{
 		}},
 	{Name: "prefetch", Kind: "stage", Summary: "cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers",
 		Params: []Param{
-			{Name: "depth", Type: Int, Default: itoa(defaultDepth), Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer"},
+			Param{Name: "depth", Type: Int, Default: itoa(defaultDepth), Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer"}.with(depthBound),
 			{Name: "devices", Type: String, Default: defaultDevices, Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
 		},
 		Build: func(a Args) (Stage, error) {
@@ -566,27 +578,27 @@ var builtin = []*Spec{
 	{Name: "train", Kind: "stage", Summary: "train a model on the batches, one replica per device (data parallel); comes last, before eval",
 		Params: []Param{
 			{Name: "model", Type: Enum, Enum: trainer.Models, Required: true, Positional: true, Doc: "mlp, keras_cnn (Keras' cifar10_cnn.py) or resnet (CIFAR ResNet, He et al.)"},
-			{Name: "depth", Type: Int, Default: itoa(dt.Model.Depth), Min: bound(8), Doc: "resnet depth, 6n+2: 8, 14, 20, 32, 44, 56, 110"},
-			{Name: "width", Type: Int, Default: itoa(dt.Model.Width), Min: bound(0), Doc: "resnet's first-stage channels (0: 16) or mlp's hidden units (0: 512)"},
-			{Name: "epochs", Type: Int, Default: itoa(dt.Epochs), Min: bound(1), Doc: "epochs to train"},
-			{Name: "steps_per_epoch", Type: Int, Default: itoa(dt.StepsPerEpoch), Min: bound(0), Doc: "cap on steps per epoch (0: the whole epoch), for quick runs"},
+			Param{Name: "depth", Type: Int, Default: itoa(dt.Model.Depth), Min: bound(8), Doc: "resnet depth, 6n+2: 8, 14, 20, 32, 44, 56, 110"}.with(resnetBound),
+			Param{Name: "width", Type: Int, Default: itoa(dt.Model.Width), Min: bound(0), Doc: "resnet's first-stage channels (0: 16) or mlp's hidden units (0: 512)"}.with(widthBound),
+			Param{Name: "epochs", Type: Int, Default: itoa(dt.Epochs), Min: bound(1), Doc: "epochs to train"}.with(epochsBound),
+			Param{Name: "steps_per_epoch", Type: Int, Default: itoa(dt.StepsPerEpoch), Min: bound(0), Doc: "cap on steps per epoch (0: the whole epoch), for quick runs"}.with(stepsBound),
 			{Name: "optimizer", Type: Enum, Enum: trainer.Optimizers, Default: dt.Optim.Name, Doc: "sgd, adam or rmsprop (PyTorch's update rules)"},
 			{Name: "lr", Type: Float, Default: ftoa(dt.LR), Min: bound(0), Doc: "peak learning rate for base_batch, scaled to the global batch by scale_lr"},
-			{Name: "base_batch", Type: Int, Default: itoa(dt.BaseBatch), Min: bound(1), Doc: "the batch size lr is given for"},
+			Param{Name: "base_batch", Type: Int, Default: itoa(dt.BaseBatch), Min: bound(1), Doc: "the batch size lr is given for"}.with(batchBound),
 			{Name: "scale_lr", Type: Enum, Enum: []string{"linear", "sqrt", "none"}, Default: dt.ScaleLR, Doc: "how lr grows with the global batch (Goyal et al.: linear)"},
 			{Name: "momentum", Type: Float, Default: ftoa(dt.Optim.Momentum), Min: bound(0), Max: bound(0.999), Doc: "sgd and rmsprop momentum"},
 			{Name: "nesterov", Type: Bool, Default: strconv.FormatBool(dt.Optim.Nesterov), Doc: "Nesterov momentum (sgd)"},
 			{Name: "weight_decay", Type: Float, Default: ftoa(dt.Optim.WeightDecay), Min: bound(0), Doc: "L2 penalty on weights (not biases or batch-norm parameters)"},
 			{Name: "schedule", Type: Enum, Enum: trainer.Schedules, Default: dt.Schedule, Doc: "learning-rate schedule after warm-up: constant, step, cosine or onecycle"},
 			{Name: "warmup", Type: Float, Default: ftoa(dt.WarmupEpochs), Min: bound(0), Doc: "epochs of linear warm-up (gradual warm-up for large batches)"},
-			{Name: "step_every", Type: Int, Default: itoa(dt.StepEvery), Min: bound(0), Doc: "schedule=step: epochs between decays"},
+			Param{Name: "step_every", Type: Int, Default: itoa(dt.StepEvery), Min: bound(0), Doc: "schedule=step: epochs between decays"}.with(epochsBound),
 			{Name: "gamma", Type: Float, Default: ftoa(dt.Gamma), Min: bound(0), Doc: "schedule=step: the decay factor"},
 			{Name: "label_smoothing", Type: Float, Default: ftoa(dt.Smoothing), Min: bound(0), Max: bound(0.999), Doc: "ε of the smoothed one-hot target"},
 			{Name: "mode", Type: Enum, Enum: trainer.Modes, Default: dt.Mode, Doc: "sync: average gradients every step; local: average parameters every average_every steps; mixture: once per epoch"},
-			{Name: "average_every", Type: Int, Default: itoa(dt.AverageEvery), Min: bound(0), Doc: "mode=local: steps between parameter averages"},
-			{Name: "threads", Type: Int, Default: itoa(dt.Threads), Min: bound(0), Doc: "cores the replicas share (0: all)"},
+			Param{Name: "average_every", Type: Int, Default: itoa(dt.AverageEvery), Min: bound(0), Doc: "mode=local: steps between parameter averages"}.with(stepsBound),
+			Param{Name: "threads", Type: Int, Default: itoa(dt.Threads), Min: bound(0), Doc: "cores the replicas share (0: all)"}.with(threadsBound),
 			{Name: "out", Type: String, Default: dt.Out, Doc: "directory for checkpoint.gob, metrics.jsonl and the plots (resume with pipe run --resume)"},
-			{Name: "log_every", Type: Int, Default: itoa(dt.LogEvery), Min: bound(0), Doc: "write every Nth step's loss, accuracy, lr and images/s to out/steps.jsonl (0: none)"},
+			Param{Name: "log_every", Type: Int, Default: itoa(dt.LogEvery), Min: bound(0), Doc: "write every Nth step's loss, accuracy, lr and images/s to out/steps.jsonl (0: none)"}.with(stepsBound),
 		},
 		Build: func(a Args) (Stage, error) {
 			t := DefaultTrain(a.String("model"))
@@ -602,19 +614,19 @@ var builtin = []*Spec{
 	{Name: "eval", Kind: "stage", Summary: "evaluate the trained model on another split of the source (top-1 accuracy and loss), without augmentation",
 		Params: []Param{
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: defaultEvalSplit, Doc: "the split to evaluate on"},
-			{Name: "every", Type: Int, Default: itoa(defaultEvalEvery), Min: bound(1), Doc: "epochs between evaluations (the last epoch is always evaluated)"},
-			{Name: "batch", Type: Int, Default: itoa(defaultEvalBatch), Min: bound(1), Doc: "evaluation batch size"},
+			Param{Name: "every", Type: Int, Default: itoa(defaultEvalEvery), Min: bound(1), Doc: "epochs between evaluations (the last epoch is always evaluated)"}.with(epochsBound),
+			Param{Name: "batch", Type: Int, Default: itoa(defaultEvalBatch), Min: bound(1), Doc: "evaluation batch size"}.with(batchBound),
 		},
 		Build: func(a Args) (Stage, error) {
 			return evalStage(EvalConfig{Split: a.String("split"), Every: a.Int("every"), Batch: a.Int("batch")}), nil
 		}},
 	{Name: "pipeline", Kind: "stage", Summary: "how the pipeline runs; none of these change a rank's output",
 		Params: []Param{
-			{Name: "workers", Type: Int, Default: "0", Min: bound(0), Doc: "transform goroutines (0: one per core)"},
+			Param{Name: "workers", Type: Int, Default: "0", Min: bound(0), Doc: "transform goroutines (0: one per core)"}.with(workersBound),
 			{Name: "on_error", Type: Enum, Enum: []string{"fail", "skip"}, Default: "fail", Doc: "a corrupt record stops the run (fail) or is skipped, counted and listed (skip)"},
 			{Name: "seed", Type: Int, Min: bound(0), Doc: "the pipeline's seed when there is no shuffle stage"},
-			{Name: "rank", Type: Int, Default: "0", Min: bound(0), Doc: "this process's rank in a data-parallel job, e.g. ${RANK:-0}"},
-			{Name: "world", Type: Int, Default: "1", Min: bound(1), Doc: "the number of ranks, e.g. ${WORLD_SIZE:-1}; each reads an equal, disjoint share"},
+			Param{Name: "rank", Type: Int, Default: "0", Min: bound(0), Doc: "this process's rank in a data-parallel job, e.g. ${RANK:-0}"}.with(ranksBound),
+			Param{Name: "world", Type: Int, Default: "1", Min: bound(1), Doc: "the number of ranks, e.g. ${WORLD_SIZE:-1}; each reads an equal, disjoint share"}.with(ranksBound),
 		},
 		Build: func(a Args) (Stage, error) {
 			s := Settings{Workers: a.Int("workers"), Rank: a.Int("rank"), World: a.Int("world")}

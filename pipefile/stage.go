@@ -197,6 +197,9 @@ func ShuffleBuffer(seed uint64, buffer int) Stage {
 		if buffer < 0 {
 			return fmt.Errorf("buffer=%d: want 0 (a full permutation) or more", buffer)
 		}
+		if err := checkMax("buffer", buffer, samplesBound); err != nil {
+			return err
+		}
 		if err := c.setSeed(seed); err != nil {
 			return err
 		}
@@ -296,6 +299,9 @@ func Batching(size int, dropLast bool) Stage {
 		if size < 1 {
 			return fmt.Errorf("size=%d: must be at least 1", size)
 		}
+		if err := checkMax("size", size, batchBound); err != nil {
+			return err
+		}
 		c.afterBatch, c.Batch, c.DropLast = true, size, dropLast
 		return nil
 	}}
@@ -341,8 +347,14 @@ func Pipeline(s Settings) Stage {
 		if s.Workers < 0 {
 			return fmt.Errorf("workers=%d: must be 0 (one per core) or more", s.Workers)
 		}
+		if err := checkMax("workers", s.Workers, workersBound); err != nil {
+			return err
+		}
 		if s.World < 1 || s.Rank < 0 || s.Rank >= s.World {
 			return fmt.Errorf("rank=%d world=%d: want 0 ≤ rank < world", s.Rank, s.World)
+		}
+		if err := checkMax("world", s.World, ranksBound); err != nil {
+			return err
 		}
 		if s.Seed != nil {
 			if err := c.setSeed(*s.Seed); err != nil {
@@ -368,6 +380,10 @@ func Cache(cfg cache.Config) Stage {
 		}
 		if c.afterBatch || c.haveTensor {
 			return errors.New("cache must come before batch and to_tensor: it stores single images")
+		}
+		if err := errors.Join(checkMax("epochs", d.Epochs, epochsBound), checkMax("shard", d.ShardSize, shardBound),
+			checkMax("ahead", d.Ahead, epochsBound), checkMax("memory", int(d.Memory>>20), memoryBound)); err != nil {
+			return err
 		}
 		if c.Norm != nil {
 			return errors.New("cache after normalize: put the cache before normalize (normalize is applied as the tensor is written, so the cache stores uint8 images either way)")
@@ -414,6 +430,9 @@ func Prefetch(p PrefetchConfig) Stage {
 	return Stage{name: "prefetch", line: fmt.Sprintf("prefetch depth=%d devices=%s", p.Depth, p.Devices), apply: func(c *Config) error {
 		if p.Depth < 1 {
 			return fmt.Errorf("depth=%d: must be at least 1", p.Depth)
+		}
+		if err := checkMax("depth", p.Depth, depthBound); err != nil {
+			return err
 		}
 		if _, err := ParseDevices(p.Devices, false); err != nil {
 			return err
@@ -513,9 +532,22 @@ func Train(t TrainConfig) Stage {
 		if t.Epochs < 1 {
 			return fmt.Errorf("epochs=%d: must be at least 1", t.Epochs)
 		}
+		if err := t.checkBounds(); err != nil {
+			return err
+		}
 		c.Train = &t
 		return nil
 	}}
+}
+
+// checkBounds checks t's sizes against the registry's bounds (the Go API
+// has no parser to do it).
+func (t TrainConfig) checkBounds() error {
+	return errors.Join(checkMax("epochs", t.Epochs, epochsBound), checkMax("steps_per_epoch", t.StepsPerEpoch, stepsBound),
+		checkMax("depth", t.Model.Depth, resnetBound), checkMax("width", t.Model.Width, widthBound),
+		checkMax("base_batch", t.BaseBatch, batchBound), checkMax("step_every", t.StepEvery, epochsBound),
+		checkMax("average_every", t.AverageEvery, stepsBound), checkMax("threads", t.Threads, threadsBound),
+		checkMax("log_every", t.LogEvery, stepsBound))
 }
 
 // trainLine is t's canonical line: every parameter of the train spec.
@@ -572,6 +604,9 @@ func evalStage(e EvalConfig) Stage {
 	return Stage{name: "eval", line: line, apply: func(c *Config) error {
 		if e.Every < 1 || e.Batch < 1 {
 			return fmt.Errorf("every=%d batch=%d: both must be at least 1", e.Every, e.Batch)
+		}
+		if err := errors.Join(checkMax("every", e.Every, epochsBound), checkMax("batch", e.Batch, batchBound)); err != nil {
+			return err
 		}
 		cfg := e
 		c.Eval = &cfg

@@ -27,13 +27,36 @@ type Param struct {
 	Buffer bool
 }
 
+// newParam and newBuffer declare a parameter or buffer: its values are
+// allocated when its model is built (initLayer), once the model's size has
+// been checked against memory.
 func newParam(name string, decay bool, shape ...int) *Param {
-	n := prod(shape)
-	return &Param{Name: name, Shape: shape, W: make([]float32, n), G: make([]float32, n), G64: make([]float64, n), Decay: decay}
+	return &Param{Name: name, Shape: shape, Decay: decay}
 }
 
 func newBuffer(name string, n int) *Param {
-	return &Param{Name: name, Shape: []int{n}, W: make([]float32, n), Buffer: true}
+	return &Param{Name: name, Shape: []int{n}, Buffer: true}
+}
+
+// alloc allocates p's values (and a parameter's gradients), once.
+func (p *Param) alloc() {
+	if p.W != nil {
+		return
+	}
+	n := prod(p.Shape)
+	p.W = make([]float32, n)
+	if !p.Buffer {
+		p.G, p.G64 = make([]float32, n), make([]float64, n)
+	}
+}
+
+// initLayer allocates l's parameters and initialises them from the seed;
+// index numbers l in its model.
+func initLayer(l Layer, seed uint64, index int) {
+	for _, p := range l.Params() {
+		p.alloc()
+	}
+	l.init(seed, index)
 }
 
 // Context is what the layers of one step share.

@@ -36,7 +36,7 @@ func gradCheck(t *testing.T, name string, l Layer, x *Tensor, train bool) {
 		samples[i] = 100 + i
 	}
 	ctx := &Context{Train: train, Pool: pool, Seed: 3, Step: 5, Samples: samples}
-	l.init(11, 1)
+	initLayer(l, 11, 1)
 	for _, p := range l.Params() {
 		if !p.Buffer {
 			for i := range p.W {

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -31,7 +32,7 @@ func NewModel(name string, in []int, seed uint64, layers ...Layer) (*Model, erro
 	}
 	m := &Model{Name: name, In: append([]int(nil), in...), Layers: layers}
 	for i, l := range layers {
-		l.init(seed, i)
+		initLayer(l, seed, i)
 		m.params = append(m.params, l.Params()...)
 	}
 	return m, nil
@@ -124,14 +125,65 @@ type ModelSpec struct {
 	Width int
 }
 
+// String is the spec as the train stage writes it: "mlp width=512",
+// "resnet depth=20 width=16".
+func (s ModelSpec) String() string {
+	switch s.Name {
+	case "resnet":
+		return fmt.Sprintf("resnet depth=%d width=%d", cmp.Or(s.Depth, 20), cmp.Or(s.Width, 16))
+	case "mlp":
+		return fmt.Sprintf("mlp width=%d", cmp.Or(s.Width, 512))
+	}
+	return s.Name
+}
+
 // Models lists the built-in models.
 var Models = []string{"mlp", "keras_cnn", "resnet"}
 
 // Build returns the model for per-sample input shape in ([C, H, W]) and
 // the number of classes.
 func (s ModelSpec) Build(in []int, classes int, seed uint64) (*Model, error) {
+	name, layers, err := s.layers(in, classes)
+	if err != nil {
+		return nil, err
+	}
+	return NewModel(name, in, seed, layers...)
+}
+
+// Values counts the model's trained values and its buffers' (batch-norm
+// statistics) without allocating either, checking its shapes as Build
+// does.
+func (s ModelSpec) Values(in []int, classes int) (params, buffers int, err error) {
+	name, layers, err := s.layers(in, classes)
+	if err != nil {
+		return 0, 0, err
+	}
+	out, err := shapes(layers, in)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(out) != 1 {
+		return 0, 0, fmt.Errorf("trainer: %s: ends in %v, want a vector of class scores", name, out)
+	}
+	for _, l := range layers {
+		for _, p := range l.Params() {
+			if p.Buffer {
+				buffers += prod(p.Shape)
+			} else {
+				params += prod(p.Shape)
+			}
+		}
+	}
+	return params, buffers, nil
+}
+
+// layers declares the model's layers, their parameters not yet allocated.
+func (s ModelSpec) layers(in []int, classes int) (string, []Layer, error) {
 	if len(in) != 3 {
-		return nil, fmt.Errorf("trainer: models take [C H W] images, not %v", in)
+		return "", nil, fmt.Errorf("trainer: models take [C H W] images, not %v", in)
+	}
+	if classes < 1 {
+		return "", nil, fmt.Errorf("trainer: %d classes: the data names none", classes)
 	}
 	c, h, w := in[0], in[1], in[2]
 	switch s.Name {
@@ -140,33 +192,33 @@ func (s ModelSpec) Build(in []int, classes int, seed uint64) (*Model, error) {
 		if hidden == 0 {
 			hidden = 512
 		}
-		return NewModel("mlp", in, seed, &Flatten{}, NewDense(c*h*w, hidden), &ReLU{}, NewDense(hidden, classes))
+		return "mlp", []Layer{&Flatten{}, NewDense(c*h*w, hidden), &ReLU{}, NewDense(hidden, classes)}, nil
 	case "keras_cnn":
 		// Keras' cifar10_cnn.py: 'same' then 'valid' 3×3 convolutions.
 		h1, w1 := (h-2)/2, (w-2)/2
 		h2, w2 := (h1-2)/2, (w1-2)/2
-		return NewModel("keras_cnn", in, seed,
+		return "keras_cnn", []Layer{
 			NewConv2D(c, 32, 3, 1, 1), &ReLU{}, NewConv2D(32, 32, 3, 1, 0), &ReLU{},
 			NewMaxPool2D(2, 2), &Dropout{P: 0.25},
 			NewConv2D(32, 64, 3, 1, 1), &ReLU{}, NewConv2D(64, 64, 3, 1, 0), &ReLU{},
 			NewMaxPool2D(2, 2), &Dropout{P: 0.25},
-			&Flatten{}, NewDense(64*h2*w2, 512), &ReLU{}, &Dropout{P: 0.5}, NewDense(512, classes))
+			&Flatten{}, NewDense(64*h2*w2, 512), &ReLU{}, &Dropout{P: 0.5}, NewDense(512, classes)}, nil
 	case "resnet":
-		return resnet(in, classes, s.Depth, s.Width, seed)
+		return resnet(in, classes, s.Depth, s.Width)
 	}
-	return nil, fmt.Errorf("trainer: unknown model %q (want one of %s)", s.Name, strings.Join(Models, ", "))
+	return "", nil, fmt.Errorf("trainer: unknown model %q (want one of %s)", s.Name, strings.Join(Models, ", "))
 }
 
 // resnet is the CIFAR ResNet of He et al. (2016), section 4.2: a 3×3
 // convolution, three stages of n basic blocks with w, 2w, 4w channels (the
 // second and third starting with stride 2 and a 1×1 projection shortcut),
 // global average pooling and a dense layer; depth = 6n+2.
-func resnet(in []int, classes, depth, width int, seed uint64) (*Model, error) {
+func resnet(in []int, classes, depth, width int) (string, []Layer, error) {
 	if depth == 0 {
 		depth = 20
 	}
 	if depth < 8 || (depth-2)%6 != 0 {
-		return nil, fmt.Errorf("trainer: resnet depth=%d: want 6n+2 with n ≥ 1 (8, 14, 20, 32, 44, 56, 110)", depth)
+		return "", nil, fmt.Errorf("trainer: resnet depth=%d: want 6n+2 with n ≥ 1 (8, 14, 20, 32, 44, 56, 110)", depth)
 	}
 	if width == 0 {
 		width = 16
@@ -194,7 +246,7 @@ func resnet(in []int, classes, depth, width int, seed uint64) (*Model, error) {
 		}
 	}
 	layers = append(layers, &GlobalAvgPool{}, NewDense(ch, classes))
-	return NewModel("resnet"+strconv.Itoa(depth), in, seed, layers...)
+	return "resnet" + strconv.Itoa(depth), layers, nil
 }
 
 // SoftmaxCrossEntropy is the mean over the batch of the cross-entropy

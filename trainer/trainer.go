@@ -243,6 +243,9 @@ func New(cfg Config) (*Trainer, error) {
 	if cfg.Smoothing < 0 || cfg.Smoothing >= 1 {
 		return nil, fmt.Errorf("trainer: label_smoothing=%g: want 0 ≤ ε < 1", cfg.Smoothing)
 	}
+	if err := CheckModel(cfg); err != nil {
+		return nil, err
+	}
 	t := &Trainer{cfg: cfg, runner: pond.NewPool(max(cfg.Replicas, 1)), ranks: ranks, total: ranks * cfg.Replicas}
 	var err error
 	if t.peak, err = ScaleLR(cfg.LR, cfg.ScaleLR, cfg.BaseBatch, cfg.GlobalBatch); err != nil {

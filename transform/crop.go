@@ -12,11 +12,11 @@ type RandomCropOp struct {
 
 // RandomCrop returns the random_crop operation; size ≥ 1, pad ≥ 0.
 func RandomCrop(size, pad int, fill Fill) (*RandomCropOp, error) {
-	if size < 1 {
-		return nil, paramErr("random_crop", "size=%d: must be at least 1", size)
+	if size < 1 || size > MaxSide {
+		return nil, paramErr("random_crop", "size=%d: want 1 to %d (MaxSide)", size, MaxSide)
 	}
-	if pad < 0 {
-		return nil, paramErr("random_crop", "pad=%d: must be 0 or more", pad)
+	if pad < 0 || pad > MaxSide {
+		return nil, paramErr("random_crop", "pad=%d: want 0 to %d (MaxSide)", pad, MaxSide)
 	}
 	if fill < FillZero || fill > FillWrap {
 		return nil, paramErr("random_crop", "unknown fill %d", fill)
@@ -57,8 +57,8 @@ type ShiftOp struct {
 
 // Shift returns the shift operation; width, height ≥ 0.
 func Shift(width, height float64, fill Fill) (*ShiftOp, error) {
-	if width < 0 || height < 0 {
-		return nil, paramErr("shift", "width=%g height=%g: must be 0 or more", width, height)
+	if !(width >= 0 && height >= 0 && width <= MaxSide && height <= MaxSide) {
+		return nil, paramErr("shift", "width=%g height=%g: want 0 to %d (MaxSide) each", width, height, MaxSide)
 	}
 	if fill < FillZero || fill > FillWrap {
 		return nil, paramErr("shift", "unknown fill %d", fill)

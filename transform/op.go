@@ -29,6 +29,11 @@ type Op interface {
 	Apply(dst, src *Image, r *Rand) bool
 }
 
+// MaxSide is the longest image side pipe handles: the decoder refuses a
+// longer one, and no operation makes one (crop, resize and pad sizes are
+// bounded by it), since the cache stores sides in 16 bits.
+const MaxSide = maxSide
+
 // ErrParam is wrapped by every error a constructor returns for an invalid
 // parameter, so callers can tell configuration errors from data errors.
 var ErrParam = errors.New("invalid parameter")

@@ -272,8 +272,8 @@ type ResizeOp struct {
 
 // Resize returns the resize operation; shorter ≥ 1.
 func Resize(shorter int, interp Interp) (*ResizeOp, error) {
-	if shorter < 1 {
-		return nil, paramErr("resize", "shorter=%d: must be at least 1", shorter)
+	if shorter < 1 || shorter > MaxSide {
+		return nil, paramErr("resize", "shorter=%d: want 1 to %d (MaxSide)", shorter, MaxSide)
 	}
 	return &ResizeOp{Shorter: shorter, Interp: interp}, nil
 }
@@ -323,8 +323,8 @@ type CenterCropOp struct{ Size int }
 
 // CenterCrop returns the center_crop operation; size ≥ 1.
 func CenterCrop(size int) (*CenterCropOp, error) {
-	if size < 1 {
-		return nil, paramErr("center_crop", "size=%d: must be at least 1", size)
+	if size < 1 || size > MaxSide {
+		return nil, paramErr("center_crop", "size=%d: want 1 to %d (MaxSide)", size, MaxSide)
 	}
 	return &CenterCropOp{Size: size}, nil
 }
@@ -360,8 +360,8 @@ type RandomResizedCropOp struct {
 // RandomResizedCrop returns the random_resized_crop operation.
 func RandomResizedCrop(size int, scale, ratio [2]float64, interp Interp) (*RandomResizedCropOp, error) {
 	switch {
-	case size < 1:
-		return nil, paramErr("random_resized_crop", "size=%d: must be at least 1", size)
+	case size < 1 || size > MaxSide:
+		return nil, paramErr("random_resized_crop", "size=%d: want 1 to %d (MaxSide)", size, MaxSide)
 	case !(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1):
 		return nil, paramErr("random_resized_crop", "scale=%g,%g: want 0 < min ≤ max ≤ 1", scale[0], scale[1])
 	case !(ratio[0] > 0 && ratio[0] <= ratio[1]) || math.IsInf(ratio[1], 0):

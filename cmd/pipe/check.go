@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -78,14 +79,17 @@ func stagesText() string {
 			if p.Min != nil || p.Max != nil {
 				lo, hi := "", ""
 				if p.Min != nil {
-					lo = fmt.Sprint(*p.Min)
+					lo = strconv.FormatFloat(*p.Min, 'f', -1, 64)
 				}
 				if p.Max != nil {
-					hi = fmt.Sprint(*p.Max)
+					hi = strconv.FormatFloat(*p.Max, 'f', -1, 64)
 				}
 				rng = fmt.Sprintf(" in [%s, %s]", lo, hi)
 			}
 			fmt.Fprintf(&b, "    %-10s %s%s%s%s\n               %s\n", p.Name, typ, def, rng, pos, p.Doc)
+			if p.Why != "" {
+				fmt.Fprintf(&b, "               (at most %s: %s)\n", strconv.FormatFloat(*p.Max, 'f', -1, 64), p.Why)
+			}
 		}
 		b.WriteString("\n")
 	}

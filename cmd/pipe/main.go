@@ -38,8 +38,7 @@ func main() {
 	// goroutine, download and index build; once it has, the signals get
 	// their default action back, so a second Ctrl-C exits at once.
 	context.AfterFunc(ctx, stop)
-	root := newRoot()
-	err := root.ExecuteContext(ctx)
+	err := execute(ctx, newRoot())
 	if job != nil {
 		code := 0
 		if err != nil {
@@ -54,10 +53,24 @@ func main() {
 	os.Exit(exitCode(ctx, err))
 }
 
+// execute runs the command line root was given, marking as a usage error
+// a command line that names no command pipe has.
+func execute(ctx context.Context, root *cobra.Command) error {
+	c, err := root.ExecuteContextC(ctx)
+	if err != nil && !c.Runnable() {
+		// Cobra suggests a near name; else say where the list is.
+		if !strings.Contains(err.Error(), "Did you mean") {
+			err = fmt.Errorf("%w (%s --help lists the commands)", err, c.CommandPath())
+		}
+		err = usageError{err}
+	}
+	return err
+}
+
 // errorLine is how the command reports err: "pipe: " and the message, whose
 // own "pipe: " (the library's package prefix) is not said twice.
 func errorLine(err error) string {
-	return "pipe: " + strings.TrimPrefix(err.Error(), "pipe: ")
+	return "pipe: " + strings.TrimSpace(strings.TrimPrefix(err.Error(), "pipe: "))
 }
 
 func exitCode(ctx context.Context, err error) int {
@@ -105,7 +118,7 @@ func load(c *cobra.Command, name string, opts ...pipe.LoadOption) (*pipe.Pipelin
 			return nil, err
 		}
 		var se *pipe.SyntaxError
-		if errors.As(err, &se) || errors.Is(err, pipe.ErrConfig) || errors.Is(err, os.ErrNotExist) {
+		if errors.As(err, &se) || errors.Is(err, pipe.ErrConfig) || errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.EISDIR) {
 			return nil, usageError{err}
 		}
 		return nil, err

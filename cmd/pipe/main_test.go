@@ -30,7 +30,7 @@ func pipeCmd(t *testing.T, args ...string) (string, string, int) {
 	root.SetErr(&errb)
 	root.SetArgs(args)
 	ctx := context.Background()
-	err := root.ExecuteContext(ctx)
+	err := execute(ctx, root)
 	code := 0
 	if err != nil {
 		errb.WriteString(errorLine(err) + "\n")
@@ -224,7 +224,7 @@ func TestStagesAndCheck(t *testing.T) {
 	if code != 0 {
 		t.Fatal(code)
 	}
-	for _, want := range []string{"source cifar10", "source cifar100", "source synthetic", "random_crop", "pad        int = 0 in [0, ]", "flip", "shift", "normalize", "to_tensor", "layout     nchw|nhwc = nchw"} {
+	for _, want := range []string{"source cifar10", "source cifar100", "source synthetic", "random_crop", "pad        int = 0 in [0, 32768]", "(at most 16777216: 256 times the largest batch trained on ImageNet)", "flip", "shift", "normalize", "to_tensor", "layout     nchw|nhwc = nchw"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stages lacks %q", want)
 		}
@@ -426,5 +426,28 @@ func TestTrainFromTheCommandLine(t *testing.T) {
 	}
 	if _, errs, code := pipeCmd(t, "run", f, "--epochs", "3"); code != 2 || !strings.Contains(errs, "set epochs= on it") {
 		t.Errorf("run --epochs with a train stage: exit %d: %s", code, errs)
+	}
+}
+
+// TestUsageExitCodes: a command line or a file that is wrong exits 2, as
+// the README says, with a message that says what to do (an unknown command
+// and a directory for a file once exited 1).
+func TestUsageExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"benchmark", "x"}, `unknown command "benchmark" for "pipe" (pipe --help lists the commands)`},
+		{[]string{"bnch", "x"}, "Did you mean this?\n\tbench"},
+		{[]string{"run", t.TempDir()}, "is a directory"},
+		{[]string{"check", "/nonexistent.pipe"}, "no such file"},
+		{[]string{"check", "/dev/zero"}, "the file is over 1048576 bytes"},
+		{[]string{"check", writePipe(t, "source synthetic n=100\nbatch 10\ntrain resnet depth=10\n")}, "resnet depth=10: want 6n+2"},
+		{[]string{"check", writePipe(t, "source synthetic n=100\nbatch 9223372036854775807\n")}, "must be at most 16777216"},
+	} {
+		_, errs, code := pipeCmd(t, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("pipe %v: exit %d, %q; want 2 and %q", c.args, code, errs, c.want)
+		}
 	}
 }

@@ -182,8 +182,8 @@ func describe(p *pipe.Pipeline) string {
 	d := t.Dims(s.BatchSize)
 	fmt.Fprintf(&b, "source   %s: %d samples, %d classes\n", s.Source, s.SourceSamples, s.Classes)
 	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d", s.Samples, s.Batches, s.BatchSize, s.Seed)
-	if s.BatchSize > s.Samples {
-		fmt.Fprintf(&b, "; the batch size exceeds the epoch's %d samples, so each epoch is one batch of them", s.Samples)
+	if s.FileBatch > s.GlobalBatch {
+		fmt.Fprintf(&b, "; the batch stage's %d exceeds the epoch's %d samples, so each epoch is one batch of them", s.FileBatch, s.Samples)
 	}
 	if s.ShuffleBuffer > 0 {
 		fmt.Fprintf(&b, "; shards in random order through a %d-sample shuffle buffer", s.ShuffleBuffer)

@@ -49,7 +49,7 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 				where = fmt.Sprintf(" on each of %d ranks", ranks)
 				split += fmt.Sprintf(" × %d ranks", ranks)
 			}
-			fmt.Fprintf(out, "model    %s: %d parameters, %d replica(s)%s\n", m.Name, m.Size(), n, where)
+			fmt.Fprintf(out, "model    %s: %d parameters for %d classes, %d replica(s)%s\n", m.Name, m.Size(), m.Classes(), n, where)
 			fmt.Fprintf(out, "batch    %s = global %d; peak lr %.4g after scaling; %d steps per epoch\n",
 				split, p.GlobalBatch(), tr.PeakLR(), tr.StepsPerEpoch())
 			if f.resume {

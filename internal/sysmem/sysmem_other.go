@@ -1,0 +1,5 @@
+//go:build !linux
+
+package sysmem
+
+func limit() (uint64, string) { return 0, "" }
