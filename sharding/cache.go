@@ -89,8 +89,12 @@ type Meta struct {
 	ShardSize int `json:"shard_size"`
 	// Epochs is how many distinct epochs the pipeline caches (1 when
 	// nothing random runs before the cache).
-	Epochs  int       `json:"epochs"`
-	Created time.Time `json:"created"`
+	Epochs int `json:"epochs"`
+	// EveryEpoch reports one copy, stored as epoch 0, that every epoch
+	// reads: nothing random runs before the cache. (Absent from what
+	// pipe wrote before it was recorded: false.)
+	EveryEpoch bool      `json:"every_epoch,omitempty"`
+	Created    time.Time `json:"created"`
 }
 
 // Shards is the number of shards of an epoch.

@@ -151,6 +151,21 @@ func TestCacheCommands(t *testing.T) {
 	}
 }
 
+// TestCacheLsOneCopy: a cache before any random stage holds one copy that
+// every epoch reads, and ls says so (it said EPOCHS 0).
+func TestCacheLsOneCopy(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	file := writePipe(t, "source synthetic n=600\nshuffle seed=3\ncache dir="+dir+" shard=64\nrandom_crop size=32 pad=4 fill=reflect\nbatch 100\nto_tensor layout=nchw dtype=float32\n")
+	if out, errs, code := pipeCmd(t, "warm", file); code != 0 || !strings.Contains(out, "10 shards present, 10 written") {
+		t.Fatalf("warm: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, code := pipeCmd(t, "cache", "ls", dir)
+	lines := strings.Split(out, "\n")
+	if code != 0 || len(lines) < 2 || !strings.Contains(out, "EPOCHS") || !strings.Contains(lines[1], "  all (one copy)  ") || !strings.Contains(lines[1], "10/10") {
+		t.Errorf("ls: exit %d\n%s", code, out)
+	}
+}
+
 func readFile(t *testing.T, name string) string {
 	b, err := os.ReadFile(name)
 	if err != nil {

@@ -129,7 +129,11 @@ func newCache() *cobra.Command {
 				if len(stages) > 60 {
 					stages = stages[:57] + "..."
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d/%d\t%.1f\t%.1f\t%.2f\t%s\n", u.Fingerprint, epochList(u.Epochs),
+				epochs := epochList(u.Epochs)
+				if u.Meta.EveryEpoch {
+					epochs = "all (one copy)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d/%d\t%.1f\t%.1f\t%.2f\t%s\n", u.Fingerprint, epochs,
 					u.Entries, len(u.Epochs)*u.Meta.Shards(), float64(u.DiskBytes)/1e6, float64(u.RawBytes)/1e6, u.Ratio(), stages)
 			}
 			w.Flush()
