@@ -136,18 +136,33 @@ func TestCacheCommands(t *testing.T) {
 	if !strings.Contains(out, "1 fingerprint(s)") || !strings.Contains(out, "564/564") {
 		t.Errorf("ls after gc: %s", out)
 	}
+	// Wrong command lines exit 2 and change nothing; a --keep file that
+	// has no cache stage, or caches elsewhere, would keep nothing.
+	noCache := writePipe(t, "source synthetic n=10\nbatch 5\n")
+	elsewhereDir := filepath.Join(t.TempDir(), "cache")
+	elsewhere := cachePipe(t, elsewhereDir, true)
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"cache", "gc", dir}, "needs --keep"},
 		{[]string{"cache", "ls", filepath.Join(dir, "absent")}, "no such file"},
-		{[]string{"warm", writePipe(t, "source synthetic n=10\nbatch 5\n")}, "has no cache stage"},
+		{[]string{"warm", noCache}, "has no cache stage"},
+		{[]string{"cache", "gc", dir, "--keep", noCache}, noCache + " has no cache stage, so it would keep nothing"},
+		{[]string{"cache", "gc", dir, "--keep", cached, "--keep", elsewhere}, elsewhere + " caches in " + elsewhereDir + ", not in " + dir + ", so it would keep nothing there"},
+		{[]string{"cache", "list", dir}, `unknown command "list" for "pipe cache" (did you mean "ls"?)`},
+		{[]string{"cache", "clean", dir}, `(did you mean "gc"?)`},
+		{[]string{"cache", "verfy", dir}, `(did you mean "verify"?)`},
+		{[]string{"cache", "frobnicate", dir}, `unknown command "frobnicate" for "pipe cache"; its commands are ls, verify and gc`},
 	} {
 		_, errs, code := pipeCmd(t, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d, %s", c.args, code, errs)
 		}
+	}
+	out, _, _ = pipeCmd(t, "cache", "ls", dir)
+	if !strings.Contains(out, "1 fingerprint(s)") || !strings.Contains(out, "564/564") {
+		t.Errorf("ls after the refusals: %s", out)
 	}
 }
 
