@@ -150,8 +150,13 @@ func Open(s Spec) (*Cache, error) {
 		c.Warn("write", fmt.Sprintf("cache %s is read-only: reading what it holds, computing the rest live", s.Dir))
 		return c, nil
 	}
-	if _, err := store.GetMeta(c.fp); err != nil {
-		meta := sharding.Meta{Stages: s.Stages, Samples: s.Samples, ShardSize: s.ShardSize, Epochs: 1, Created: time.Now().UTC()}
+	// The meta is written once, and again where it was written before
+	// EveryEpoch was recorded.
+	if m, err := store.GetMeta(c.fp); err != nil || m.EveryEpoch != !c.ordered {
+		meta := sharding.Meta{Stages: s.Stages, Samples: s.Samples, ShardSize: s.ShardSize, Epochs: 1, EveryEpoch: !c.ordered, Created: time.Now().UTC()}
+		if err == nil {
+			meta.Created = m.Created
+		}
 		if c.ordered {
 			meta.Epochs = s.Epochs
 		}

@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pipefeed/pipe/sharding"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -195,5 +197,43 @@ func TestCacheData(t *testing.T) {
 		if got != want {
 			t.Errorf("%s\ngot:\n%s\nwant:\n%s", cmd, got, want)
 		}
+	}
+}
+
+// TestMetaEveryEpoch: the meta of a cache before any random stage says one
+// copy serves every epoch (pipe cache ls shows it), also where an older
+// pipe wrote the meta without it; an ordered cache's does not.
+func TestMetaEveryEpoch(t *testing.T) {
+	dir := t.TempDir()
+	spec := Spec{Config: Config{Dir: dir, ShardSize: 4, Memory: 1 << 20}, Parts: []string{"one copy"}, Samples: 8}
+	fp := sharding.NewFingerprint(spec.Parts...)
+	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	store, err := sharding.OpenCache(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutMeta(fp, sharding.Meta{Samples: 8, ShardSize: 4, Epochs: 1, Created: created}); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	ordered := spec
+	ordered.Parts, ordered.Ordered, ordered.Epochs = []string{"ordered"}, true, 3
+	for _, s := range []Spec{spec, ordered} {
+		c, err := Open(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	store, err = sharding.OpenCache(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if m, err := store.GetMeta(fp); err != nil || !m.EveryEpoch || !m.Created.Equal(created) {
+		t.Errorf("one copy: meta %+v, %v", m, err)
+	}
+	if m, err := store.GetMeta(sharding.NewFingerprint(ordered.Parts...)); err != nil || m.EveryEpoch || m.Epochs != 3 {
+		t.Errorf("ordered: meta %+v, %v", m, err)
 	}
 }

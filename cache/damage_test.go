@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,6 +273,152 @@ func TestWarmCancelledAsItStarts(t *testing.T) {
 				t.Errorf("warm %d: %v", i, err)
 				return
 			}
+		}
+	})
+}
+
+// storeFileDamage damages one of the files read before any table: Badger's
+// MANIFEST and KEYREGISTRY, and pipe's format record.
+type storeFileDamage struct {
+	name, file string
+	damage     func(b []byte) []byte
+	// kept: the repair keeps every entry; else the store is rebuilt empty.
+	kept bool
+}
+
+func setByte(i int, v byte) func([]byte) []byte {
+	return func(b []byte) []byte { b[i] = v; return b }
+}
+
+func flipByte(i int) func([]byte) []byte {
+	return func(b []byte) []byte { b[(i+len(b))%len(b)] ^= 0x10; return b }
+}
+
+func truncateTo(n int) func([]byte) []byte { return func(b []byte) []byte { return b[:n] } }
+
+var storeFileDamages = []storeFileDamage{
+	{"MANIFEST version", "MANIFEST", setByte(7, 9), true},
+	{"MANIFEST magic", "MANIFEST", flipByte(1), true},
+	{"MANIFEST external magic", "MANIFEST", setByte(5, 1), true},
+	{"MANIFEST truncated in its header", "MANIFEST", truncateTo(5), false},
+	{"MANIFEST change checksum", "MANIFEST", flipByte(-1), false},
+	{"KEYREGISTRY sanity text", "KEYREGISTRY", flipByte(20), true},
+	{"KEYREGISTRY truncated", "KEYREGISTRY", truncateTo(20), true},
+	{"KEYREGISTRY empty", "KEYREGISTRY", truncateTo(0), true},
+	{"KEYREGISTRY grown", "KEYREGISTRY", func(b []byte) []byte { return append(b, 0, 0, 0, 9, 1, 2, 3, 4, 5) }, true},
+	{"pipe-cache.json garbled", "pipe-cache.json", func([]byte) []byte { return []byte(`xx{garb`) }, true},
+	{"pipe-cache.json truncated", "pipe-cache.json", truncateTo(12), true},
+	{"pipe-cache.json empty", "pipe-cache.json", truncateTo(0), true},
+}
+
+func damageFile(t *testing.T, name string, f func([]byte) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, f(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedStoreFiles damages the MANIFEST's header or a change in it,
+// the KEYREGISTRY or pipe's format record (pipe-cache.json), then opens
+// the cache, warms it and reads every sample, as pipe warm and a run would.
+// The open repairs the store with exactly one warning that names the
+// directory and the file; a damaged header, key registry or format record
+// loses no entry (the warm writes none); a damaged change rebuilds the store
+// empty. The next open finds nothing to say and computes nothing. (Before:
+// a MANIFEST version, a KEYREGISTRY flip or a damaged pipe-cache.json
+// disabled the cache for good, and warm failed with Badger's message; a
+// MANIFEST magic or a truncated KEYREGISTRY rebuilt the store empty.)
+func TestDamagedStoreFiles(t *testing.T) {
+	base := warmFixture(t)
+	cases := append(slices.Clone(storeFileDamages), storeFileDamage{"MANIFEST version and a table", "MANIFEST", setByte(7, 9), false})
+	for _, k := range cases {
+		t.Run(k.name, func(t *testing.T) {
+			dir := faults.CopyDir(t, base)
+			damageFile(t, filepath.Join(dir, k.file), k.damage)
+			if strings.Contains(k.name, "table") {
+				damageTables(t, dir)
+			}
+			faults.Within(t, 10*time.Second, "damaged", func() {
+				c, err := Open(damageSpec(dir))
+				if err != nil {
+					t.Fatalf("open: %v", err)
+				}
+				defer c.Close()
+				st, err := c.Warm(context.Background(), 0, 3, 2, func() ComputeFunc { return noisyCompute(c) }, nil)
+				if err != nil {
+					t.Fatalf("warm: %v", err)
+				}
+				w := c.Info().Warnings
+				outcome, written := "rebuilt empty", 3*c.Shards()
+				if k.kept {
+					outcome, written = "no entry lost", 0
+				}
+				if len(w) != 1 || !strings.Contains(w[0], dir) || !strings.Contains(w[0], k.file) || !strings.Contains(w[0], outcome) {
+					t.Errorf("warnings %q, want one naming %s, %s and %q", w, dir, k.file, outcome)
+				}
+				if st.Written != written {
+					t.Errorf("the warm wrote %d entries, want %d (warnings %q)", st.Written, written, w)
+				}
+				checkShards(t, "repaired", c)
+				if misses, _ := c.Counters(); misses > 0 {
+					t.Errorf("%d shards computed after the warm", misses)
+				}
+			})
+			faults.Within(t, 10*time.Second, "reopened", func() {
+				c, err := Open(damageSpec(dir))
+				if err != nil {
+					t.Fatalf("open: %v", err)
+				}
+				defer c.Close()
+				if w := c.Info().Warnings; len(w) != 0 {
+					t.Errorf("warnings after the repair: %q", w)
+				}
+				checkShards(t, "reopened", c)
+				if misses, _ := c.Counters(); misses > 0 {
+					t.Errorf("%d shards computed on the repaired store", misses)
+				}
+			})
+		})
+	}
+}
+
+// TestDamagedStoreReadOnly: a damaged store on a filesystem that cannot be
+// written is not repaired: one warning says so, naming the directory and
+// the damage, every sample is computed live and right, and a warm fails as
+// damaged. (Needs root, to mount a tmpfs and remount it read-only.)
+func TestDamagedStoreReadOnly(t *testing.T) {
+	base := warmFixture(t)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	dir := filepath.Join(mnt, "c")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	faults.CopyFiles(t, base, dir)
+	damageFile(t, filepath.Join(dir, "MANIFEST"), setByte(7, 9))
+	if out, err := exec.Command("mount", "-o", "remount,ro", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot remount read-only: %v %s", err, out)
+	}
+	faults.Within(t, 10*time.Second, "read-only", func() {
+		c, err := Open(damageSpec(dir))
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		defer c.Close()
+		w := c.Info().Warnings
+		if len(w) != 1 || !strings.Contains(w[0], dir) || !strings.Contains(w[0], "MANIFEST") || !strings.Contains(w[0], "read-only, so it is not repaired") || !strings.Contains(w[0], "computing live") {
+			t.Errorf("warnings %q", w)
+		}
+		checkShards(t, "read-only", c)
+		if _, err := c.Warm(context.Background(), 0, 3, 2, func() ComputeFunc { return noisyCompute(c) }, nil); !errors.Is(err, sharding.ErrDamaged) {
+			t.Errorf("warm: %v, want ErrDamaged", err)
 		}
 	})
 }

@@ -29,12 +29,14 @@
 //
 // A damaged store is treated as a damaged entry is, one level up: reported,
 // then recomputed and rewritten. [Open] repairs it (sharding.WithRepair)
-// with a warning that says what was done: a damaged value log header is set
-// right and nothing is lost; other damage rebuilds the store empty, so its
-// entries are computed and written again. A store found damaged while open
-// (Badger panicked in a call) is neither read nor written again: reads
-// compute live, the warning says so, and the next open rebuilds it; a warm
-// fails with an error wrapping sharding.ErrDamaged. Where the directory is
-// read-only the store is not repaired and the run computes live. Damage is
-// never a hang: the store recovers Badger's panics and bounds its close.
+// with one warning that names the directory, the damaged files and what
+// was done: a damaged value log header, MANIFEST header, KEYREGISTRY or
+// format record is written again and nothing is lost; other damage rebuilds
+// the store empty, so its entries are computed and written again. A store
+// found damaged while open (Badger panicked in a call) is neither read nor
+// written again: reads compute live, the warning says so, and the next open
+// rebuilds it; a warm fails with an error wrapping sharding.ErrDamaged.
+// Where the directory is read-only the store is not repaired, the warning
+// says so, and the run computes live. Damage is never a hang: the store
+// recovers Badger's panics and bounds its close.
 package cache

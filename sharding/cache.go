@@ -25,7 +25,9 @@ import (
 )
 
 // FormatVersion is the on-disk format this package writes and reads. A
-// directory written by a newer format is refused, never guessed at.
+// directory written by a newer format is refused, never guessed at. A
+// change of Badger's own format (the version in its MANIFEST header) must
+// bump it too: this package takes any other MANIFEST header for damage.
 const FormatVersion = 1
 
 // formatFile records the format of a cache directory beside Badger's files.
@@ -50,8 +52,9 @@ var (
 	// cannot be written) and a write was asked of it.
 	ErrReadOnly = errors.New("cache is read-only")
 	// ErrDamaged means the store itself is damaged, not one entry: a table
-	// of Badger's index or a value log header fails its check, Badger
-	// cannot open its files, or Badger panicked inside a call. A store found
+	// of Badger's index, a value log header, the MANIFEST, the KEYREGISTRY
+	// or pipe's format record fails its check, Badger cannot open its
+	// files, or Badger panicked inside a call. A store found
 	// damaged while open is not entered again: every later call returns the
 	// same error. OpenCache with WithRepair mends or rebuilds it.
 	ErrDamaged = errors.New("damaged cache store")
@@ -86,8 +89,12 @@ type Meta struct {
 	ShardSize int `json:"shard_size"`
 	// Epochs is how many distinct epochs the pipeline caches (1 when
 	// nothing random runs before the cache).
-	Epochs  int       `json:"epochs"`
-	Created time.Time `json:"created"`
+	Epochs int `json:"epochs"`
+	// EveryEpoch reports one copy, stored as epoch 0, that every epoch
+	// reads: nothing random runs before the cache. (Absent from what
+	// pipe wrote before it was recorded: false.)
+	EveryEpoch bool      `json:"every_epoch,omitempty"`
+	Created    time.Time `json:"created"`
 }
 
 // Shards is the number of shards of an epoch.
@@ -148,10 +155,11 @@ func WithReserve(n int64) CacheOption {
 
 // WithRepair makes OpenCache mend a damaged store rather than fail with
 // ErrDamaged (default false, for tools that report, like pipe cache verify).
-// A damaged value log header is rewritten as Badger wrote it and no entry is
-// lost; any other damage rebuilds the store empty, so its entries are
-// computed and written again. Repairs says what was done. A read-only
-// directory is never changed.
+// Damage to bytes whose content is known (a value log header, the MANIFEST's
+// header, the KEYREGISTRY of a store that is never encrypted, pipe's format
+// record) is written again as it was and no entry is lost; any other damage
+// rebuilds the store empty, so its entries are computed and written again.
+// Repairs says what was done. A read-only directory is never changed.
 func WithRepair(on bool) CacheOption {
 	return func(c *cacheConfig) { c.repair = on }
 }
@@ -214,18 +222,20 @@ func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
 		readOnly = true
 		cfg.badger = cfg.badger.WithReadOnly(true)
 	}
-	repairs, err := checkOrRepair(dir, cfg, readOnly, nil)
+	var rep repair
+	found, err := checkOrRepair(dir, cfg, readOnly, nil)
 	if err != nil {
 		return nil, err
 	}
+	rep.add(found)
 	db, err := openBadger(cfg.badger)
 	if errors.Is(err, ErrDamaged) {
 		// Damage only Badger saw: rebuild if allowed, and open again.
-		more, rerr := checkOrRepair(dir, cfg, readOnly, err)
+		found, rerr := checkOrRepair(dir, cfg, readOnly, err)
 		if rerr != nil {
 			return nil, rerr
 		}
-		repairs = append(repairs, more...)
+		rep.add(found)
 		db, err = openBadger(cfg.badger)
 	}
 	if err != nil {
@@ -239,7 +249,7 @@ func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
 	// reads verify, and hashing twice cost 6 % of a warm ImageNet epoch.
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
 	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.IgnoreChecksum(true))
-	return &Cache{db: db, dir: dir, enc: enc, dec: dec, readOnly: readOnly, reserve: cfg.reserve, repairs: repairs}, nil
+	return &Cache{db: db, dir: dir, enc: enc, dec: dec, readOnly: readOnly, reserve: cfg.reserve, repairs: rep.lines(dir)}, nil
 }
 
 func lockedError(dir string) error {
@@ -249,8 +259,9 @@ func lockedError(dir string) error {
 // ReadOnly reports whether the cache was opened read-only.
 func (c *Cache) ReadOnly() bool { return c.readOnly }
 
-// Repairs describes the damage OpenCache found and repaired, one line each;
-// none when the store was whole.
+// Repairs describes the damage OpenCache found and what it did, in one line
+// that names the directory and each damaged file; none when the store was
+// whole.
 func (c *Cache) Repairs() []string { return c.repairs }
 
 // writable reports whether files can be created in dir.
@@ -268,18 +279,18 @@ func isReadOnly(err error) bool {
 	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
 
-// checkFormat refuses a directory of a newer format and stamps a new one.
+// checkFormat refuses a directory of a newer format, or one that holds
+// other files and no format record, and stamps a new one. A record that
+// cannot be read is damage, which checkStore reports.
 func checkFormat(dir string) error {
-	name := filepath.Join(dir, formatFile)
-	b, err := os.ReadFile(name)
+	b, err := os.ReadFile(filepath.Join(dir, formatFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		entries, _ := os.ReadDir(dir)
 		if len(entries) > 0 {
 			return fmt.Errorf("cache %s: the directory is not empty and has no %s: not a pipe cache (choose an empty or new dir=)", dir, formatFile)
 		}
-		b, _ := json.Marshal(formatRecord{Format: FormatVersion, Writer: "pipe"})
-		if err := os.WriteFile(name, b, 0o644); err != nil {
+		if err := writeFormat(dir); err != nil {
 			return fmt.Errorf("cache %s: %w", dir, err)
 		}
 		return nil
@@ -287,13 +298,16 @@ func checkFormat(dir string) error {
 		return fmt.Errorf("cache %s: %w", dir, err)
 	}
 	var f formatRecord
-	if err := json.Unmarshal(b, &f); err != nil || f.Format < 1 {
-		return fmt.Errorf("cache %s: %s is unreadable: %q", dir, formatFile, b)
-	}
-	if f.Format > FormatVersion {
+	if json.Unmarshal(b, &f) == nil && f.Format > FormatVersion {
 		return fmt.Errorf("cache %s: %w: format %d, this pipe reads format %d (upgrade pipe, or use another dir=)", dir, ErrNewerFormat, f.Format, FormatVersion)
 	}
 	return nil
+}
+
+// writeFormat writes the format record of this package.
+func writeFormat(dir string) error {
+	b, _ := json.Marshal(formatRecord{Format: FormatVersion, Writer: "pipe"})
+	return os.WriteFile(filepath.Join(dir, formatFile), b, 0o644)
 }
 
 // Close flushes and closes the cache. It does not wait for Badger for good:

@@ -1,10 +1,13 @@
 package sharding
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -141,51 +144,69 @@ func (c *Cache) closeDB() error {
 	}
 }
 
-// damage is what checkStore found: headers lists value log files whose
-// header alone is damaged (repairable exactly); err is any other damage.
+// damage is what checkStore found: fixes mend what can be mended exactly
+// (the bytes Badger or pipe wrote there are known), err is any other damage.
 type damage struct {
-	headers []string
-	err     error
+	fixes []fix
+	err   error
 }
 
-func (d damage) found() bool { return d.err != nil || len(d.headers) > 0 }
+// fix is damage to bytes whose content is known, and how to write them.
+type fix struct {
+	what  string
+	apply func() error
+}
 
-// summary describes the damage in one phrase.
-func (d damage) summary() string {
-	if d.err != nil {
-		return d.err.Error()
+func (d damage) found() bool { return d.err != nil || len(d.fixes) > 0 }
+
+// list names the damage, a phrase each.
+func (d damage) list() []string {
+	var s []string
+	for _, f := range d.fixes {
+		s = append(s, f.what)
 	}
-	return fmt.Sprintf("value log %s: damaged header", strings.Join(d.headers, ", "))
+	if d.err != nil {
+		s = append(s, d.err.Error())
+	}
+	return s
 }
 
-// checkStore checks what Badger would trust blindly when it opens dir: the
-// damage mark an earlier run left, every table the manifest lists, and the
-// header of every value log file. A manifest Badger cannot read is left to
-// Badger's open to report.
+// mend applies the fixes; it is for damage with no err.
+func (d damage) mend() error {
+	for _, f := range d.fixes {
+		if err := f.apply(); err != nil {
+			return fmt.Errorf("%s: %w", f.what, err)
+		}
+	}
+	return nil
+}
+
+// checkStore checks what Badger would trust blindly, or refuse, when it
+// opens dir: the damage mark an earlier run left, pipe's format record,
+// Badger's key registry and the header of its manifest, every change the
+// manifest holds and every table it lists, and the header of every value
+// log file. A manifest whose header is damaged is not read further: once
+// its header is mended, checkStore runs again.
 func checkStore(dir string, opt badger.Options) damage {
 	if b, err := os.ReadFile(filepath.Join(dir, damagedFile)); err == nil {
 		return damage{err: fmt.Errorf("marked damaged by an earlier run: %s", strings.TrimSpace(string(b)))}
 	}
 	var d damage
-	if f, err := os.Open(filepath.Join(dir, badger.ManifestFilename)); err == nil {
-		m, _, err := badger.ReplayManifestFile(f, opt.ExternalMagicVersion, opt)
-		f.Close()
-		if err == nil {
-			ids := make([]uint64, 0, len(m.Tables))
-			for id := range m.Tables {
-				ids = append(ids, id)
-			}
-			slices.Sort(ids)
-			for _, id := range ids {
-				tm := m.Tables[id]
-				if tm.Compression != options.None || tm.KeyID != 0 {
-					continue // not written by this package: Badger checks it
-				}
-				name := fmt.Sprintf("%06d.sst", id)
-				if err := checkTable(filepath.Join(dir, name)); err != nil {
-					return damage{err: fmt.Errorf("table %s: %w", name, err)}
-				}
-			}
+	if f, ok := formatDamaged(dir); ok {
+		d.fixes = append(d.fixes, f)
+	}
+	if f, ok := keyRegistryDamaged(dir); ok {
+		d.fixes = append(d.fixes, f)
+	}
+	f, ok, err := manifestDamaged(dir)
+	switch {
+	case err != nil:
+		return damage{err: err}
+	case ok:
+		d.fixes = append(d.fixes, f)
+	default:
+		if err := checkTables(dir, opt); err != nil {
+			return damage{err: err}
 		}
 	}
 	vlogs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
@@ -194,10 +215,158 @@ func checkStore(dir string, opt badger.Options) damage {
 		if bad, err := vlogHeaderDamaged(name); err != nil {
 			return damage{err: fmt.Errorf("value log %s: %w", filepath.Base(name), err)}
 		} else if bad {
-			d.headers = append(d.headers, filepath.Base(name))
+			d.fixes = append(d.fixes, fix{
+				what:  fmt.Sprintf("value log %s: damaged header", filepath.Base(name)),
+				apply: func() error { return writeAt(name, make([]byte, 8)) },
+			})
 		}
 	}
 	return d
+}
+
+// formatDamaged reports a format record that exists and cannot be read
+// (checkFormat has dealt with a missing one and a newer format); the fix
+// writes it again. Its entries are kept: each carries its own format and
+// layout, checked when it is read, and Badger checks its own version.
+func formatDamaged(dir string) (fix, bool) {
+	name := filepath.Join(dir, formatFile)
+	b, err := readSmall(name, 4<<10)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fix{}, false
+	}
+	var f formatRecord
+	if err == nil && json.Unmarshal(b, &f) == nil && f.Format >= 1 {
+		return fix{}, false
+	}
+	what := fmt.Sprintf("%s: unreadable (%q)", formatFile, b)
+	if err != nil {
+		what = fmt.Sprintf("%s: unreadable (%v)", formatFile, err)
+	}
+	return fix{what: what, apply: func() error { return writeFormat(dir) }}, true
+}
+
+// readSmall reads a file of at most limit bytes; a larger one is an error.
+func readSmall(name string, limit int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("over %d bytes", limit)
+	}
+	return b, err
+}
+
+// sanityText is what Badger's key registry holds after its 16-byte IV,
+// encrypted with the store's key, or in clear where there is none.
+const sanityText = "Hello Badger"
+
+// keyRegistryDamaged checks Badger's KEYREGISTRY. The store is never
+// encrypted, so Badger wrote exactly a random IV and the sanity text in
+// clear, and no data keys; anything else is damage, on which Badger refuses
+// the store ("Encryption key mismatch"). The fix removes the file, and
+// Badger writes a new one as it opens: nothing in the store needs a key.
+func keyRegistryDamaged(dir string) (fix, bool) {
+	name := filepath.Join(dir, badger.KeyRegistryFileName)
+	b, err := readSmall(name, 4<<10)
+	var what string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fix{}, false // Badger writes one
+	case err != nil:
+		what = err.Error()
+	case len(b) != 16+len(sanityText):
+		what = fmt.Sprintf("%d bytes, Badger writes %d", len(b), 16+len(sanityText))
+	case string(b[16:]) != sanityText:
+		what = fmt.Sprintf("sanity text %q, Badger writes %q", b[16:], sanityText)
+	default:
+		return fix{}, false
+	}
+	return fix{
+		what:  fmt.Sprintf("%s: damaged (%s)", badger.KeyRegistryFileName, what),
+		apply: func() error { return os.Remove(name) },
+	}, true
+}
+
+// manifestHeader is what Badger writes at the start of its MANIFEST: the
+// magic "Bdgr", the external magic version (big-endian uint16; pipe sets
+// none, 0) and Badger's manifest format (uint16, 8 in Badger 4).
+// TestManifestHeader compares it with a store Badger writes, so an upgrade
+// of Badger that changes its format is noticed (and must bump
+// FormatVersion, or this check would take the new header for damage).
+var manifestHeader = [8]byte{'B', 'd', 'g', 'r', 0, 0, 0, 8}
+
+// manifestDamaged checks Badger's MANIFEST. A damaged header (Badger
+// refuses the store for it: "bad magic", "unsupported version") is a fix
+// that writes it again, keeping every change after it; a manifest too short
+// to hold one, or a change Badger cannot replay, is an error.
+func manifestDamaged(dir string) (fix, bool, error) {
+	name := filepath.Join(dir, badger.ManifestFilename)
+	f, err := os.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fix{}, false, nil // a new store
+	}
+	if err != nil {
+		return fix{}, false, fmt.Errorf("%s: %w", badger.ManifestFilename, err)
+	}
+	defer f.Close()
+	var head [8]byte
+	if n, _ := io.ReadFull(f, head[:]); n < len(head) {
+		return fix{}, false, fmt.Errorf("%s: %d bytes, shorter than its header", badger.ManifestFilename, n)
+	}
+	if head == manifestHeader {
+		return fix{}, false, nil
+	}
+	var bad []string
+	if !bytes.Equal(head[:4], manifestHeader[:4]) {
+		bad = append(bad, fmt.Sprintf("magic %q, want %q", head[:4], manifestHeader[:4]))
+	}
+	for _, part := range []struct {
+		name string
+		at   int
+	}{{"external magic", 4}, {"version", 6}} {
+		got, want := binary.BigEndian.Uint16(head[part.at:]), binary.BigEndian.Uint16(manifestHeader[part.at:])
+		if got != want {
+			bad = append(bad, fmt.Sprintf("%s %d, want %d", part.name, got, want))
+		}
+	}
+	return fix{
+		what:  fmt.Sprintf("%s: damaged header (%s)", badger.ManifestFilename, strings.Join(bad, ", ")),
+		apply: func() error { return writeAt(name, manifestHeader[:]) },
+	}, true, nil
+}
+
+// checkTables replays the manifest as Badger will (a change that does not
+// replay is damage) and checks every table it lists that this package
+// wrote.
+func checkTables(dir string, opt badger.Options) error {
+	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
+	if err != nil {
+		return nil // none yet, or left to Badger to report
+	}
+	m, _, err := badger.ReplayManifestFile(f, opt.ExternalMagicVersion, opt)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %s", badger.ManifestFilename, oneLine(err))
+	}
+	ids := make([]uint64, 0, len(m.Tables))
+	for id := range m.Tables {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		tm := m.Tables[id]
+		if tm.Compression != options.None || tm.KeyID != 0 {
+			continue // not written by this package: Badger checks it
+		}
+		name := fmt.Sprintf("%06d.sst", id)
+		if err := checkTable(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("table %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // vlogHeaderDamaged reports whether a value log file's header is damaged.
@@ -306,42 +475,35 @@ func verifyChecksum(data []byte, sum *pb.Checksum) error {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// repairHeaders writes a clear data key ID into each named value log
-// file's header: exactly the bytes Badger wrote there, since the store is
-// not encrypted.
-func repairHeaders(dir string, names []string) error {
-	for _, name := range names {
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		_, err = f.WriteAt(make([]byte, 8), 0)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
+// writeAt writes b at the start of the file.
+func writeAt(name string, b []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return err
 	}
-	return nil
+	_, err = f.WriteAt(b, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
-// rebuild empties the store in dir: every file but the format record, so
-// Badger starts a new store there.
+// rebuild empties the store in dir, so that Badger starts a new one there:
+// every file is removed and the format record written again.
 func rebuild(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if e.IsDir() || e.Name() == formatFile {
+		if e.IsDir() {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
-	return nil
+	return writeFormat(dir)
 }
 
 // damageSigns are the words of Badger's open errors that mean its files
@@ -350,7 +512,8 @@ func rebuild(dir string) error {
 var damageSigns = []string{
 	"checksum", "Invalid datakey id", "manifest has bad magic", "might be corrupted", "MANIFEST invalid",
 	"invalid manifestChange", "file does not exist for table", "failed to read index", "Data corrupted",
-	"sanity text", "invalid wire-format", "unexpected EOF", "While opening vlog file",
+	"sanity text", "invalid wire-format", "unexpected EOF", "While opening vlog file", "unsupported version",
+	"external magic number", "Encryption key mismatch", "key registry",
 }
 
 // badgerDamage is damage Badger met opening a store: an error that means
@@ -369,22 +532,47 @@ func openBadger(opt badger.Options) (db *badger.DB, err error) {
 	}()
 	db, err = badger.Open(opt)
 	if err != nil && slices.ContainsFunc(damageSigns, func(s string) bool { return strings.Contains(err.Error(), s) }) {
-		err = &badgerDamage{err.Error()}
+		err = &badgerDamage{oneLine(err)}
 	}
 	return db, err
 }
 
+// repair is the damage an open found and mended.
+type repair struct {
+	found   []string // a phrase each
+	rebuilt bool     // the store was rebuilt empty; else no entry was lost
+}
+
+func (r *repair) add(more repair) {
+	r.found = append(r.found, more.found...)
+	r.rebuilt = r.rebuilt || more.rebuilt
+}
+
+// lines says what was done, in one line; none when nothing was damaged.
+func (r repair) lines(dir string) []string {
+	if len(r.found) == 0 {
+		return nil
+	}
+	what := "repaired, no entry lost"
+	if r.rebuilt {
+		what = "rebuilt empty; its entries are computed and written again"
+	}
+	return []string{fmt.Sprintf("cache %s: %v: %s: %s", dir, ErrDamaged, strings.Join(r.found, "; "), what)}
+}
+
 // checkOrRepair checks the store in dir (or takes found, damage Badger met
 // opening it) under Badger's directory lock, and repairs it when the
-// configuration allows and dir is writable. It returns the repairs made, or
-// an error wrapping ErrDamaged for damage left in place.
-func checkOrRepair(dir string, cfg cacheConfig, readOnly bool, found error) ([]string, error) {
+// configuration allows and dir is writable: damage to bytes whose content
+// is known is mended and the store checked again; any other damage, or
+// damage left after mending, rebuilds it empty. It returns what it found
+// and did, or an error wrapping ErrDamaged for damage left in place.
+func checkOrRepair(dir string, cfg cacheConfig, readOnly bool, found error) (repair, error) {
 	unlock, err := lockDir(dir, readOnly)
 	if errors.Is(err, ErrLocked) {
-		return nil, lockedError(dir)
+		return repair{}, lockedError(dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cache %s: %w", dir, err)
+		return repair{}, fmt.Errorf("cache %s: %w", dir, err)
 	}
 	defer unlock()
 	d := damage{err: found}
@@ -392,20 +580,31 @@ func checkOrRepair(dir string, cfg cacheConfig, readOnly bool, found error) ([]s
 		d = checkStore(dir, cfg.badger)
 	}
 	if !d.found() {
-		return nil, nil
+		return repair{}, nil
 	}
-	what := fmt.Errorf("cache %s: %w: %s", dir, ErrDamaged, d.summary())
+	r := repair{found: d.list()}
+	what := fmt.Errorf("cache %s: %w: %s", dir, ErrDamaged, strings.Join(r.found, "; "))
 	switch {
 	case readOnly:
-		return nil, fmt.Errorf("%w (the directory is read-only, so it is not repaired)", what)
+		return repair{}, fmt.Errorf("%w (the directory is read-only, so it is not repaired)", what)
 	case !cfg.repair:
-		return nil, fmt.Errorf("%w (a pipe run or warm with this cache repairs it)", what)
+		return repair{}, fmt.Errorf("%w (a pipe run or warm with this cache repairs it)", what)
 	}
-	if d.err == nil && repairHeaders(dir, d.headers) == nil {
-		return []string{fmt.Sprintf("%v: repaired, no entry lost", what)}, nil
+	if d.err == nil {
+		err := d.mend()
+		if err == nil {
+			again := checkStore(dir, cfg.badger)
+			if !again.found() {
+				return r, nil
+			}
+			r.found = append(r.found, again.list()...)
+		} else {
+			r.found = append(r.found, "mending it failed: "+err.Error())
+		}
 	}
+	r.rebuilt = true
 	if err := rebuild(dir); err != nil {
-		return nil, fmt.Errorf("%w; rebuilding it failed: %v", what, err)
+		return repair{}, fmt.Errorf("%w; rebuilding it failed: %v", what, err)
 	}
-	return []string{fmt.Sprintf("%v: rebuilt empty; its entries are computed and written again", what)}, nil
+	return r, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -358,4 +359,84 @@ func TestViewCallbackPanic(t *testing.T) {
 	if _, err := c.Get(damageFP, 0, 0, "u8", nil); err != nil {
 		t.Errorf("Get after the panic: %v", err)
 	}
+}
+
+// TestManifestHeader: the header checkStore expects is the one Badger
+// writes (a Badger upgrade that changes its format must bump FormatVersion,
+// and this fails until manifestHeader follows).
+func TestManifestHeader(t *testing.T) {
+	dir := t.TempDir()
+	if err := openTest(t, dir).Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "MANIFEST"))
+	if err != nil || len(b) < 8 || [8]byte(b[:8]) != manifestHeader {
+		t.Errorf("MANIFEST starts %q (%v), want %q", b[:min(len(b), 8)], err, manifestHeader)
+	}
+}
+
+// TestDamagedStoreFilesReported: a damaged MANIFEST header, KEYREGISTRY or
+// format record, opened without WithRepair (as pipe cache ls, verify and gc
+// do), is an error wrapping ErrDamaged that names the directory and the
+// file, and the directory is left as it was; opened with WithRepair, every
+// entry reads back. (Before: Badger's own message, "Encryption key
+// mismatch" or "unsupported version", not taken for damage.)
+func TestDamagedStoreFilesReported(t *testing.T) {
+	shortCloseWait(t)
+	base, want := damageFixture(t)
+	for _, k := range []struct {
+		name, file string
+		at         int
+	}{{"MANIFEST version", "MANIFEST", 7}, {"KEYREGISTRY", "KEYREGISTRY", 20}, {"format record", formatFile, 2}} {
+		t.Run(k.name, func(t *testing.T) {
+			dir := faults.CopyDir(t, base)
+			name := filepath.Join(dir, k.file)
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[k.at] ^= 0x11
+			if err := os.WriteFile(name, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := dirFiles(t, dir)
+			faults.Within(t, 10*time.Second, k.name, func() {
+				_, err := OpenCache(dir)
+				if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), k.file) || !strings.Contains(err.Error(), "repairs it") {
+					t.Errorf("open: %v, want ErrDamaged naming %s", err, k.file)
+				}
+				if after := dirFiles(t, dir); !maps.Equal(after, before) {
+					t.Error("an open without repair changed the directory")
+				}
+				c, err := OpenCache(dir, WithRepair(true))
+				if err != nil {
+					t.Fatalf("open with repair: %v", err)
+				}
+				if r := c.Repairs(); len(r) != 1 || !strings.Contains(r[0], k.file) || !strings.Contains(r[0], "no entry lost") {
+					t.Errorf("repairs %q", r)
+				}
+				if lost, _ := exercise(t, "repaired", c, want); lost > 0 {
+					t.Errorf("%d entries lost", lost)
+				}
+			})
+		})
+	}
+}
+
+// dirFiles maps each file of dir to its bytes.
+func dirFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[e.Name()] = string(b)
+	}
+	return m
 }

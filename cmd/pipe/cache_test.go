@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/internal/faults"
 )
 
 // buildPipe builds the pipe command into a temporary directory.
@@ -135,18 +136,48 @@ func TestCacheCommands(t *testing.T) {
 	if !strings.Contains(out, "1 fingerprint(s)") || !strings.Contains(out, "564/564") {
 		t.Errorf("ls after gc: %s", out)
 	}
+	// Wrong command lines exit 2 and change nothing; a --keep file that
+	// has no cache stage, or caches elsewhere, would keep nothing.
+	noCache := writePipe(t, "source synthetic n=10\nbatch 5\n")
+	elsewhereDir := filepath.Join(t.TempDir(), "cache")
+	elsewhere := cachePipe(t, elsewhereDir, true)
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"cache", "gc", dir}, "needs --keep"},
 		{[]string{"cache", "ls", filepath.Join(dir, "absent")}, "no such file"},
-		{[]string{"warm", writePipe(t, "source synthetic n=10\nbatch 5\n")}, "has no cache stage"},
+		{[]string{"warm", noCache}, "has no cache stage"},
+		{[]string{"cache", "gc", dir, "--keep", noCache}, noCache + " has no cache stage, so it would keep nothing"},
+		{[]string{"cache", "gc", dir, "--keep", cached, "--keep", elsewhere}, elsewhere + " caches in " + elsewhereDir + ", not in " + dir + ", so it would keep nothing there"},
+		{[]string{"cache", "list", dir}, `unknown command "list" for "pipe cache" (did you mean "ls"?)`},
+		{[]string{"cache", "clean", dir}, `(did you mean "gc"?)`},
+		{[]string{"cache", "verfy", dir}, `(did you mean "verify"?)`},
+		{[]string{"cache", "frobnicate", dir}, `unknown command "frobnicate" for "pipe cache"; its commands are ls, verify and gc`},
 	} {
 		_, errs, code := pipeCmd(t, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d, %s", c.args, code, errs)
 		}
+	}
+	out, _, _ = pipeCmd(t, "cache", "ls", dir)
+	if !strings.Contains(out, "1 fingerprint(s)") || !strings.Contains(out, "564/564") {
+		t.Errorf("ls after the refusals: %s", out)
+	}
+}
+
+// TestCacheLsOneCopy: a cache before any random stage holds one copy that
+// every epoch reads, and ls says so (it said EPOCHS 0).
+func TestCacheLsOneCopy(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	file := writePipe(t, "source synthetic n=600\nshuffle seed=3\ncache dir="+dir+" shard=64\nrandom_crop size=32 pad=4 fill=reflect\nbatch 100\nto_tensor layout=nchw dtype=float32\n")
+	if out, errs, code := pipeCmd(t, "warm", file); code != 0 || !strings.Contains(out, "10 shards present, 10 written") {
+		t.Fatalf("warm: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, code := pipeCmd(t, "cache", "ls", dir)
+	lines := strings.Split(out, "\n")
+	if code != 0 || len(lines) < 2 || !strings.Contains(out, "EPOCHS") || !strings.Contains(lines[1], "  all (one copy)  ") || !strings.Contains(lines[1], "10/10") {
+		t.Errorf("ls: exit %d\n%s", code, out)
 	}
 }
 
@@ -178,4 +209,73 @@ func TestWarmOnACacheInUse(t *testing.T) {
 	if code != 0 || !strings.Contains(errs, "pipe: warning: cache disabled, computing live: ") || len(jsonLines(t, out)) != 1 {
 		t.Errorf("bench --json on a cache in use: exit %d\nstdout %q\nstderr %q", code, out, errs)
 	}
+}
+
+// TestDamagedCacheRepaired: a cache whose MANIFEST header, KEYREGISTRY or
+// pipe-cache.json is damaged is repaired by pipe warm, which says so once
+// (naming the directory, the file and what was done) and exits 0; the next
+// run reads every entry. A run or bench --json meeting the damage says it
+// once too. (Before: warm exited 1 with Badger's message, or pipe's
+// "unreadable", and runs printed their warning twice.)
+func TestDamagedCacheRepaired(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "cache")
+	body := func(dir string) string {
+		return "source synthetic n=600\nshuffle seed=3\nrandom_crop size=32 pad=4 fill=reflect\ncache dir=" + dir +
+			" epochs=2 shard=64\nflip horizontal\nbatch 100\nto_tensor layout=nchw dtype=float32\n"
+	}
+	if _, errs, code := pipeCmd(t, "warm", writePipe(t, body(base)), "-q"); code != 0 {
+		t.Fatalf("warm: exit %d: %s", code, errs)
+	}
+	damaged := func(file string, at int) (string, string) {
+		dir := faults.CopyDir(t, base)
+		name := filepath.Join(dir, file)
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[at] ^= 0x11
+		if err := os.WriteFile(name, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir, writePipe(t, body(dir))
+	}
+	for _, k := range []struct {
+		file string
+		at   int
+	}{{"MANIFEST", 7}, {"KEYREGISTRY", 20}, {"pipe-cache.json", 3}} {
+		dir, file := damaged(k.file, k.at)
+		out, errs, code := pipeCmd(t, "warm", file, "-q")
+		if code != 0 || strings.Count(out+errs, "damaged cache store") != 1 || !strings.Contains(out, "20 shards present, 0 written") {
+			t.Errorf("%s: warm: exit %d\nstdout %s\nstderr %s", k.file, code, out, errs)
+		}
+		if w := strings.Join(warningLines(errs), "\n"); !strings.Contains(w, dir) || !strings.Contains(w, k.file+": damaged") && !strings.Contains(w, k.file+": unreadable") || !strings.Contains(w, "repaired, no entry lost") {
+			t.Errorf("%s: warm's warning %q", k.file, w)
+		}
+		out, errs, code = pipeCmd(t, "run", file, "--epochs", "2")
+		if code != 0 || strings.Count(out, "cache: 10 read, 0 computed") != 2 || strings.Contains(out+errs, "warning") {
+			t.Errorf("%s: run after the warm: exit %d\nstdout %s\nstderr %s", k.file, code, out, errs)
+		}
+
+		_, file = damaged(k.file, k.at)
+		out, errs, code = pipeCmd(t, "run", file)
+		if code != 0 || strings.Count(out+errs, "damaged cache store") != 1 || !strings.Contains(out, "cache: 10 read, 0 computed") {
+			t.Errorf("%s: run: exit %d\nstdout %s\nstderr %s", k.file, code, out, errs)
+		}
+		_, file = damaged(k.file, k.at)
+		out, errs, code = pipeCmd(t, "bench", file, "--epochs", "1", "--json")
+		if code != 0 || strings.Count(out+errs, "damaged cache store") != 1 || !strings.Contains(errs, "pipe: warning: cache ") {
+			t.Errorf("%s: bench --json: exit %d\nstdout %s\nstderr %s", k.file, code, out, errs)
+		}
+	}
+}
+
+// warningLines are the lines of s that carry a warning.
+func warningLines(s string) []string {
+	var w []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, "warning") {
+			w = append(w, l)
+		}
+	}
+	return w
 }

@@ -108,10 +108,16 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 		return usageError{errors.New("--resume continues training: the file has no train stage")}
 	}
 	out, errw := output(c), c.ErrOrStderr()
+	// The warnings met loading the file are said here, and the summary
+	// says only those that arose after.
+	said := 0
+	if c := p.CacheInfo(); c != nil {
+		said = len(c.Warnings)
+	}
 	if f.json {
 		// stdout is the JSON objects; the warnings the summary would
 		// carry go to stderr rather than nowhere.
-		warnings(errw, p)
+		warnings(errw, p, 0)
 	} else {
 		fmt.Fprint(out, describe(p))
 	}
@@ -153,18 +159,18 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 		return err
 	}
 	if f.json {
-		warnings(errw, p)
+		warnings(errw, p, said)
 	} else {
-		fmt.Fprint(out, summary(p, stats, f.consume > 0))
+		fmt.Fprint(out, summary(p, stats, f.consume > 0, said))
 	}
 	return nil
 }
 
-// warnings writes the cache's warnings to w, one "pipe: warning:" line each:
-// what --json leaves out of stdout.
-func warnings(w io.Writer, p *pipe.Pipeline) {
+// warnings writes the cache's warnings after the first said to w, one
+// "pipe: warning:" line each: what --json leaves out of stdout.
+func warnings(w io.Writer, p *pipe.Pipeline, said int) {
 	if c := p.CacheInfo(); c != nil && rank0() {
-		for _, m := range c.Warnings {
+		for _, m := range c.Warnings[min(said, len(c.Warnings)):] {
 			fmt.Fprintf(w, "pipe: warning: %s\n", m)
 		}
 	}
@@ -258,8 +264,9 @@ func epochLine(s pipe.EpochStats, consumed bool) string {
 	return line
 }
 
-// summary is a stream's closing lines; consumed as for epochLine.
-func summary(p *pipe.Pipeline, stats []pipe.EpochStats, consumed bool) string {
+// summary is a stream's closing lines, with the cache's warnings after the
+// first said; consumed as for epochLine.
+func summary(p *pipe.Pipeline, stats []pipe.EpochStats, consumed bool, said int) string {
 	var b strings.Builder
 	images, secs, stall := 0, 0.0, 0.0
 	for _, s := range stats {
@@ -274,7 +281,7 @@ func summary(p *pipe.Pipeline, stats []pipe.EpochStats, consumed bool) string {
 	b.WriteString("\n")
 	if c := p.CacheInfo(); c != nil {
 		// Warnings that arose during the run (damaged entries, failed writes).
-		for _, w := range c.Warnings {
+		for _, w := range c.Warnings[min(said, len(c.Warnings)):] {
 			fmt.Fprintf(&b, "warning  %s\n", w)
 		}
 	}

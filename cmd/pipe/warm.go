@@ -112,11 +112,29 @@ func newCache() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "cache",
 		Short: "inspect and maintain cache directories: ls, verify, gc",
+		Args:  cobra.ArbitraryArgs,
+		// 1, not cobra's 2: two of the names have two letters, and at 2
+		// any two letters would suggest them ("cp": did you mean "gc"?).
+		SuggestionsMinimumDistance: 1,
+		// Without arguments, the help; with a word that is no subcommand,
+		// a wrong command line (cobra itself would print the help and
+		// exit 0).
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+			}
+			return usageError{fmt.Errorf("%s; its commands are ls, verify and gc", msg)}
+		},
 	}
 	c.AddCommand(&cobra.Command{
-		Use:   "ls DIR",
-		Short: "list the fingerprints in a cache with their epochs, entries, bytes on disk and compression ratio",
-		Args:  exactArgs(1),
+		Use:        "ls DIR",
+		Short:      "list the fingerprints in a cache with their epochs, entries, bytes on disk and compression ratio",
+		SuggestFor: []string{"list"},
+		Args:       exactArgs(1),
 		RunE: withCacheDir(func(c *cobra.Command, dir string, cache *sharding.Cache) error {
 			us, err := cache.Usages()
 			if err != nil {
@@ -129,7 +147,11 @@ func newCache() *cobra.Command {
 				if len(stages) > 60 {
 					stages = stages[:57] + "..."
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d/%d\t%.1f\t%.1f\t%.2f\t%s\n", u.Fingerprint, epochList(u.Epochs),
+				epochs := epochList(u.Epochs)
+				if u.Meta.EveryEpoch {
+					epochs = "all (one copy)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d/%d\t%.1f\t%.1f\t%.2f\t%s\n", u.Fingerprint, epochs,
 					u.Entries, len(u.Epochs)*u.Meta.Shards(), float64(u.DiskBytes)/1e6, float64(u.RawBytes)/1e6, u.Ratio(), stages)
 			}
 			w.Flush()
@@ -138,9 +160,10 @@ func newCache() *cobra.Command {
 		}),
 	})
 	c.AddCommand(&cobra.Command{
-		Use:   "verify DIR",
-		Short: "read every entry and check its checksum; exits 1 if any is damaged",
-		Args:  exactArgs(1),
+		Use:        "verify DIR",
+		Short:      "read every entry and check its checksum; exits 1 if any is damaged",
+		SuggestFor: []string{"check"},
+		Args:       exactArgs(1),
 		RunE: withCacheDir(func(c *cobra.Command, dir string, cache *sharding.Cache) error {
 			bad, n, err := cache.Verify(nil)
 			if err != nil {
@@ -160,24 +183,30 @@ func newCache() *cobra.Command {
 	gc := &cobra.Command{
 		Use:   "gc DIR --keep FILE...",
 		Short: "delete every fingerprint that none of the given pipelines uses, then reclaim disk space",
-		Args:  exactArgs(1),
+		Long: `gc keeps the entries of the caches of the .pipe files given with --keep and
+deletes every other fingerprint in DIR. Each file must have a cache stage
+whose dir= is DIR: any other would keep nothing, and is refused (exit 2).
+--keep /dev/null keeps nothing.`,
+		SuggestFor: []string{"clean", "prune"},
+		Args:       exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(keep) == 0 {
 				return usageError{fmt.Errorf("gc needs --keep FILE for each pipeline whose cache to keep (with none it would delete everything; pass --keep /dev/null to mean that)")}
+			}
+			dir, err := os.Stat(args[0])
+			if err != nil {
+				return usageError{fmt.Errorf("cache directory %s: %w", args[0], err)}
 			}
 			fps := map[sharding.Fingerprint]bool{}
 			for _, f := range keep {
 				if f == os.DevNull {
 					continue
 				}
-				p, err := pipe.Load(c.Context(), f, pipe.WithCacheClosed())
+				fp, err := keptFingerprint(c, f, args[0], dir)
 				if err != nil {
-					return usageError{err}
+					return err
 				}
-				if info := p.CacheInfo(); info != nil {
-					fps[sharding.Fingerprint(info.Fingerprint)] = true
-				}
-				p.Close()
+				fps[fp] = true
 			}
 			cache, err := openCacheDir(args[0])
 			if err != nil {
@@ -201,6 +230,26 @@ func newCache() *cobra.Command {
 	gc.Flags().StringArrayVar(&keep, "keep", nil, "a .pipe file whose cache to keep (repeatable)")
 	c.AddCommand(gc)
 	return c
+}
+
+// keptFingerprint is the fingerprint of the cache of the .pipe file name,
+// kept by pipe cache gc of dir (whose FileInfo is info). A file without a
+// cache stage, or whose cache is another directory, is a wrong command line:
+// it would keep nothing, and gc would delete what the user meant to keep.
+func keptFingerprint(c *cobra.Command, name, dir string, info os.FileInfo) (sharding.Fingerprint, error) {
+	p, err := pipe.Load(c.Context(), name, pipe.WithCacheClosed())
+	if err != nil {
+		return "", usageError{err}
+	}
+	defer p.Close()
+	ci := p.CacheInfo()
+	if ci == nil {
+		return "", usageError{fmt.Errorf("--keep %s: %s has no cache stage, so it would keep nothing (name the .pipe files whose caches are in %s; --keep %s keeps none)", name, name, dir, os.DevNull)}
+	}
+	if own, err := os.Stat(ci.Dir); err != nil || !os.SameFile(own, info) {
+		return "", usageError{fmt.Errorf("--keep %s: %s caches in %s, not in %s, so it would keep nothing there (name the .pipe files whose caches are in %s)", name, name, ci.Dir, dir, dir)}
+	}
+	return sharding.Fingerprint(ci.Fingerprint), nil
 }
 
 // withCacheDir runs f on the existing cache directory named by the

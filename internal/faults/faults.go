@@ -19,6 +19,13 @@ import (
 func CopyDir(t testing.TB, src string) string {
 	t.Helper()
 	dst := t.TempDir()
+	CopyFiles(t, src, dst)
+	return dst
+}
+
+// CopyFiles copies the files of directory src into directory dst.
+func CopyFiles(t testing.TB, src, dst string) {
+	t.Helper()
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +39,6 @@ func CopyDir(t testing.TB, src string) string {
 			t.Fatal(err)
 		}
 	}
-	return dst
 }
 
 // File names the first (or, with last, the last) file of dir whose name
