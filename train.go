@@ -259,7 +259,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 			}
 			ep.TestLoss, ep.TestAccuracy = &ev.Loss, &ev.Accuracy
 		}
-		wall += time.Since(start).Seconds()
+		wall += time.Since(start).Seconds() + st.PriorSeconds
 		ep.WallSeconds = wall
 		res.History = append(res.History, ep)
 		if writes {
