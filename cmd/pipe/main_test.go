@@ -82,16 +82,26 @@ func jsonLines(t *testing.T, out string) []map[string]any {
 
 func TestBenchJSONInterface(t *testing.T) {
 	f := writePipe(t, small)
+	for _, m := range benchJSON(t, f, "--epochs", "1", "--json", "--consume", "1ms") {
+		if _, ok := m["stall_seconds"]; !ok {
+			t.Errorf("stall_seconds lacking with --consume: %v", m)
+		}
+	}
 	one := benchJSON(t, f, "--epochs", "2", "--workers", "1", "--json", "--checksum")
 	eight := benchJSON(t, f, "--epochs", "2", "--workers", "8", "--json", "--checksum")
 	if len(one) != 2 {
 		t.Fatalf("%d objects for 2 epochs", len(one))
 	}
 	for i, m := range one {
-		for _, k := range []string{"epoch", "images", "seconds", "images_per_sec", "checksum", "stall_seconds"} {
+		for _, k := range []string{"epoch", "images", "seconds", "images_per_sec", "checksum", "slab_wait_seconds"} {
 			if _, ok := m[k]; !ok {
 				t.Errorf("epoch object lacks %q: %v", k, m)
 			}
+		}
+		// Without a consumer the stall says only that batches were dropped
+		// at once: it is left out.
+		if _, ok := m["stall_seconds"]; ok {
+			t.Errorf("stall_seconds without --consume: %v", m)
 		}
 		if m["images"].(float64) != 600 || m["epoch"].(float64) != float64(i) {
 			t.Errorf("epoch %d: %v", i, m)

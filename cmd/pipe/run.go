@@ -142,7 +142,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 				bar.Clear()
 			}
 			if f.json {
-				enc.Encode(s)
+				enc.Encode(streamEpoch(s, f.consume > 0))
 				return
 			}
 			fmt.Fprintln(out, epochLine(s, f.consume > 0))
@@ -164,6 +164,29 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 		fmt.Fprint(out, summary(p, stats, f.consume > 0, said))
 	}
 	return nil
+}
+
+// streamEpoch is a streamed epoch as --json prints it: without a consumer
+// (--consume), the stall figures, which would say only that batches were
+// dropped at once, are left out.
+func streamEpoch(s pipe.EpochStats, consumed bool) any {
+	if consumed {
+		return s
+	}
+	type device struct {
+		pipe.DeviceStats
+		StallSeconds *float64 `json:"stall_seconds,omitempty"`
+		StallPct     *float64 `json:"stall_pct,omitempty"`
+	}
+	var devs []device
+	for _, d := range s.Devices {
+		devs = append(devs, device{DeviceStats: d})
+	}
+	return struct {
+		pipe.EpochStats
+		StallSeconds *float64 `json:"stall_seconds,omitempty"`
+		Devices      []device `json:"devices,omitempty"`
+	}{EpochStats: s, Devices: devs}
 }
 
 // warnings writes the cache's warnings after the first said to w, one
@@ -232,25 +255,29 @@ func describe(p *pipe.Pipeline) string {
 	return b.String()
 }
 
-// epochLine is a streamed epoch's line. The consumer's stall is a figure
-// only when there is a consumer (consumed: --consume); a stream that drops
-// each batch at once waits for nearly every one, which says nothing.
+// epochLine is a streamed epoch's line. The consumer's stall and the
+// producer's wait are figures only when there is a consumer (consumed:
+// --consume): a stream that drops each batch at once waits for nearly every
+// one, and its producer waits only for the workers, which says nothing.
 func epochLine(s pipe.EpochStats, consumed bool) string {
-	line := fmt.Sprintf("epoch %d: %d images in %.3f s = %.0f images/s (", s.Epoch, s.Images, s.Seconds, s.ImagesPerSec)
+	line := fmt.Sprintf("epoch %d: %d images in %.3f s = %.0f images/s", s.Epoch, s.Images, s.Seconds, s.ImagesPerSec)
+	var notes []string
 	if consumed {
-		line += fmt.Sprintf("consumer stalled %.3f s, ", s.StallSeconds)
+		notes = append(notes, fmt.Sprintf("consumer stalled %.3f s", s.StallSeconds), fmt.Sprintf("producer waited %.3f s for slabs", s.SlabWaitSeconds))
 	}
-	line += fmt.Sprintf("producer waited %.3f s for slabs", s.SlabWaitSeconds)
 	if s.Skipped > 0 {
-		line += fmt.Sprintf(", %d skipped", s.Skipped)
+		notes = append(notes, fmt.Sprintf("%d skipped", s.Skipped))
 	}
 	if s.CacheHits+s.CacheMisses > 0 || s.CacheCorrupt > 0 {
-		line += fmt.Sprintf(", cache: %d read, %d computed", s.CacheHits, s.CacheMisses)
+		c := fmt.Sprintf("cache: %d read, %d computed", s.CacheHits, s.CacheMisses)
 		if s.CacheCorrupt > 0 {
-			line += fmt.Sprintf(", %d damaged and rewritten", s.CacheCorrupt)
+			c += fmt.Sprintf(", %d damaged and rewritten", s.CacheCorrupt)
 		}
+		notes = append(notes, c)
 	}
-	line += ")"
+	if len(notes) > 0 {
+		line += " (" + strings.Join(notes, ", ") + ")"
+	}
 	if s.Checksum != "" {
 		line += " checksum " + s.Checksum
 	}
