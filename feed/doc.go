@@ -8,25 +8,35 @@
 // no name, so nothing is left behind however either side ends) and talk
 // over a Unix SOCK_SEQPACKET socket the loader creates and hands to `pipe
 // feed` as a file descriptor. Every message is one packet that starts with
-// a little-endian uint32 type:
+// a little-endian uint32 type (testdata/messages.txt gives each one's
+// layout, with an example byte for byte, and both sides' tests read it):
 //
 //	hello   pipe → loader  version uint32, then JSON describing the batches
-//	                       (feed.Hello)
-//	                       and the ring; the memory file rides along
-//	                       (SCM_RIGHTS)
+//	                       and the ring (feed.Hello); the memory file
+//	                       rides along (SCM_RIGHTS)
 //	start   loader → pipe  token uint32, epoch int64, first batch int64:
 //	                       stream that epoch from that batch (stopping any
 //	                       other); its batch and end messages carry token
-//	batch   pipe → loader  slab, token, 0 uint32; epoch, index, n int64;
-//	                       the seconds the pipeline has waited for a free
-//	                       slab in this epoch float64
-//	release loader → pipe  slab uint32: the loader is done with it
+//	batch   pipe → loader  slab, token, 0 uint32; seq uint64; epoch, index,
+//	                       n int64; the seconds the pipeline has waited for
+//	                       a free slab in this epoch float64. seq numbers
+//	                       the connection's batch messages from 1
+//	release loader → pipe  slab uint32, seq uint64: the loader is done with
+//	                       the slab of batch seq
 //	end     pipe → loader  token uint32, epoch int64, then the epoch's
 //	                       figures as JSON
 //	stop    loader → pipe  stop the running epoch; every slab is released,
 //	                       and the loader ignores the batch messages of
 //	                       the stopped epoch's token that still arrive
-//	error   pipe → loader  the pipeline's error text; pipe then exits 1
+//	error   pipe → loader  the pipeline's error text, or what the loader
+//	                       did against the protocol; pipe then exits 1
+//
+// A release names the batch it releases because a slab is reused: a late
+// duplicate release of slab k, sent after slab k came back with a newer
+// batch, would otherwise have pipe overwrite that batch under the loader.
+// A release of a slab the loader does not hold, or naming another batch
+// than the one its slab holds, is a protocol error, as is a message of an
+// unknown type or of the wrong size.
 //
 // The ring (Ring) starts with a header page — magic "PIPEFEED", the
 // protocol version, the slab count, stride and sizes — followed by the

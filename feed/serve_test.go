@@ -78,10 +78,14 @@ func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if typ := binary.LittleEndian.Uint32(buf); typ != msgHello {
+	if typ := msgType(buf); typ != msgHello {
 		t.Fatalf("first message %d: %s", typ, buf[8:n])
 	}
-	if err := json.Unmarshal(buf[8:n], &c.hello); err != nil {
+	version, js, err := parseHello(buf[:n])
+	if err != nil || version != Version {
+		t.Fatalf("hello of version %d: %v", version, err)
+	}
+	if err := json.Unmarshal(js, &c.hello); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
@@ -98,8 +102,10 @@ func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Munmap(c.mem) })
-	if string(c.mem[:8]) != Magic || binary.LittleEndian.Uint32(c.mem[8:]) != Version {
-		t.Fatalf("ring header % x", c.mem[:16])
+	want := c.hello.Ring
+	want.Size = 0
+	if v, l, err := parseHeader(c.mem); err != nil || v != Version || l != want {
+		t.Fatalf("ring header: version %d, %+v (%v); hello says %+v", v, l, err, c.hello.Ring)
 	}
 	return c, done
 }
@@ -112,18 +118,18 @@ func (c *client) send(b []byte) {
 
 func (c *client) start(epoch, first int) {
 	c.token++
-	m := binary.LittleEndian.AppendUint32(nil, msgStart)
-	m = binary.LittleEndian.AppendUint32(m, c.token)
-	m = binary.LittleEndian.AppendUint64(m, uint64(epoch))
-	c.send(binary.LittleEndian.AppendUint64(m, uint64(first)))
+	c.send(startMsg{token: c.token, epoch: int64(epoch), first: int64(first)}.append(nil))
 }
 
-func (c *client) release(slab uint32) {
-	c.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, msgRelease), slab))
+// release hands back the slab of batch g.
+func (c *client) release(g got) {
+	c.send(releaseMsg{slab: g.slab, seq: g.seq}.append(nil))
 }
 
+// got is a message from pipe: a batch, an end or an error.
 type got struct {
 	typ, slab, token uint32
+	seq              uint64
 	index, n         int
 	text             string
 }
@@ -134,15 +140,25 @@ func (c *client) next() got {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	g := got{typ: binary.LittleEndian.Uint32(buf)}
+	m := buf[:n]
+	g := got{typ: msgType(m)}
 	switch g.typ {
 	case msgBatch:
-		g.slab, g.token = binary.LittleEndian.Uint32(buf[4:]), binary.LittleEndian.Uint32(buf[8:])
-		g.index, g.n = int(binary.LittleEndian.Uint64(buf[24:])), int(binary.LittleEndian.Uint64(buf[32:]))
+		b, err := parseBatch(m)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		g.slab, g.token, g.seq, g.index, g.n = b.slab, b.token, b.seq, int(b.index), int(b.n)
 	case msgEnd:
-		g.token = binary.LittleEndian.Uint32(buf[4:])
+		e, _, err := parseEnd(m)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		g.token = e.token
 	case msgError:
-		g.text = string(buf[8:n])
+		if g.text, err = parseError(m); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 	return g
 }
@@ -162,7 +178,7 @@ func (c *client) stream(sum *pipe.Checksum) (batches int) {
 		}
 		sum.AddSamples(c.batch(g))
 		batches++
-		c.release(g.slab)
+		c.release(g)
 	}
 }
 
@@ -227,9 +243,9 @@ func TestServedStreamIsPipesStream(t *testing.T) {
 		for range 5 {
 			g := c.next()
 			sum.AddSamples(c.batch(g))
-			c.release(g.slab)
+			c.release(g)
 		}
-		c.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, msgStop), 0))
+		c.send(appendStop(nil))
 		c.start(1, 5)
 		if n := c.stream(sum); n != 11 || sum.String() != want[1] {
 			t.Errorf("workers %d: stopped after 5 and resumed at 5: %d more batches, checksum %s; want %s", workers, n, sum, want[1])
@@ -266,14 +282,19 @@ func TestLoaderHoldingSlabs(t *testing.T) {
 	ended(t, done, "holding slabs")
 }
 
-// TestProtocolErrors: a release of a slab the loader does not hold, or an
-// epoch's batch past its end, is an error the loader is told.
+// TestProtocolErrors: a release of a slab the loader does not hold, an
+// epoch's batch past its end, an unknown type or a message of the wrong
+// size is an error the loader is told.
 func TestProtocolErrors(t *testing.T) {
 	for name, bad := range map[string]func(c *client){
-		"release": func(c *client) { c.release(3) },
+		"release": func(c *client) { c.release(got{slab: 3, seq: 1}) },
 		"start":   func(c *client) { c.start(0, 99) },
 		"type":    func(c *client) { c.send(binary.LittleEndian.AppendUint32(nil, 42)) },
 		"epoch":   func(c *client) { c.start(-1, 0) },
+		"short":   func(c *client) { c.send([]byte{4, 0}) },
+		"size": func(c *client) {
+			c.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, msgRelease), 0))
+		},
 	} {
 		c, done := serve(t, pipeline(t, 200, 50, 1))
 		bad(c)
@@ -281,9 +302,34 @@ func TestProtocolErrors(t *testing.T) {
 		if g.typ != msgError || !strings.Contains(g.text, "the loader") {
 			t.Errorf("%s: %+v", name, g)
 		}
-		if err := <-done; err == nil {
-			t.Errorf("%s: Serve returned nil", name)
+		if err := <-done; !errors.Is(err, ErrProtocol) {
+			t.Errorf("%s: Serve returned %v", name, err)
 		}
+	}
+}
+
+// TestStaleReleaseIsRefused: a late duplicate release of a slab that holds
+// a newer batch by now is a protocol error the loader is told; pipe does not
+// refill the slab under it (with releases that named only the slab, it
+// did, silently).
+func TestStaleReleaseIsRefused(t *testing.T) {
+	c, done := serve(t, pipeline(t, 2000, 32, 2))
+	c.start(0, 0)
+	first := c.next()
+	c.release(first)
+	again := c.next()
+	for again.slab != first.slab {
+		c.release(again)
+		again = c.next()
+	}
+	c.release(first) // late: the slab holds batch `again` now
+	for g := c.next(); g.typ != msgError; g = c.next() {
+		if g.typ == msgBatch && g.slab == first.slab {
+			t.Fatalf("slab %d refilled under the loader, which holds batch %d in it", g.slab, again.index)
+		}
+	}
+	if err := <-done; !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "stale release of slab") {
+		t.Errorf("Serve returned %v", err)
 	}
 }
 

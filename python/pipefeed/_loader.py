@@ -14,18 +14,24 @@ import time
 
 import numpy as np
 
-PROTOCOL = 1
+PROTOCOL = 2
 """The feed protocol version this package speaks; pipe refuses another."""
 
 _MAGIC = b"PIPEFEED"
 
-# Message types and layouts (little-endian), as in Go's package feed.
+# Message types and layouts (little-endian), as in Go's package feed; both
+# sides' tests check them against feed/testdata/messages.txt.
 _HELLO, _START, _BATCH, _RELEASE, _END, _STOP, _ERROR = 1, 2, 3, 4, 5, 6, 7
-_HEAD = struct.Struct("<II")
-_START_MSG = struct.Struct("<IIqq")
-_BATCH_MSG = struct.Struct("<IIIIqqqd")
-_END_HEAD = struct.Struct("<IIq")
-_HEADER = struct.Struct("<8sIIQQQQQ")
+_HEAD = struct.Struct("<II")  # hello, stop and error: the type and a uint32
+_START_MSG = struct.Struct("<IIqq")  # token, epoch, first batch
+_BATCH_MSG = struct.Struct("<IIIIQqqqd")  # slab, token, 0, seq, epoch, index, n, slab wait
+_RELEASE_MSG = struct.Struct("<IIQ")  # slab, the seq of its batch
+_END_HEAD = struct.Struct("<IIq")  # token, epoch; JSON follows
+_HEADER = struct.Struct("<8sIIQQQQQ")  # the ring's: magic, version, slabs, stride, offset, rows, sample bytes, labels
+
+# The keys of hello's JSON (and of its ring) that the loader reads.
+_HELLO_KEYS = ("shape", "layout", "dtype", "batches", "samples", "rank", "world", "seed", "ring")
+_RING_KEYS = ("size", "slabs", "stride")
 
 _DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 
@@ -188,6 +194,22 @@ class Loader:
             self._tail.append(line)
             print(line, file=sys.stderr, flush=True)
 
+    def _read_hello(self, data, fds):
+        """The JSON of pipe's first message, data (with fds attached), or
+        PipeError: pipe's own, or about a hello this package cannot read."""
+        typ, version = _HEAD.unpack_from(data)
+        if typ == _ERROR:
+            raise PipeError(data[_HEAD.size:].decode(errors="replace"))
+        if typ != _HELLO or not fds:
+            raise PipeError(f"pipe feed sent message type {typ} where the hello belongs: is {self._proc.args[0]} pipe?")
+        if version != PROTOCOL:
+            raise PipeError(f"pipe speaks feed protocol {version} and pipefeed speaks {PROTOCOL}: install the pipe and pipefeed of one release")
+        h = json.loads(data[_HEAD.size:])
+        missing = [k for k in _HELLO_KEYS if k not in h] + [k for k in _RING_KEYS if k not in h.get("ring", {})]
+        if missing:
+            raise PipeError(f"pipe's hello lacks {', '.join(missing)}: install the pipe and pipefeed of one release")
+        return h
+
     def _hello(self):
         try:
             data, fds, _, _ = socket.recv_fds(self._sock, 1 << 16, 1)
@@ -195,23 +217,14 @@ class Loader:
             data, fds = b"", []
         if not data:
             raise self._died("before it could serve")
-        typ, version = _HEAD.unpack_from(data)
-        if typ == _ERROR:
-            raise PipeError(data[_HEAD.size:].decode(errors="replace"))
-        if typ != _HELLO or not fds:
-            raise PipeError(f"pipe feed sent message type {typ} where the hello belongs: is {self._proc.args[0]} pipe?")
-        if version != PROTOCOL:
-            for fd in fds:
-                os.close(fd)
-            raise PipeError(f"pipe speaks feed protocol {version} and pipefeed speaks {PROTOCOL}: install the pipe and pipefeed of one release")
-        h = json.loads(data[_HEAD.size:])
-        self.info = h
-        ring = h["ring"]
         try:
-            self._mm = mmap.mmap(fds[0], ring["size"], mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            h = self._read_hello(data, fds)
+            self._mm = mmap.mmap(fds[0], h["ring"]["size"], mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             for fd in fds:
                 os.close(fd)  # the mapping keeps the memory
+        self.info = h
+        ring = h["ring"]
         magic, ver, slabs, stride, offset, rows, sample_bytes, labels = _HEADER.unpack_from(self._mm)
         if magic != _MAGIC or ver != PROTOCOL or slabs != ring["slabs"] or stride != ring["stride"]:
             raise PipeError(f"the shared ring's header ({magic!r}, version {ver}) does not match pipe's hello")
@@ -247,7 +260,7 @@ class Loader:
                 raise RuntimeError(f"cudaHostRegister of the {len(self._mm)}-byte ring failed: {err}")
             self._pinned_ptr = base.ctypes.data
             self._pinned = True
-        self._pending = collections.deque()  # (event, slab) copies in flight
+        self._pending = collections.deque()  # (event, slab, seq) copies in flight
 
     # -- the iteration -------------------------------------------------------
 
@@ -316,13 +329,13 @@ class Loader:
         token, epoch = self._token, self._epoch
         self._send(_START_MSG.pack(_START, token, epoch, self._next))
         self._slab_wait = 0.0
-        held = None  # the slab of the batch last yielded
+        held = None  # the slab of the batch last yielded, and its seq
         done = False
         started = time.perf_counter()
         try:
             while True:
                 if held is not None and self._device is None:
-                    self._send(_HEAD.pack(_RELEASE, held))
+                    self._send(_RELEASE_MSG.pack(_RELEASE, *held))
                     held = None
                 if self._device is not None:
                     self._reap(block=False)
@@ -331,7 +344,7 @@ class Loader:
                 self._stall += time.perf_counter() - t
                 typ = _HEAD.unpack_from(data)[0]
                 if typ == _BATCH:
-                    _, slab, tok, _, ep, index, n, wait = _BATCH_MSG.unpack_from(data)
+                    _, slab, tok, _, seq, ep, index, n, wait = _BATCH_MSG.unpack_from(data)
                     if tok != token:
                         continue  # of an epoch stopped earlier; pipe took its slab back
                     self._slab_wait = wait
@@ -342,9 +355,9 @@ class Loader:
                     if n != len(y):  # a short batch (slicing a tensor costs µs: not for full ones)
                         x, y = x[:n], y[:n]
                     if self._device is not None:
-                        x, y = self._to_device(slab, x, y)
+                        x, y = self._to_device(slab, seq, x, y)
                     else:
-                        held = slab
+                        held = slab, seq
                         if self._copy:
                             x, y = (x.clone(), y.clone()) if self._torch else (x.copy(), y.copy())
                     yield x, y
@@ -373,11 +386,11 @@ class Loader:
                     if not done:
                         self._send(_HEAD.pack(_STOP, 0))  # pipe takes back every slab
                     elif held is not None:
-                        self._send(_HEAD.pack(_RELEASE, held))
+                        self._send(_RELEASE_MSG.pack(_RELEASE, *held))
                 except PipeDied:
                     pass
 
-    def _to_device(self, slab, x, y):
+    def _to_device(self, slab, seq, x, y):
         torch = self._torch
         with torch.cuda.stream(self._stream):
             xd = torch.empty(x.shape, dtype=x.dtype, device=self._device)
@@ -390,15 +403,15 @@ class Loader:
         current.wait_event(ev)
         xd.record_stream(current)
         yd.record_stream(current)
-        self._pending.append((ev, slab))
+        self._pending.append((ev, slab, seq))
         return xd, yd
 
     def _reap(self, block):
         """Release the slabs whose copies to the device have completed."""
         while self._pending and (block or self._pending[0][0].query()):
-            ev, slab = self._pending.popleft()
+            ev, slab, seq = self._pending.popleft()
             ev.synchronize()
-            self._send(_HEAD.pack(_RELEASE, slab))
+            self._send(_RELEASE_MSG.pack(_RELEASE, slab, seq))
 
     # -- figures and the end -------------------------------------------------
 

@@ -182,7 +182,7 @@ def test_corrupt_record_as_on_error_says(pipe_bin, write_pipe, tmp_path):
 
 def test_protocol_mismatch_is_named(pipe_bin, write_pipe, monkeypatch):
     monkeypatch.setattr(pipefeed._loader, "PROTOCOL", 99)
-    with pytest.raises(pipefeed.PipeError, match="feed protocol 99 and this pipe speaks 1"):
+    with pytest.raises(pipefeed.PipeError, match="feed protocol 99 and this pipe speaks 2"):
         pipefeed.Loader(write_pipe(recipe()), pipe_bin=pipe_bin)
 
 
@@ -256,3 +256,19 @@ def test_cuda_device(pipe_bin, write_pipe):
                 data.append(x.cpu().numpy().tobytes())
                 labels.append(y.cpu().numpy().astype(np.int32).tobytes())
         assert (b"".join(data), b"".join(labels)) == want, f"pin_memory={pin}"
+
+
+def test_stale_release_is_a_protocol_error(pipe_bin, write_pipe):
+    """A release that names another batch than its slab holds (a late
+    duplicate) is refused: pipe says so and exits 1, rather than refill a
+    slab the loader still holds."""
+    with pipefeed.Loader(write_pipe(recipe(n=2000, batch=32)), pipe_bin=pipe_bin, framework="numpy") as loader:
+        it = iter(loader)
+        for _ in range(5):
+            next(it)
+        slab, seq = it.gi_frame.f_locals["held"]
+        loader._sock.send(pipefeed._loader._RELEASE_MSG.pack(pipefeed._loader._RELEASE, slab, seq - 3))
+        with pytest.raises(pipefeed.PipeError, match=f"stale release of slab {slab}, naming batch {seq - 3}"):
+            for _ in it:
+                pass
+        assert loader._proc.wait(timeout=5) == 1
