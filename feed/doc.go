@@ -36,7 +36,9 @@
 // batch, would otherwise have pipe overwrite that batch under the loader.
 // A release of a slab the loader does not hold, or naming another batch
 // than the one its slab holds, is a protocol error, as is a message of an
-// unknown type or of the wrong size.
+// unknown type or of the wrong size, an empty packet, and any packet before
+// the hello (the loader waits for it; Watch looks out while pipe loads the
+// file). pipe answers a protocol error with an error message and exits 1.
 //
 // The ring (Ring) starts with a header page — magic "PIPEFEED", the
 // protocol version, the slab count, stride and sizes — followed by the
@@ -51,7 +53,10 @@
 // other start drops it.
 //
 // When the loader's process ends, however it ends, the socket reads EOF:
-// Serve stops the epoch and returns, and the command exits. When pipe
+// Serve stops the epoch and returns, and the command exits 0. On a
+// SOCK_SEQPACKET socket an empty packet reads as 0 bytes too; pipe tells
+// them apart by the credentials the kernel attaches, under SO_PASSCRED, to
+// every packet it delivers and not to the end. When pipe
 // ends, the loader's next read sees EOF and raises with pipe's last error
 // lines.
 package feed

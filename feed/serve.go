@@ -24,6 +24,9 @@ import (
 // file's, for the loader's messages. p must have no prefetch stage: its
 // host slabs become the ring's.
 func Serve(ctx context.Context, p *pipe.Pipeline, conn *net.UnixConn, name string) error {
+	if err := passCred(conn); err != nil {
+		return err
+	}
 	s := p.Summary()
 	if s.Devices > 0 {
 		return fmt.Errorf("%w: pipe feed serves host batches; remove the prefetch stage (the loader copies each batch to its device)", pipe.ErrConfig)
@@ -95,15 +98,15 @@ func (s *server) loop(ctx context.Context) error {
 	defer s.stop(false)
 	buf := make([]byte, 64)
 	for {
-		n, err := s.conn.Read(buf)
-		if err != nil || n == 0 {
+		n, err := readPacket(s.conn, buf)
+		if err != nil {
 			switch {
 			case s.err() != nil:
 				return s.err()
 			case ctx.Err() != nil:
 				return ctx.Err()
-			case n == 0 && err == nil, errors.Is(err, io.EOF), errors.Is(err, unix.ECONNRESET):
-				return nil // the loader is gone
+			case gone(err):
+				return nil
 			}
 			return fmt.Errorf("feed: reading the loader's messages: %w", err)
 		}
@@ -117,6 +120,9 @@ func (s *server) loop(ctx context.Context) error {
 // handle acts on the loader's message m; an error ends the connection, and
 // the loader is told it.
 func (s *server) handle(ctx context.Context, m []byte) error {
+	if len(m) == 0 {
+		return breach("an empty packet")
+	}
 	if len(m) < 4 {
 		return breach("a %d-byte message", len(m))
 	}
@@ -335,31 +341,4 @@ func (s *server) send(msg []byte) error {
 	defer s.sendMu.Unlock()
 	_, err := s.conn.Write(msg)
 	return err
-}
-
-// Refuse tells the loader why no batches will come: err, for a pipeline
-// that did not load.
-func Refuse(conn *net.UnixConn, err error) error {
-	_, werr := conn.Write(appendError(nil, err.Error()))
-	return werr
-}
-
-// Watch calls gone if the loader goes away (its end of conn closes) before
-// the returned stop is called: pipe feed loads the pipeline under a
-// context that gone cancels, so that a loader killed during a download or
-// an index build does not leave pipe working for nobody. The loader sends
-// nothing before the hello.
-func Watch(conn *net.UnixConn, gone func()) (stop func()) {
-	pool := pond.NewPool(1)
-	pool.Submit(func() {
-		var b [64]byte
-		if n, err := conn.Read(b[:]); n == 0 && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET)) {
-			gone()
-		}
-	})
-	return func() {
-		conn.SetReadDeadline(time.Now())
-		pool.StopAndWait()
-		conn.SetReadDeadline(time.Time{})
-	}
 }

@@ -48,9 +48,8 @@ type client struct {
 	token uint32
 }
 
-// serve starts Serve on one end of a socket pair and returns a client on
-// the other, past the hello, and Serve's result.
-func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
+// socketPair is a SOCK_SEQPACKET socket pair: the loader's end and pipe's.
+func socketPair(t *testing.T) (ours, theirs *net.UnixConn) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -65,7 +64,14 @@ func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
 		}
 		return c.(*net.UnixConn)
 	}
-	ours, theirs := conn(fds[0]), conn(fds[1])
+	return conn(fds[0]), conn(fds[1])
+}
+
+// serve starts Serve on one end of a socket pair and returns a client on
+// the other, past the hello, and Serve's result.
+func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
+	t.Helper()
+	ours, theirs := socketPair(t)
 	done := make(chan error, 1)
 	go func() {
 		done <- Serve(context.Background(), p, theirs, "test.pipe")
@@ -365,5 +371,82 @@ func TestRingLayout(t *testing.T) {
 	}
 	if _, err := r.slabOf(make([]byte, 8)); err == nil {
 		t.Error("Go memory taken for a slab")
+	}
+}
+
+// TestEmptyPacketIsAProtocolError: a packet of 0 bytes mid-epoch is a
+// protocol error the loader is told (it was taken for the loader's going
+// away, which read as 0 bytes too); the loader closing its end mid-epoch,
+// holding slabs, still ends Serve quietly.
+func TestEmptyPacketIsAProtocolError(t *testing.T) {
+	c, done := serve(t, pipeline(t, 2000, 32, 2))
+	c.start(0, 0)
+	c.next()
+	c.send(nil)
+	g := c.next()
+	for g.typ == msgBatch {
+		g = c.next()
+	}
+	if g.typ != msgError || !strings.Contains(g.text, "empty packet") {
+		t.Errorf("after an empty packet: %+v", g)
+	}
+	if err := <-done; !errors.Is(err, ErrProtocol) {
+		t.Errorf("Serve returned %v", err)
+	}
+
+	c, done = serve(t, pipeline(t, 2000, 32, 2))
+	c.start(0, 0)
+	c.next()
+	c.conn.Close()
+	ended(t, done, "closed mid-epoch")
+}
+
+// TestWatchBeforeTheHello: before the hello, the loader closing its end is
+// ErrGone, and any packet (a start, a short one, an empty one) a protocol
+// error, whether the watch is running when it comes or stopping; nothing is
+// nil.
+func TestWatchBeforeTheHello(t *testing.T) {
+	start := startMsg{token: 1}.append(nil)
+	for _, c := range []struct {
+		name string
+		do   func(ours *net.UnixConn)
+		want error
+		text string
+	}{
+		{"nothing", func(*net.UnixConn) {}, nil, ""},
+		{"close", func(ours *net.UnixConn) { ours.Close() }, ErrGone, ""},
+		{"start", func(ours *net.UnixConn) { ours.Write(start) }, ErrProtocol, "24-byte message of type 2 before the hello"},
+		{"short", func(ours *net.UnixConn) { ours.Write([]byte{1, 2}) }, ErrProtocol, "2-byte message before the hello"},
+		{"empty", func(ours *net.UnixConn) { ours.Write(nil) }, ErrProtocol, "empty packet before the hello"},
+		{"empty, then close", func(ours *net.UnixConn) { ours.Write(nil); ours.Close() }, ErrProtocol, "empty packet"},
+	} {
+		for _, stopFirst := range []bool{false, true} {
+			ours, theirs := socketPair(t)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			var stop func() error
+			if stopFirst { // the packet is waiting when the watch stops
+				c.do(ours)
+				stop = Watch(theirs, cancel)
+			} else {
+				stop = Watch(theirs, cancel)
+				c.do(ours)
+				if c.want != nil {
+					select {
+					case <-ctx.Done():
+					case <-time.After(5 * time.Second):
+						t.Fatalf("%s: Watch did not cancel", c.name)
+					}
+				}
+			}
+			err := stop()
+			if c.want == nil && err != nil || c.want != nil && (!errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text)) {
+				t.Errorf("%s (stopped first %v): %v, want %v %q", c.name, stopFirst, err, c.want, c.text)
+			}
+			if cause := context.Cause(ctx); (cause == nil) != (c.want == nil) || c.want != nil && !errors.Is(cause, c.want) {
+				t.Errorf("%s (stopped first %v): the context's cause %v", c.name, stopFirst, cause)
+			}
+			ours.Close()
+			theirs.Close()
+		}
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/pipefeed/pipe/feed"
 )
 
-var errLoaderGone = errors.New("the loader went away")
-
 func newFeed() *cobra.Command {
 	var fd, protocol, rank, world, workers int
 	c := &cobra.Command{
@@ -61,14 +59,17 @@ device). The protocol is described in the README and in package feed.`,
 			ctx, cancel := context.WithCancelCause(c.Context())
 			defer cancel(nil)
 			c.SetContext(ctx)
-			stop := feed.Watch(conn, func() { cancel(errLoaderGone) })
+			stop := feed.Watch(conn, cancel)
 			p, err := load(c, args[0], opts...)
-			stop()
-			if errors.Is(context.Cause(ctx), errLoaderGone) {
+			if werr := stop(); werr != nil {
 				if p != nil {
 					p.Close()
 				}
-				return nil // nobody to serve, nobody to tell
+				if errors.Is(werr, feed.ErrGone) {
+					return nil // nobody to serve, nobody to tell
+				}
+				feed.Refuse(conn, werr)
+				return werr
 			}
 			if err != nil {
 				feed.Refuse(conn, err)

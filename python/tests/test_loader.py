@@ -5,6 +5,8 @@ import itertools
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -269,6 +271,56 @@ def test_stale_release_is_a_protocol_error(pipe_bin, write_pipe):
         slab, seq = it.gi_frame.f_locals["held"]
         loader._sock.send(pipefeed._loader._RELEASE_MSG.pack(pipefeed._loader._RELEASE, slab, seq - 3))
         with pytest.raises(pipefeed.PipeError, match=f"stale release of slab {slab}, naming batch {seq - 3}"):
+            for _ in it:
+                pass
+        assert loader._proc.wait(timeout=5) == 1
+
+
+def _feed(pipe_bin, path):
+    """pipe feed on path, started by hand: our end of its socket and the
+    process."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen([pipe_bin, "feed", path, "--fd", str(theirs.fileno()), "--protocol", str(pipefeed.PROTOCOL)],
+                            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    theirs.close()
+    ours.settimeout(5)
+    return ours, proc
+
+
+@pytest.mark.parametrize("early", [b"start", b"garbage", b"empty"])
+def test_messages_before_the_hello_are_refused(pipe_bin, write_pipe, early):
+    """A message before the hello (pipe had read and dropped it) or an empty
+    packet (pipe had taken it for the loader's going away) is answered with
+    an error, and pipe exits 1."""
+    msg = {b"start": pipefeed._loader._START_MSG.pack(pipefeed._loader._START, 1, 0, 0), b"garbage": b"\x01\x02\x03",
+           b"empty": b""}[early]
+    ours, proc = _feed(pipe_bin, write_pipe(recipe()))
+    with ours:
+        ours.send(msg)
+        data = ours.recv(1 << 16)
+        typ = struct.unpack_from("<I", data)[0] if data else None
+        assert typ == pipefeed._loader._ERROR, f"pipe answered {early!r} before the hello with {data[:64]!r}"
+        assert b"before the hello" in data
+    assert proc.wait(timeout=5) == 1
+
+
+def test_closing_before_the_hello_ends_pipe_quietly(pipe_bin, write_pipe):
+    ours, proc = _feed(pipe_bin, write_pipe(recipe()))
+    ours.close()
+    assert proc.wait(timeout=5) == 0
+    assert proc.stderr.read() == b""
+
+
+def test_empty_packet_mid_epoch_is_a_protocol_error(pipe_bin, write_pipe):
+    """An empty packet reads as 0 bytes, as the loader's going away does;
+    pipe tells them apart: an error and exit 1, where a close ends it with
+    exit 0."""
+    with pipefeed.Loader(write_pipe(recipe(n=2000, batch=32)), pipe_bin=pipe_bin, framework="numpy") as loader:
+        it = iter(loader)
+        next(it)
+        loader._sock.send(b"")
+        with pytest.raises(pipefeed.PipeError, match="the loader sent an empty packet"):
             for _ in it:
                 pass
         assert loader._proc.wait(timeout=5) == 1
