@@ -1,3 +1,5 @@
+//go:build linux
+
 package feed
 
 import (
@@ -12,10 +14,6 @@ import (
 	"github.com/alitto/pond/v2"
 	"golang.org/x/sys/unix"
 )
-
-// ErrGone is the cause Watch cancels with when the loader goes away before
-// the hello.
-var ErrGone = errors.New("feed: the loader went away")
 
 // passCred sets SO_PASSCRED on conn, for readPacket.
 func passCred(conn *net.UnixConn) error {
@@ -145,3 +143,7 @@ func pending(conn *net.UnixConn) error {
 	}
 	return early(b[:n], rerr)
 }
+
+// Supported returns nil where pipe feed works, as here, and why not
+// elsewhere (ErrUnsupported).
+func Supported() error { return nil }

@@ -7,7 +7,8 @@
 // The two processes share one anonymous memory file (memfd_create: it has
 // no name, so nothing is left behind however either side ends) and talk
 // over a Unix SOCK_SEQPACKET socket the loader creates and hands to `pipe
-// feed` as a file descriptor. Every message is one packet that starts with
+// feed` as a file descriptor. Both are Linux's: elsewhere the package builds
+// (feed_other.go) and everything returns ErrUnsupported. Every message is one packet that starts with
 // a little-endian uint32 type (testdata/messages.txt gives each one's
 // layout, with an example byte for byte, and both sides' tests read it):
 //

@@ -40,9 +40,17 @@ const (
 // wait for the loader's.
 const Ahead = 3
 
-// ErrProtocol is wrapped by errors about a peer that does not follow the
-// protocol.
-var ErrProtocol = errors.New("feed: protocol error")
+var (
+	// ErrProtocol is wrapped by errors about a peer that does not follow
+	// the protocol.
+	ErrProtocol = errors.New("feed: protocol error")
+	// ErrGone is the cause Watch cancels with when the loader goes away
+	// before the hello.
+	ErrGone = errors.New("feed: the loader went away")
+	// ErrUnsupported is what Serve, Watch and the rest return where
+	// pipe feed cannot work: anywhere but Linux.
+	ErrUnsupported = errors.New("feed: pipe feed needs Linux (memfd_create and SOCK_SEQPACKET sockets)")
+)
 
 // Hello is what the hello message's JSON says: the batches and the ring.
 type Hello struct {
