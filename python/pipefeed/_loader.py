@@ -97,12 +97,17 @@ class Loader:
     and the yielded tensors are the caller's; the slab goes back to pipe
     once its copy has completed.
 
-    Epochs: an iteration streams one epoch; ``set_epoch(e)`` selects it (as
-    with a ``DistributedSampler``), and a completed iteration moves on to
-    the next epoch by itself. ``state_dict()`` / ``load_state_dict(d)``
-    resume in the middle of an epoch at the exact next batch, with the
-    augmentations an uninterrupted run would have had: augmentations depend
-    on the seed, the epoch and the sample, not on workers or timing.
+    Epochs: an iteration streams one epoch from its first batch;
+    ``set_epoch(e)`` selects it (as with a ``DistributedSampler``), and a
+    completed iteration moves on to the next epoch by itself. As with a
+    ``DataLoader``, every ``iter()`` starts over: a ``for`` loop after a
+    ``break``, or a second ``next(iter(loader))``, streams the selected
+    epoch from its beginning again. ``state_dict()`` says where the loader
+    stands (the batch after the last one yielded), and
+    ``load_state_dict(d)`` makes the next iteration, and only it, resume
+    there, at the exact next batch, with the augmentations an uninterrupted
+    run would have had: augmentations depend on the seed, the epoch and the
+    sample, not on workers or timing.
 
     ``rank`` and ``world`` default to the launcher's environment
     (``RANK``/``WORLD_SIZE`` of torchrun, ``OMPI_COMM_WORLD_RANK``/``SIZE``,
@@ -143,7 +148,9 @@ class Loader:
             import torch
 
             self._torch = torch
-        self._epoch, self._next = epoch, 0
+        self._epoch = epoch  # the epoch the next iteration streams
+        self._resume = None  # its first batch, from load_state_dict: for that iteration only
+        self._pos = (epoch, 0)  # the epoch and batch after the last one yielded: state_dict
         self._token = 0
         self._iterating = False
         self._stall = 0.0
@@ -268,35 +275,46 @@ class Loader:
         return self.info["batches"]
 
     def set_epoch(self, epoch):
-        """Select the epoch the next iteration streams, from its first batch."""
+        """Select the epoch the next iteration streams, from its first batch
+        (dropping a state loaded and not yet iterated from)."""
         if epoch < 0:
             raise ValueError(f"epoch={epoch}: must be 0 or more")
-        self._epoch, self._next = epoch, 0
+        self._epoch, self._resume, self._pos = epoch, None, (epoch, 0)
 
     def state_dict(self):
-        """Where the loader stands: the next iteration starts at the batch
-        after the last one yielded (or at the next epoch after a complete
-        one). load_state_dict of it, in this or a new loader over the same
-        file, rank and world, resumes exactly there."""
+        """Where the loader stands: the batch after the last one yielded (or
+        the next epoch's first after a complete one, or what set_epoch or
+        load_state_dict said since). load_state_dict of it, in this or a new
+        loader over the same pipeline, rank and world, makes the next
+        iteration resume exactly there."""
         h = self.info
-        return {"version": PROTOCOL, "epoch": self._epoch, "batch": self._next, "batches": h["batches"],
+        epoch, batch = self._pos
+        return {"version": PROTOCOL, "epoch": epoch, "batch": batch, "batches": h["batches"],
                 "samples": h["samples"], "rank": h["rank"], "world": h["world"], "seed": h["seed"]}
 
     def load_state_dict(self, state):
+        """Resume at state (from state_dict): the next iteration streams its
+        epoch from its batch; the iterations after it start their epoch
+        from the beginning, as ever."""
         h = self.info
         for k in ("batches", "samples", "rank", "world", "seed"):
             if state.get(k) != h[k]:
                 raise ValueError(f"state_dict is of another pipeline: its {k} is {state.get(k)!r}, this loader's {h[k]!r}")
         if not 0 <= state["batch"] <= h["batches"] or state["epoch"] < 0:
             raise ValueError(f"state_dict: batch {state['batch']} of epoch {state['epoch']} is outside the epochs")
-        self._epoch, self._next = state["epoch"], state["batch"]
+        self._epoch, self._resume = state["epoch"], state["batch"]
+        self._pos = (self._epoch, self._resume)
 
     def __iter__(self):
+        """An iteration over the selected epoch, from its first batch (or
+        from a loaded state's batch, once), as a DataLoader's: a loop after
+        a break, or another next(iter(loader)), starts the epoch over."""
         if self._closed:
             raise ValueError("the loader is closed")
         if self._iterating:
             raise RuntimeError("the loader is already being iterated: finish or break out of that loop first")
-        return self._iterate()
+        first, self._resume = self._resume or 0, None
+        return self._iterate(self._epoch, first)
 
     def _send(self, *msg):
         try:
@@ -323,11 +341,11 @@ class Loader:
         how = f"exit status {code}" if code is not None and code >= 0 else f"signal {-code}" if code else "still running"
         return PipeDied(f"pipe stopped {when} ({how}); its last words:\n{tail}")
 
-    def _iterate(self):
+    def _iterate(self, epoch, first):
         self._iterating = True
         self._token = (self._token + 1) & 0xFFFFFFFF
-        token, epoch = self._token, self._epoch
-        self._send(_START_MSG.pack(_START, token, epoch, self._next))
+        token = self._token
+        self._send(_START_MSG.pack(_START, token, epoch, first))
         self._slab_wait = 0.0
         held = None  # the slab of the batch last yielded, and its seq
         done = False
@@ -348,7 +366,7 @@ class Loader:
                     if tok != token:
                         continue  # of an epoch stopped earlier; pipe took its slab back
                     self._slab_wait = wait
-                    self._next = index + 1
+                    self._pos = (epoch, index + 1)
                     self._images += n
                     self._batches += 1
                     x, y = self._x[slab], self._y[slab]
@@ -366,7 +384,7 @@ class Loader:
                     if tok != token:
                         continue
                     self._last_end = json.loads(data[_END_HEAD.size:])
-                    self._epoch, self._next = epoch + 1, 0
+                    self._epoch, self._pos = epoch + 1, (epoch + 1, 0)
                     done = True
                     return
                 elif typ == _ERROR:

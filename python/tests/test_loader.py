@@ -324,3 +324,35 @@ def test_empty_packet_mid_epoch_is_a_protocol_error(pipe_bin, write_pipe):
             for _ in it:
                 pass
         assert loader._proc.wait(timeout=5) == 1
+
+
+def test_each_iteration_starts_its_epoch_over(pipe_bin, write_pipe):
+    """As with a DataLoader, a loop after a break and a second
+    next(iter(loader)) start the selected epoch from its first batch (they
+    went on from where the last iteration stopped); a loaded state resumes
+    the one iteration after it."""
+    path = write_pipe(recipe(n=500, batch=50))
+    size = 50 * 3 * 32 * 32 * 4
+    with pipefeed.Loader(path, framework="numpy", pipe_bin=pipe_bin) as loader:
+        loader.set_epoch(2)
+        whole = stream(loader)
+        batch = [whole[0][i * size:(i + 1) * size] for i in range(10)]
+        assert loader.state_dict()["epoch"] == 3, "a complete iteration moves on to the next epoch"
+        loader.set_epoch(2)
+        for _ in range(2):
+            assert np.asarray(next(iter(loader))[0]).tobytes() == batch[0], "next(iter(loader)) went on mid-epoch"
+        for i, (x, _) in enumerate(loader):
+            if i == 3:
+                break
+        assert loader.state_dict()["epoch"] == 2 and loader.state_dict()["batch"] == 4
+        state = loader.state_dict()
+        assert stream(loader) == whole, "a loop after a break went on mid-epoch"
+
+        loader.load_state_dict(state)
+        for x, _ in loader:
+            assert np.asarray(x).tobytes() == batch[4], "a loaded state is where the next iteration starts"
+            break
+        assert np.asarray(next(iter(loader))[0]).tobytes() == batch[0], "a loaded state resumes one iteration only"
+        loader.load_state_dict(state)
+        loader.set_epoch(2)
+        assert np.asarray(next(iter(loader))[0]).tobytes() == batch[0], "set_epoch drops a loaded state"
