@@ -61,10 +61,12 @@ func readPacket(conn *net.UnixConn, buf []byte) (int, error) {
 func gone(err error) bool { return errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET) }
 
 // Refuse tells the loader why no batches will come: err, for a pipeline
-// that did not load.
+// that did not load. It returns err, as a ToldError once the loader has it.
 func Refuse(conn *net.UnixConn, err error) error {
-	_, werr := conn.Write(appendError(nil, err.Error()))
-	return werr
+	if _, werr := conn.Write(appendError(nil, err.Error())); werr != nil {
+		return err
+	}
+	return ToldError{err}
 }
 
 // Watch watches conn until the returned stop is called, before the hello:

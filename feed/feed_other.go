@@ -49,8 +49,8 @@ func Serve(ctx context.Context, p *pipe.Pipeline, conn *net.UnixConn, name strin
 	return unsupported()
 }
 
-// Refuse returns ErrUnsupported.
-func Refuse(conn *net.UnixConn, err error) error { return unsupported() }
+// Refuse returns err: there is no loader to tell.
+func Refuse(conn *net.UnixConn, err error) error { return err }
 
 // Watch cancels with ErrUnsupported, which stop returns.
 func Watch(conn *net.UnixConn, cancel context.CancelCauseFunc) (stop func() error) {

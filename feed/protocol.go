@@ -52,6 +52,14 @@ var (
 	ErrUnsupported = errors.New("feed: pipe feed needs Linux (memfd_create and SOCK_SEQPACKET sockets)")
 )
 
+// ToldError is an error that Serve or Refuse has sent to the loader in an
+// error message: the loader raises it, in pipe's words, so a command need
+// not say it again.
+type ToldError struct{ Err error }
+
+func (e ToldError) Error() string { return e.Err.Error() }
+func (e ToldError) Unwrap() error { return e.Err }
+
 // Hello is what the hello message's JSON says: the batches and the ring.
 type Hello struct {
 	Version int    `json:"version"`

@@ -22,27 +22,42 @@ import (
 
 // Serve serves p's batches over conn, the loader's end of a SOCK_SEQPACKET
 // socket, until the loader goes away (nil), ctx is done, or the pipeline
-// fails (its error, which the loader has been sent). name is the .pipe
-// file's, for the loader's messages. p must have no prefetch stage: its
-// host slabs become the ring's.
+// fails. It tells the loader every error it returns other than ctx's (a
+// pipeline that cannot be served, the pipeline's error, the loader's breach
+// of the protocol), which it wraps in a ToldError once the loader has it.
+// name is the .pipe file's, for the loader's messages. p must have no
+// prefetch stage: its host slabs become the ring's.
 func Serve(ctx context.Context, p *pipe.Pipeline, conn *net.UnixConn, name string) error {
+	ring, err := hello(p, conn, name)
+	if err != nil {
+		return Refuse(conn, err)
+	}
+	defer ring.Close()
+	sv := &server{ctx: ctx, p: p, conn: conn, ring: ring, held: map[uint32]held{}, pool: pond.NewPool(1),
+		freed: make(chan struct{}, 1)}
+	defer sv.pool.StopAndWait()
+	return sv.loop(ctx)
+}
+
+// hello makes p's ring and sends the hello.
+func hello(p *pipe.Pipeline, conn *net.UnixConn, name string) (*Ring, error) {
 	if err := passCred(conn); err != nil {
-		return err
+		return nil, err
 	}
 	s := p.Summary()
 	if s.Devices > 0 {
-		return fmt.Errorf("%w: pipe feed serves host batches; remove the prefetch stage (the loader copies each batch to its device)", pipe.ErrConfig)
+		return nil, fmt.Errorf("%w: pipe feed serves host batches; remove the prefetch stage (the loader copies each batch to its device)", pipe.ErrConfig)
 	}
 	// The ring: the engine's slabs, and Ahead more for the batches the
 	// loader holds (the one in use, the rest waiting in the socket).
 	n, _, rows := p.SlabLayout()
 	ring, err := NewRing(n+Ahead, rows, s.HostTensor.SampleBytes())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer ring.Close()
 	if err := p.SetHostAllocator(ring, Ahead); err != nil {
-		return err
+		ring.Close()
+		return nil, err
 	}
 	t := s.HostTensor
 	h := Hello{Version: Version, Pipe: pipe.BuildInfo().Version, PID: os.Getpid(), File: name,
@@ -50,16 +65,14 @@ func Serve(ctx context.Context, p *pipe.Pipeline, conn *net.UnixConn, name strin
 		Batch: s.BatchSize, Batches: s.Batches, Samples: s.Samples, Classes: p.Source().Info().Classes,
 		Rank: s.Rank, World: s.World, Seed: s.Seed, Workers: s.Workers, Ring: ring.Layout}
 	js, err := json.Marshal(h)
+	if err == nil {
+		_, _, err = conn.WriteMsgUnix(appendHello(nil, js), unix.UnixRights(int(ring.File().Fd())), nil)
+	}
 	if err != nil {
-		return err
+		ring.Close()
+		return nil, fmt.Errorf("feed: hello: %w", err)
 	}
-	if _, _, err := conn.WriteMsgUnix(appendHello(nil, js), unix.UnixRights(int(ring.File().Fd())), nil); err != nil {
-		return fmt.Errorf("feed: hello: %w", err)
-	}
-	sv := &server{ctx: ctx, p: p, conn: conn, ring: ring, held: map[uint32]held{}, pool: pond.NewPool(1),
-		freed: make(chan struct{}, 1)}
-	defer sv.pool.StopAndWait()
-	return sv.loop(ctx)
+	return ring, nil
 }
 
 // held is a batch the loader holds, and its batch message's sequence number.
@@ -113,10 +126,17 @@ func (s *server) loop(ctx context.Context) error {
 			return fmt.Errorf("feed: reading the loader's messages: %w", err)
 		}
 		if err := s.handle(ctx, buf[:n]); err != nil {
-			s.send(appendError(nil, err.Error()))
-			return err
+			return s.tell(err)
 		}
 	}
+}
+
+// tell sends err to the loader, and returns it, as a ToldError once sent.
+func (s *server) tell(err error) error {
+	if s.send(appendError(nil, err.Error())) != nil {
+		return err
+	}
+	return ToldError{err}
 }
 
 // handle acts on the loader's message m; an error ends the connection, and
@@ -236,7 +256,10 @@ func (s *server) stream(x *pipe.Epoch, token uint32, epoch int) error {
 			if stopping {
 				return nil
 			}
-			s.send(appendError(nil, err.Error()))
+			err = s.tell(err)
+			s.mu.Lock()
+			s.failed = err
+			s.mu.Unlock()
 			s.conn.CloseRead() // ends loop's read with the error
 			return err
 		}

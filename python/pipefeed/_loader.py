@@ -119,7 +119,9 @@ class Loader:
 
     ``stats()`` gives images/s, how long Python waited for batches (the
     stall: "is the GPU starved?") and how long pipe waited for a free slab.
-    Errors are ``PipeError`` with pipe's own text; a malformed file raises
+    Errors are ``PipeError`` with pipe's own text (pipe sends it rather
+    than print it, so it is said once; pipe's other stderr lines pass
+    through); a malformed file, or one with a ``prefetch`` stage, raises
     here, before the first batch. ``close()`` (or a ``with`` block) stops
     pipe; if Python dies, pipe notices and exits, and the shared memory,
     which has no name, is freed with the last process that maps it.

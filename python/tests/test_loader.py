@@ -4,6 +4,7 @@ exact, a model learns through it, and either side's death is noticed."""
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -356,3 +357,32 @@ def test_each_iteration_starts_its_epoch_over(pipe_bin, write_pipe):
         loader.load_state_dict(state)
         loader.set_epoch(2)
         assert np.asarray(next(iter(loader))[0]).tobytes() == batch[0], "set_epoch drops a loaded state"
+
+
+def test_prefetch_stage_is_refused_by_its_line(pipe_bin, write_pipe):
+    """pipe feed serves host batches: a prefetch stage is a PipeError naming
+    its line, before anything loads (pipe exited without a word, which
+    raised PipeDied)."""
+    path = write_pipe(recipe() + "prefetch depth=2 devices=cpu:1\n")
+    with pytest.raises(pipefeed.PipeError) as e:
+        pipefeed.Loader(path, pipe_bin=pipe_bin)
+    assert not isinstance(e.value, pipefeed.PipeDied)
+    assert re.search(r"t\.pipe:8:1: prefetch: .*remove the prefetch stage", str(e.value)), str(e.value)
+
+
+def test_errors_are_said_once(pipe_bin, write_pipe, tmp_path, capfd):
+    """pipe's error reaches Python once, as the exception: pipe used to print
+    it on its stderr too, which the loader passes through."""
+    with pytest.raises(pipefeed.PipeError, match="padd"):
+        pipefeed.Loader(write_pipe("source synthetic\nrandom_crop size=32 padd=4\nbatch 8\n"), pipe_bin=pipe_bin)
+    rec = bytearray(3073 * 4)
+    rec[3073] = 42
+    (tmp_path / "b.bin").write_bytes(bytes(rec))
+    with pipefeed.Loader(write_pipe(f"source cifar10 path={tmp_path / 'b.bin'}\nbatch 2\n", "b.pipe"),
+                         pipe_bin=pipe_bin) as loader:
+        with pytest.raises(pipefeed.PipeError, match="label out of range"):
+            list(loader)
+        assert loader._proc.wait(timeout=5) == 1
+        loader._stderr.join(timeout=5)
+    err = capfd.readouterr().err
+    assert "padd" not in err and "label out of range" not in err, err
