@@ -62,6 +62,15 @@ def _launcher_rank():
     return None, None
 
 
+def _stopped(pid):
+    """Whether process pid is stopped (by a signal, or traced)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 def _find_pipe(pipe_bin):
     if pipe_bin:
         return pipe_bin
@@ -81,7 +90,7 @@ class Loader:
 
     ``Loader(pipe_file, epoch=0, rank=None, world=None, workers=None,
     framework="torch", device=None, pin_memory=False, copy=False, env=None,
-    pipe_bin=None)``
+    pipe_bin=None, timeout=300.0)``
 
     Iterating yields ``(x, y)``: ``x`` the batch in the pipeline's shape,
     layout and dtype (a ``torch.Tensor``, or a ``numpy.ndarray`` with
@@ -117,6 +126,14 @@ class Loader:
     depend on it). ``env`` adds variables for the file's ``${VAR}``s.
     ``pipe_bin`` (or ``PIPE_BIN``, else ``PATH``) names the pipe command.
 
+    ``timeout`` (seconds; default 300) bounds every single wait on pipe:
+    for its hello, which comes once it has loaded the file (downloads and
+    index builds included), and for each batch. A pipe that sends nothing
+    for that long, stopped (SIGSTOP) or hung, raises ``PipeError`` naming
+    its pid and whether it is stopped; ``0`` or ``None`` waits for ever.
+    The default is far beyond a batch of any recipe here; raise it for a
+    first run that downloads or indexes a large dataset.
+
     ``stats()`` gives images/s, how long Python waited for batches (the
     stall: "is the GPU starved?") and how long pipe waited for a free slab.
     Errors are ``PipeError`` with pipe's own text (pipe sends it rather
@@ -128,7 +145,7 @@ class Loader:
     """
 
     def __init__(self, pipe_file, *, epoch=0, rank=None, world=None, workers=None, framework="torch",
-                 device=None, pin_memory=False, copy=False, env=None, pipe_bin=None):
+                 device=None, pin_memory=False, copy=False, env=None, pipe_bin=None, timeout=300.0):
         if framework not in ("torch", "numpy"):
             raise ValueError(f"framework={framework!r}: want 'torch' or 'numpy'")
         if device is not None and framework != "torch":
@@ -143,6 +160,9 @@ class Loader:
             raise ValueError(f"workers={workers}: must be 0 or more")
         if epoch < 0:
             raise ValueError(f"epoch={epoch}: must be 0 or more")
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout={timeout}: must be 0 or more (0 or None: wait for ever)")
+        self._timeout = timeout or None
         self._closed = True
         self._copy = copy
         self._torch = None
@@ -181,6 +201,7 @@ class Loader:
             theirs.close()
             raise FileNotFoundError(f"cannot start {bin_}: {e}") from e
         theirs.close()
+        ours.settimeout(self._timeout)
         self._sock = ours
         self._stderr = threading.Thread(target=self._read_stderr, name="pipefeed-stderr", daemon=True)
         self._stderr.start()
@@ -224,6 +245,8 @@ class Loader:
             data, fds, _, _ = socket.recv_fds(self._sock, 1 << 16, 1)
         except ConnectionResetError:
             data, fds = b"", []
+        except socket.timeout:
+            raise self._unresponsive() from None
         if not data:
             raise self._died("before it could serve")
         try:
@@ -323,12 +346,16 @@ class Loader:
             self._sock.send(b"".join(msg))
         except (BrokenPipeError, ConnectionResetError):
             raise self._died("while it was serving") from None
+        except socket.timeout:
+            raise self._unresponsive() from None
 
     def _recv(self):
         try:
             data = self._sock.recv(1 << 16)
         except ConnectionResetError:
             data = b""
+        except socket.timeout:
+            raise self._unresponsive() from None
         if not data:
             raise self._died("while it was serving")
         return data
@@ -342,6 +369,15 @@ class Loader:
         tail = "\n".join(self._tail) or "(nothing on stderr)"
         how = f"exit status {code}" if code is not None and code >= 0 else f"signal {-code}" if code else "still running"
         return PipeDied(f"pipe stopped {when} ({how}); its last words:\n{tail}")
+
+    def _unresponsive(self):
+        pid = self._proc.pid
+        if _stopped(pid):
+            why = f"it is stopped (SIGSTOP, or a debugger; kill -CONT {pid} resumes it)"
+        else:
+            why = "it is running but does not answer"
+        return PipeError(f"pipe (pid {pid}) sent nothing for {self._timeout:g} s: {why}; "
+                         "Loader(timeout=...) sets how long to wait, None for ever")
 
     def _iterate(self, epoch, first):
         self._iterating = True
@@ -407,8 +443,8 @@ class Loader:
                         self._send(_HEAD.pack(_STOP, 0))  # pipe takes back every slab
                     elif held is not None:
                         self._send(_RELEASE_MSG.pack(_RELEASE, *held))
-                except PipeDied:
-                    pass
+                except PipeError:
+                    pass  # pipe died, or does not answer: close() ends it
 
     def _to_device(self, slab, seq, x, y):
         torch = self._torch
@@ -460,6 +496,8 @@ class Loader:
             return
         self._closed = True
         self._sock.close()  # pipe reads EOF and exits
+        if _stopped(self._proc.pid):
+            self._proc.kill()  # a stopped pipe reads nothing
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -386,3 +386,47 @@ def test_errors_are_said_once(pipe_bin, write_pipe, tmp_path, capfd):
         loader._stderr.join(timeout=5)
     err = capfd.readouterr().err
     assert "padd" not in err and "label out of range" not in err, err
+
+
+def _spy_popen(monkeypatch):
+    """The processes the loader starts, as it starts them."""
+    procs = []
+    real = subprocess.Popen
+
+    def spy(*args, **kwargs):
+        procs.append(real(*args, **kwargs))
+        return procs[-1]
+
+    monkeypatch.setattr(pipefeed._loader.subprocess, "Popen", spy)
+    return procs
+
+
+def test_a_stopped_pipe_times_out(pipe_bin, write_pipe, tmp_path, monkeypatch):
+    """A pipe stopped by SIGSTOP (which blocked Python for ever) raises a
+    PipeError after timeout seconds, mid-epoch or before its hello, and
+    close() ends it at once."""
+    with pipefeed.Loader(write_pipe(recipe(n=20000)), pipe_bin=pipe_bin, framework="numpy", timeout=1) as loader:
+        it = iter(loader)
+        next(it)
+        pid = loader._proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        start = time.monotonic()
+        with pytest.raises(pipefeed.PipeError, match=rf"pipe \(pid {pid}\) sent nothing for 1 s: it is stopped"):
+            for _ in it:
+                pass
+        assert time.monotonic() - start < 5
+        start = time.monotonic()
+        loader.close()
+        assert time.monotonic() - start < 2 and loader._proc.poll() is not None
+
+    # Stopped before its hello: pipe_bin is a script that stops itself, then
+    # becomes pipe.
+    wrapper = tmp_path / "stopped-pipe"
+    wrapper.write_text(f'#!/bin/sh\nkill -STOP $$\nexec {pipe_bin} "$@"\n')
+    wrapper.chmod(0o755)
+    procs = _spy_popen(monkeypatch)
+    start = time.monotonic()
+    with pytest.raises(pipefeed.PipeError, match=r"sent nothing for 1 s: it is stopped"):
+        pipefeed.Loader(write_pipe(recipe()), pipe_bin=str(wrapper), timeout=1)
+    assert time.monotonic() - start < 5
+    assert procs[0].poll() is not None, "the stopped pipe was left behind"
