@@ -80,7 +80,10 @@ type Hello struct {
 	World   int      `json:"world"`
 	Seed    uint64   `json:"seed"`
 	Workers int      `json:"workers"`
-	Ring    Layout   `json:"ring"`
+	// Fingerprint names the stream the batches make (Fingerprint): the
+	// loader resumes a saved position only in a pipeline of the same one.
+	Fingerprint string `json:"fingerprint"`
+	Ring        Layout `json:"ring"`
 }
 
 // Layout is where things are in the ring; hello's JSON carries it and the

@@ -30,7 +30,7 @@ _END_HEAD = struct.Struct("<IIq")  # token, epoch; JSON follows
 _HEADER = struct.Struct("<8sIIQQQQQ")  # the ring's: magic, version, slabs, stride, offset, rows, sample bytes, labels
 
 # The keys of hello's JSON (and of its ring) that the loader reads.
-_HELLO_KEYS = ("shape", "layout", "dtype", "batches", "samples", "rank", "world", "seed", "ring")
+_HELLO_KEYS = ("shape", "layout", "dtype", "batches", "samples", "rank", "world", "seed", "fingerprint", "ring")
 _RING_KEYS = ("size", "slabs", "stride")
 
 _DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
@@ -116,7 +116,10 @@ class Loader:
     ``load_state_dict(d)`` makes the next iteration, and only it, resume
     there, at the exact next batch, with the augmentations an uninterrupted
     run would have had: augmentations depend on the seed, the epoch and the
-    sample, not on workers or timing.
+    sample, not on workers or timing. A state carries the pipeline's
+    fingerprint (``info["fingerprint"]``, from pipe: a hash of the data's
+    identity, every stage that shapes the batches with its parameters, and
+    the seed), and a loader of another pipeline refuses it.
 
     ``rank`` and ``world`` default to the launcher's environment
     (``RANK``/``WORLD_SIZE`` of torchrun, ``OMPI_COMM_WORLD_RANK``/``SIZE``,
@@ -315,16 +318,26 @@ class Loader:
         h = self.info
         epoch, batch = self._pos
         return {"version": PROTOCOL, "epoch": epoch, "batch": batch, "batches": h["batches"],
-                "samples": h["samples"], "rank": h["rank"], "world": h["world"], "seed": h["seed"]}
+                "samples": h["samples"], "rank": h["rank"], "world": h["world"], "seed": h["seed"],
+                "fingerprint": h["fingerprint"]}
 
     def load_state_dict(self, state):
         """Resume at state (from state_dict): the next iteration streams its
         epoch from its batch; the iterations after it start their epoch
-        from the beginning, as ever."""
+        from the beginning, as ever. A state of another pipeline (another
+        fingerprint: data, stages with their parameters, seed; or another
+        rank, world or epoch size) is refused with ValueError."""
         h = self.info
         for k in ("batches", "samples", "rank", "world", "seed"):
             if state.get(k) != h[k]:
                 raise ValueError(f"state_dict is of another pipeline: its {k} is {state.get(k)!r}, this loader's {h[k]!r}")
+        if "fingerprint" not in state:
+            raise ValueError("state_dict has no pipeline fingerprint (an older pipefeed saved it): "
+                             "whether it is of this pipeline cannot be checked")
+        if state["fingerprint"] != h["fingerprint"]:
+            raise ValueError(f"state_dict is of another pipeline: its fingerprint is {state['fingerprint']}, "
+                             f"this loader's {h['fingerprint']} (the data, a stage's parameters or the seed differ: "
+                             "the batches after its position would not be the ones it expects)")
         if not 0 <= state["batch"] <= h["batches"] or state["epoch"] < 0:
             raise ValueError(f"state_dict: batch {state['batch']} of epoch {state['epoch']} is outside the epochs")
         self._epoch, self._resume = state["epoch"], state["batch"]

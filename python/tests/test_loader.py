@@ -430,3 +430,24 @@ def test_a_stopped_pipe_times_out(pipe_bin, write_pipe, tmp_path, monkeypatch):
         pipefeed.Loader(write_pipe(recipe()), pipe_bin=str(wrapper), timeout=1)
     assert time.monotonic() - start < 5
     assert procs[0].poll() is not None, "the stopped pipe was left behind"
+
+
+def test_state_dict_of_another_augmentation_is_refused(pipe_bin, write_pipe):
+    """A state carries pipe's fingerprint of the pipeline: one with another
+    augmentation (same sizes and seed, so nothing else told) refuses it;
+    the same pipeline from another file, or with other workers, takes it."""
+    body = recipe()
+    with pipefeed.Loader(write_pipe(body), pipe_bin=pipe_bin, framework="numpy") as loader:
+        stream(loader, limit=2)
+        state = loader.state_dict()
+    assert len(state["fingerprint"]) == 32
+    for name, other in [("flip", body.replace("flip horizontal", "flip horizontal p=0.25")),
+                        ("crop", body.replace("pad=4", "pad=2"))]:
+        with pipefeed.Loader(write_pipe(other, f"{name}.pipe"), pipe_bin=pipe_bin, framework="numpy") as loader:
+            with pytest.raises(ValueError, match="another pipeline: its fingerprint"):
+                loader.load_state_dict(state)
+    with pipefeed.Loader(write_pipe("# the same, in another file\n" + body, "same.pipe"), pipe_bin=pipe_bin,
+                         framework="numpy", workers=3) as loader:
+        loader.load_state_dict(state)
+        with pytest.raises(ValueError, match="no pipeline fingerprint"):
+            loader.load_state_dict({k: v for k, v in state.items() if k != "fingerprint"})
