@@ -54,7 +54,9 @@
 // other start drops it.
 //
 // When the loader's process ends, however it ends, the socket reads EOF:
-// Serve stops the epoch and returns, and the command exits 0. On a
+// Serve stops the epoch and returns, and the command exits 0 (pipe feed
+// also watches its parent process, for a socket a child of the loader keeps
+// open). On a
 // SOCK_SEQPACKET socket an empty packet reads as 0 bytes too; pipe tells
 // them apart by the credentials the kernel attaches, under SO_PASSCRED, to
 // every packet it delivers and not to the end. When pipe

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
+	"github.com/alitto/pond/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/pipefeed/pipe"
@@ -90,13 +92,18 @@ func serveLoader(c *cobra.Command, conn *net.UnixConn, file string, protocol, ra
 	ctx, cancel := context.WithCancelCause(c.Context())
 	defer cancel(nil)
 	c.SetContext(ctx)
+	defer watchParent(cancel)()
 	stop := feed.Watch(conn, cancel)
 	p, err := load(c, file, opts...)
-	if werr := stop(); werr != nil {
+	werr := stop()
+	if werr == nil && errors.Is(context.Cause(ctx), errParentGone) {
+		werr = errParentGone
+	}
+	if werr != nil {
 		if p != nil {
 			p.Close()
 		}
-		if errors.Is(werr, feed.ErrGone) {
+		if errors.Is(werr, feed.ErrGone) || errors.Is(werr, errParentGone) {
 			return nil // nobody to serve, nobody to tell
 		}
 		return feed.Refuse(conn, werr)
@@ -109,7 +116,10 @@ func serveLoader(c *cobra.Command, conn *net.UnixConn, file string, protocol, ra
 		p.SetWorkers(workers)
 	}
 	setProcs(p)
-	if err := feed.Serve(c.Context(), p, conn, file); err != nil {
+	if err := feed.Serve(ctx, p, conn, file); err != nil {
+		if errors.Is(context.Cause(ctx), errParentGone) {
+			return nil // nobody to tell
+		}
 		if errors.Is(err, pipe.ErrConfig) {
 			return usageError{err}
 		}
@@ -132,4 +142,50 @@ func noPrefetch(file string) error {
 		}
 	}
 	return nil
+}
+
+var errParentGone = errors.New("the process that started pipe feed is gone")
+
+// parentPoll is how often watchParent looks, and parentGrace how long pipe
+// feed has to end by itself once it has seen the parent go.
+const (
+	parentPoll  = 200 * time.Millisecond
+	parentGrace = 5 * time.Second
+)
+
+// watchParent ends pipe feed when the process that started it, the
+// loader's, is gone, even where the loader's socket stays open (a process
+// the loader started inherited it) or pipe does not get to read it: it
+// cancels with errParentGone, and exits the process if the command has not
+// ended parentGrace later. It looks at the parent's pid, which changes
+// when the parent dies and pipe is handed to init or a subreaper, rather
+// than set PR_SET_PDEATHSIG, which fires when the thread that started pipe
+// ends: a loader made in a thread that then ends would kill it. The
+// returned stop ends the watch.
+func watchParent(cancel context.CancelCauseFunc) (stop func()) {
+	ppid := os.Getppid()
+	done := make(chan struct{})
+	pool := pond.NewPool(1)
+	pool.Submit(func() {
+		tick := time.NewTicker(parentPoll)
+		defer tick.Stop()
+		for os.Getppid() == ppid {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+		cancel(errParentGone)
+		select {
+		case <-done:
+		case <-time.After(parentGrace):
+			fmt.Fprintf(os.Stderr, "pipe: feed: the loader's process (pid %d) is gone, and pipe did not end within %v of it\n", ppid, parentGrace)
+			os.Exit(1)
+		}
+	})
+	return func() {
+		close(done)
+		pool.StopAndWait()
+	}
 }

@@ -451,3 +451,58 @@ def test_state_dict_of_another_augmentation_is_refused(pipe_bin, write_pipe):
         loader.load_state_dict(state)
         with pytest.raises(ValueError, match="no pipeline fingerprint"):
             loader.load_state_dict({k: v for k, v in state.items() if k != "fingerprint"})
+
+
+def test_many_short_epochs_and_breaks_do_not_hang(pipe_bin, write_pipe):
+    """set_epoch and a whole loop, repeated, hung within a few thousand
+    epochs (an epoch pipe had started ahead, closed before its producer ran,
+    deadlocked in Close: issue 24, item 1), and so could a loop broken off
+    after a batch; every wait here is bounded by timeout=, and close() is
+    prompt and pipe ends with exit 0 (no 10 s wait and SIGKILL)."""
+    # One batch an epoch: as many epoch starts and stops a second as can be.
+    loader = pipefeed.Loader(write_pipe(recipe(n=50, batch=50)), framework="numpy", pipe_bin=pipe_bin, timeout=10)
+    broken = pipefeed.Loader(write_pipe(recipe(n=200, batch=50), "broken.pipe"), framework="numpy",
+                             pipe_bin=pipe_bin, timeout=10)
+    try:
+        for _ in range(2000):
+            loader.set_epoch(0)
+            assert sum(1 for _ in loader) == 1
+        for _ in range(500):
+            for _ in broken:
+                break
+    finally:
+        for lo in (loader, broken):
+            start = time.monotonic()
+            lo.close()
+            assert time.monotonic() - start < 2, "close() waited for pipe"
+            assert lo._proc.returncode == 0
+
+
+def test_dead_loader_with_its_socket_still_open_ends_pipe(pipe_bin, write_pipe):
+    """When the loader's process dies, pipe ends even if its socket stays
+    open (a process the loader started inherited it), so that pipe cannot be
+    left orphaned holding its ring; it used to wait for the socket's EOF."""
+    script = textwrap.dedent(f"""
+        import subprocess, sys, time
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(pipefeed.__file__)))!r})
+        import pipefeed
+        loader = pipefeed.Loader({write_pipe(recipe(n=20000))!r}, pipe_bin={pipe_bin!r}, framework="numpy")
+        it = iter(loader)
+        next(it)
+        holder = subprocess.Popen(["sleep", "60"], pass_fds=(loader._sock.fileno(),))
+        print(loader._proc.pid, holder.pid, flush=True)
+        time.sleep(60)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pid, holder = map(int, child.stdout.readline().split())
+    try:
+        child.kill()
+        child.wait()
+        deadline = time.monotonic() + 3
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _alive(pid), "pipe outlived its loader's process by 3 s"
+    finally:
+        os.kill(holder, signal.SIGKILL)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
