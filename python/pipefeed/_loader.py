@@ -374,6 +374,9 @@ class Loader:
         return data
 
     def _died(self, when):
+        text = self._last_error()
+        if text is not None:
+            return PipeError(text)
         try:
             code = self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -382,6 +385,26 @@ class Loader:
         tail = "\n".join(self._tail) or "(nothing on stderr)"
         how = f"exit status {code}" if code is not None and code >= 0 else f"signal {-code}" if code else "still running"
         return PipeDied(f"pipe stopped {when} ({how}); its last words:\n{tail}")
+
+    def _last_error(self):
+        """The text of the error message pipe sent before it went, if it
+        is still waiting in the socket: a send to the gone pipe, or a reset
+        (pipe left messages of ours unread), can come before it is read."""
+        reset = False
+        while True:
+            try:
+                data = self._sock.recv(1 << 16, socket.MSG_DONTWAIT)
+            except ConnectionResetError:
+                if reset:
+                    return None
+                reset = True  # said once; the messages queued before it follow
+                continue
+            except OSError:
+                return None  # nothing waits
+            if len(data) < _HEAD.size:
+                return None
+            if _HEAD.unpack_from(data)[0] == _ERROR:
+                return data[_HEAD.size:].decode(errors="replace")
 
     def _unresponsive(self):
         pid = self._proc.pid

@@ -271,10 +271,12 @@ def test_stale_release_is_a_protocol_error(pipe_bin, write_pipe):
             next(it)
         slab, seq = it.gi_frame.f_locals["held"]
         loader._sock.send(pipefeed._loader._RELEASE_MSG.pack(pipefeed._loader._RELEASE, slab, seq - 3))
+        # pipe is gone before the loader reads its error: the loader's
+        # release then fails, and it must still raise pipe's words.
+        assert loader._proc.wait(timeout=5) == 1
         with pytest.raises(pipefeed.PipeError, match=f"stale release of slab {slab}, naming batch {seq - 3}"):
             for _ in it:
                 pass
-        assert loader._proc.wait(timeout=5) == 1
 
 
 def _feed(pipe_bin, path):
@@ -321,10 +323,10 @@ def test_empty_packet_mid_epoch_is_a_protocol_error(pipe_bin, write_pipe):
         it = iter(loader)
         next(it)
         loader._sock.send(b"")
+        assert loader._proc.wait(timeout=5) == 1
         with pytest.raises(pipefeed.PipeError, match="the loader sent an empty packet"):
             for _ in it:
                 pass
-        assert loader._proc.wait(timeout=5) == 1
 
 
 def test_each_iteration_starts_its_epoch_over(pipe_bin, write_pipe):
