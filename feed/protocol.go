@@ -37,7 +37,9 @@ const (
 // Ahead is how many batches the loader may hold at once: the one it is
 // using and those sent ahead of it, waiting in the socket. The ring has
 // that many slabs beyond the pipeline's own, so that its workers never
-// wait for the loader's.
+// wait for the loader's. Hello tells the loader (Hello.Ahead): one that
+// hands slabs back late, when their copies to a GPU complete, must not
+// wait for a batch while it holds this many.
 const Ahead = 3
 
 var (
@@ -80,6 +82,9 @@ type Hello struct {
 	World   int      `json:"world"`
 	Seed    uint64   `json:"seed"`
 	Workers int      `json:"workers"`
+	// Ahead is the most batches the loader holds (sent and not released)
+	// before pipe waits for a release: the constant Ahead.
+	Ahead int `json:"ahead"`
 	// Fingerprint names the stream the batches make (Fingerprint): the
 	// loader resumes a saved position only in a pipeline of the same one.
 	Fingerprint string `json:"fingerprint"`

@@ -30,7 +30,8 @@ _END_HEAD = struct.Struct("<IIq")  # token, epoch; JSON follows
 _HEADER = struct.Struct("<8sIIQQQQQ")  # the ring's: magic, version, slabs, stride, offset, rows, sample bytes, labels
 
 # The keys of hello's JSON (and of its ring) that the loader reads.
-_HELLO_KEYS = ("shape", "layout", "dtype", "batches", "samples", "rank", "world", "seed", "fingerprint", "ring")
+_HELLO_KEYS = ("shape", "layout", "dtype", "batches", "samples", "rank", "world", "seed", "ahead", "fingerprint",
+               "ring")
 _RING_KEYS = ("size", "slabs", "stride")
 
 _DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
@@ -85,6 +86,59 @@ def _find_pipe(pipe_bin):
     return found
 
 
+def _check_device(torch, device):
+    """Raise if device= cannot be used: not a CUDA device, or none there."""
+    if torch.device(device).type != "cuda":
+        raise ValueError(f"device={device!r}: want a CUDA device (for the CPU, leave device= out)")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r}, but torch sees no CUDA device")
+
+
+class _CudaCopier:
+    """Copies host batches to one GPU on a side stream of its own, from the
+    ring registered with CUDA (page-locked, in place) when pin_memory. Its
+    CUDA calls run with that GPU current, whichever is current otherwise:
+    registering the ring from another would make a context there (on GPU 0
+    for every rank)."""
+
+    def __init__(self, torch, device, mm, pin_memory):
+        self._torch = torch
+        self.device = torch.device(device)
+        self._pinned = None
+        with torch.cuda.device(self.device):
+            self._stream = torch.cuda.Stream(self.device)
+            if pin_memory:
+                base = np.frombuffer(mm, dtype=np.uint8)
+                err = torch.cuda.cudart().cudaHostRegister(base.ctypes.data, len(mm), 0)
+                if int(err) != 0:
+                    raise RuntimeError(f"cudaHostRegister of the {len(mm)}-byte ring on {self.device} failed: {err}")
+                self._pinned = base.ctypes.data
+
+    def copy(self, x, y):
+        """Start copying x and y to the device: the device tensors, which
+        the current stream waits for, and an event that completes with the
+        copy, after which the host's may be reused."""
+        torch = self._torch
+        with torch.cuda.stream(self._stream):
+            xd = torch.empty(x.shape, dtype=x.dtype, device=self.device)
+            yd = torch.empty(y.shape, dtype=y.dtype, device=self.device)
+            xd.copy_(x, non_blocking=self._pinned is not None)
+            yd.copy_(y, non_blocking=self._pinned is not None)
+            ev = torch.cuda.Event()
+            ev.record(self._stream)
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(ev)
+        xd.record_stream(current)
+        yd.record_stream(current)
+        return xd, yd, ev
+
+    def close(self):
+        if self._pinned is not None:
+            with self._torch.cuda.device(self.device):
+                self._torch.cuda.cudart().cudaHostUnregister(self._pinned)
+            self._pinned = None
+
+
 class Loader:
     """Iterates over the batches of a .pipe pipeline, served by ``pipe feed``.
 
@@ -102,9 +156,12 @@ class Loader:
     batch into it after that. Keep it longer with ``copy=True`` (owned
     arrays), or ``.clone()`` / ``.copy()`` it. With ``device="cuda:N"`` each
     batch is copied to that GPU on a side stream (asynchronously with
-    ``pin_memory=True``, which registers the ring with CUDA once, in place)
-    and the yielded tensors are the caller's; the slab goes back to pipe
-    once its copy has completed.
+    ``pin_memory=True``, which registers the ring with CUDA once, in place,
+    on that GPU) and the yielded tensors are the caller's; the slab goes
+    back to pipe once its copy has completed. pipe sends no more while the
+    loader holds ``info["ahead"]`` slabs (3), so with that many copies in
+    flight the loader waits for the oldest before it waits for a batch: a
+    loop that never synchronises with the GPU does not stall.
 
     Epochs: an iteration streams one epoch from its first batch;
     ``set_epoch(e)`` selects it (as with a ``DistributedSampler``), and a
@@ -173,6 +230,10 @@ class Loader:
             import torch
 
             self._torch = torch
+        if device is not None:
+            _check_device(self._torch, device)  # before pipe starts
+        self._copier = None
+        self._pending = collections.deque()  # (event, slab, seq): copies to the device in flight
         self._epoch = epoch  # the epoch the next iteration streams
         self._resume = None  # its first batch, from load_state_dict: for that iteration only
         self._pos = (epoch, 0)  # the epoch and batch after the last one yielded: state_dict
@@ -211,13 +272,11 @@ class Loader:
         self._closed = False
         try:
             self._hello()
+            if device is not None:
+                self._copier = _CudaCopier(self._torch, device, self._mm, pin_memory)
         except BaseException:
-            self.close()
+            self.close()  # pipe with it, whatever failed
             raise
-        if device is not None:
-            self._setup_device(device, pin_memory)
-        else:
-            self._device = None
 
     # -- start-up ------------------------------------------------------------
 
@@ -278,24 +337,6 @@ class Loader:
                 x, y = self._torch.from_numpy(x), self._torch.from_numpy(y)
             self._x.append(x)
             self._y.append(y)
-
-    def _setup_device(self, device, pin_memory):
-        torch = self._torch
-        self._device = torch.device(device)
-        if self._device.type != "cuda":
-            raise ValueError(f"device={device!r}: want a CUDA device (for the CPU, leave device= out)")
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"device={device!r}, but torch sees no CUDA device")
-        self._stream = torch.cuda.Stream(self._device)
-        self._pinned = False
-        if pin_memory:
-            base = np.frombuffer(self._mm, dtype=np.uint8)
-            err = torch.cuda.cudart().cudaHostRegister(base.ctypes.data, len(self._mm), 0)
-            if int(err) != 0:
-                raise RuntimeError(f"cudaHostRegister of the {len(self._mm)}-byte ring failed: {err}")
-            self._pinned_ptr = base.ctypes.data
-            self._pinned = True
-        self._pending = collections.deque()  # (event, slab, seq) copies in flight
 
     # -- the iteration -------------------------------------------------------
 
@@ -426,11 +467,14 @@ class Loader:
         started = time.perf_counter()
         try:
             while True:
-                if held is not None and self._device is None:
+                if held is not None and self._copier is None:
                     self._send(_RELEASE_MSG.pack(_RELEASE, *held))
                     held = None
-                if self._device is not None:
-                    self._reap(block=False)
+                if self._copier is not None:
+                    # pipe sends nothing more while the loader holds
+                    # "ahead" slabs: with that many copies in flight, wait
+                    # for the oldest before waiting for a batch.
+                    self._reap(wait=len(self._pending) + 1 - self.info["ahead"])
                 t = time.perf_counter()
                 data = self._recv()
                 self._stall += time.perf_counter() - t
@@ -446,8 +490,9 @@ class Loader:
                     x, y = self._x[slab], self._y[slab]
                     if n != len(y):  # a short batch (slicing a tensor costs µs: not for full ones)
                         x, y = x[:n], y[:n]
-                    if self._device is not None:
-                        x, y = self._to_device(slab, seq, x, y)
+                    if self._copier is not None:
+                        x, y, ev = self._copier.copy(x, y)
+                        self._pending.append((ev, slab, seq))
                     else:
                         held = slab, seq
                         if self._copy:
@@ -473,36 +518,26 @@ class Loader:
             self._iterating = False
             if not self._closed and self._proc.poll() is None:
                 try:
-                    if self._device is not None:
-                        self._reap(block=True)
+                    if self._copier is not None:
+                        self._reap(wait=len(self._pending))
                     if not done:
                         self._send(_HEAD.pack(_STOP, 0))  # pipe takes back every slab
                     elif held is not None:
                         self._send(_RELEASE_MSG.pack(_RELEASE, *held))
                 except PipeError:
                     pass  # pipe died, or does not answer: close() ends it
+            # Copies not handed back (pipe failed meanwhile) still finish
+            # before a later start lets pipe reuse their slabs.
+            while self._pending:
+                self._pending.popleft()[0].synchronize()
 
-    def _to_device(self, slab, seq, x, y):
-        torch = self._torch
-        with torch.cuda.stream(self._stream):
-            xd = torch.empty(x.shape, dtype=x.dtype, device=self._device)
-            yd = torch.empty(y.shape, dtype=y.dtype, device=self._device)
-            xd.copy_(x, non_blocking=self._pinned)
-            yd.copy_(y, non_blocking=self._pinned)
-            ev = torch.cuda.Event()
-            ev.record(self._stream)
-        current = torch.cuda.current_stream(self._device)
-        current.wait_event(ev)
-        xd.record_stream(current)
-        yd.record_stream(current)
-        self._pending.append((ev, slab, seq))
-        return xd, yd
-
-    def _reap(self, block):
-        """Release the slabs whose copies to the device have completed."""
-        while self._pending and (block or self._pending[0][0].query()):
+    def _reap(self, wait=0):
+        """Hand back to pipe the slabs whose copies to the device have
+        completed, having waited for the oldest wait copies to complete."""
+        while self._pending and (wait > 0 or self._pending[0][0].query()):
             ev, slab, seq = self._pending.popleft()
             ev.synchronize()
+            wait -= 1
             self._send(_RELEASE_MSG.pack(_RELEASE, slab, seq))
 
     # -- figures and the end -------------------------------------------------
@@ -540,8 +575,8 @@ class Loader:
             self._proc.kill()
             self._proc.wait()
         self._stderr.join(timeout=1)
-        if getattr(self, "_pinned", False):
-            self._torch.cuda.cudart().cudaHostUnregister(self._pinned_ptr)
+        if getattr(self, "_copier", None) is not None:
+            self._copier.close()
         self._x = self._y = None
         mm = getattr(self, "_mm", None)
         if mm is not None:
