@@ -74,10 +74,9 @@ says so and exits 1.`,
 	return c
 }
 
-// serveLoader serves file's batches to the loader at the other end of conn,
-// the pipe feed command once the socket is known. Every error it returns
-// from then on has been sent to the loader where it could be (a
-// feed.ToldError).
+// serveLoader serves file's batches to the loader at the other end of conn:
+// the pipe feed command once the socket is known. An error it has sent the
+// loader comes back as a feed.ToldError.
 func serveLoader(c *cobra.Command, conn *net.UnixConn, file string, protocol, rank, world, workers int) error {
 	if protocol != feed.Version {
 		return feed.Refuse(conn, usageError{fmt.Errorf("the loader speaks feed protocol %d and this pipe speaks %d: install the pipefeed and pipe of one release", protocol, feed.Version)})
