@@ -54,15 +54,8 @@ says so and exits 1.`,
 				fc.Close()
 				return usageError{fmt.Errorf("--fd=%d: not a Unix socket", fd)}
 			}
-			ctx := c.Context()
 			err = serveLoader(c, conn, args[0], protocol, rank, world, workers)
 			conn.Close()
-			if errors.As(err, new(feed.ToldError)) {
-				// The loader raises the error it was sent, in pipe's
-				// words, and pipe's stderr is the loader's: printed here
-				// too, it would be said twice.
-				os.Exit(exitCode(ctx, err))
-			}
 			return err
 		},
 	}
@@ -81,7 +74,7 @@ func serveLoader(c *cobra.Command, conn *net.UnixConn, file string, protocol, ra
 	if protocol != feed.Version {
 		return feed.Refuse(conn, usageError{fmt.Errorf("the loader speaks feed protocol %d and this pipe speaks %d: install the pipefeed and pipe of one release", protocol, feed.Version)})
 	}
-	if err := noPrefetch(file); err != nil {
+	if err := noPrefetch(c.Context(), file); err != nil {
 		return feed.Refuse(conn, usageError{err})
 	}
 	var opts []pipe.LoadOption
@@ -130,8 +123,8 @@ func serveLoader(c *cobra.Command, conn *net.UnixConn, file string, protocol, ra
 // noPrefetch refuses, by its line, a file with a prefetch stage, before
 // anything is loaded: pipe feed serves host batches, and the loader copies
 // them to its device. A file that does not parse is load's to report.
-func noPrefetch(file string) error {
-	f, err := pipefile.ParseFile(file)
+func noPrefetch(ctx context.Context, file string) error {
+	f, err := pipefile.ParseFile(ctx, file)
 	if err != nil {
 		return nil
 	}
