@@ -18,7 +18,9 @@ import (
 // augmentation, the batching or the seed changes it. Stages that do not
 // change a batch are left out: pipeline (workers, on_error, and rank and
 // world, which the loader compares itself), prefetch, train and eval; a
-// cache stage counts only where it echoes epochs, by how many it keeps.
+// cache stage counts only where it echoes epochs, by how many it keeps. In
+// an elastic pipeline the batch is named by the global batch, which every
+// number of ranks slices alike, rather than by this rank's share of it.
 func Fingerprint(p *pipe.Pipeline) string {
 	s := p.Summary()
 	parts := []string{"pipefeed stream 1", p.Source().Info().Identity, fmt.Sprintf("seed=%d", s.Seed)}
@@ -28,6 +30,12 @@ func Fingerprint(p *pipe.Pipeline) string {
 		case "cache":
 			if c := s.Cache; c != nil && c.Echo {
 				parts = append(parts, fmt.Sprintf("cache epochs=%d", c.Epochs))
+			}
+		case "batch":
+			if s.Elastic {
+				parts = append(parts, fmt.Sprintf("elastic global batch=%d", s.GlobalBatch))
+			} else {
+				parts = append(parts, st.String())
 			}
 		default:
 			parts = append(parts, st.String())

@@ -80,8 +80,14 @@ type Hello struct {
 	Classes []string `json:"classes"`
 	Rank    int      `json:"rank"`
 	World   int      `json:"world"`
-	Seed    uint64   `json:"seed"`
-	Workers int      `json:"workers"`
+	// Elastic reports pipeline elastic=true, where the global batch,
+	// GlobalBatch (batch × world), is the unit the ranks slice: batch k of
+	// every rank is its slice of global batch k, so a position carries
+	// over to another number of ranks.
+	Elastic     bool   `json:"elastic"`
+	GlobalBatch int    `json:"global_batch"`
+	Seed        uint64 `json:"seed"`
+	Workers     int    `json:"workers"`
 	// Ahead is the most batches the loader holds (sent and not released)
 	// before pipe waits for a release: the constant Ahead.
 	Ahead int `json:"ahead"`

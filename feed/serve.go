@@ -63,7 +63,7 @@ func hello(p *pipe.Pipeline, conn *net.UnixConn, name string) (*Ring, error) {
 	h := Hello{Version: Version, Pipe: pipe.BuildInfo().Version, PID: os.Getpid(), File: name,
 		Shape: [3]int{t.Shape.C, t.Shape.H, t.Shape.W}, Layout: t.Layout.String(), DType: t.DType.String(),
 		Batch: s.BatchSize, Batches: s.Batches, Samples: s.Samples, Classes: p.Source().Info().Classes,
-		Rank: s.Rank, World: s.World, Seed: s.Seed, Workers: s.Workers, Ahead: Ahead, Fingerprint: Fingerprint(p), Ring: ring.Layout}
+		Rank: s.Rank, World: s.World, Elastic: s.Elastic, GlobalBatch: s.GlobalBatch, Seed: s.Seed, Workers: s.Workers, Ahead: Ahead, Fingerprint: Fingerprint(p), Ring: ring.Layout}
 	js, err := json.Marshal(h)
 	if err == nil {
 		_, _, err = conn.WriteMsgUnix(appendHello(nil, js), unix.UnixRights(int(ring.File().Fd())), nil)

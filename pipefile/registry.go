@@ -627,9 +627,10 @@ var builtin = []*Spec{
 			{Name: "seed", Type: Int, Min: bound(0), Doc: "the pipeline's seed when there is no shuffle stage"},
 			Param{Name: "rank", Type: Int, Default: "0", Min: bound(0), Doc: "this process's rank in a data-parallel job, e.g. ${RANK:-0}"}.with(ranksBound),
 			Param{Name: "world", Type: Int, Default: "1", Min: bound(1), Doc: "the number of ranks, e.g. ${WORLD_SIZE:-1}; each reads an equal, disjoint share"}.with(ranksBound),
+			{Name: "elastic", Type: Bool, Default: "false", Doc: "ranks read slices of whole global batches of one order, so the stream and a resume do not depend on the number of ranks (a last, partial global batch sits out)"},
 		},
 		Build: func(a Args) (Stage, error) {
-			s := Settings{Workers: a.Int("workers"), Rank: a.Int("rank"), World: a.Int("world")}
+			s := Settings{Workers: a.Int("workers"), Rank: a.Int("rank"), World: a.Int("world"), Elastic: a.Bool("elastic")}
 			if a.String("on_error") == "skip" {
 				s.OnError = engine.Skip
 			}

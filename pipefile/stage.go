@@ -67,6 +67,7 @@ type Config struct {
 	Seed           uint64
 	SeedSet        bool
 	Rank, World    int
+	Elastic        bool
 	Batch          int
 	DropLast       bool
 	Workers        int // 0: one per core
@@ -331,6 +332,14 @@ type Settings struct {
 	// rank's share of every epoch, of World equal and disjoint shares.
 	// World 0 is 1.
 	Rank, World int
+	// Elastic makes the global batch (the file's batch in a training job,
+	// batch × world when streaming) the unit of an epoch: each rank reads
+	// its slice of every whole global batch of one global order, so any
+	// world size that divides it sees the same global stream and a run
+	// resumes on another number of ranks (sharding.WithElastic). The
+	// samples of a last, partial global batch sit out. Default false: the
+	// order of ranks' shares and an epoch's last samples depend on World.
+	Elastic bool
 }
 
 // Pipeline makes a stage of settings.
@@ -342,7 +351,7 @@ func Pipeline(s Settings) Stage {
 	if s.Seed != nil {
 		line += fmt.Sprintf(" seed=%d", *s.Seed)
 	}
-	line += fmt.Sprintf(" rank=%d world=%d", s.Rank, s.World)
+	line += fmt.Sprintf(" rank=%d world=%d elastic=%t", s.Rank, s.World, s.Elastic)
 	return Stage{name: "pipeline", line: line, apply: func(c *Config) error {
 		if s.Workers < 0 {
 			return fmt.Errorf("workers=%d: must be 0 (one per core) or more", s.Workers)
@@ -364,7 +373,7 @@ func Pipeline(s Settings) Stage {
 		if s.Workers > 0 {
 			c.Workers = s.Workers
 		}
-		c.OnError, c.Rank, c.World = s.OnError, s.Rank, s.World
+		c.OnError, c.Rank, c.World, c.Elastic = s.OnError, s.Rank, s.World, s.Elastic
 		return nil
 	}}
 }

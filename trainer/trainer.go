@@ -32,6 +32,15 @@ type Feed interface {
 	Epoch(ctx context.Context, e int) (EpochFeed, error)
 }
 
+// FeedFrom is a Feed that can start an epoch at a global batch: the
+// batches Epoch would give from first on, without making the earlier ones.
+// A resumed epoch starts there; with a plain Feed the trainer takes the
+// batches done before the stop from it and drops them.
+type FeedFrom interface {
+	Feed
+	EpochFrom(ctx context.Context, e, first int) (EpochFeed, error)
+}
+
 // EpochFeed is one epoch of a Feed. Next(r) returns replica r's slices of
 // the global batches in order, io.EOF after the last; each replica may call
 // it from its own goroutine.
@@ -406,7 +415,15 @@ type StepStats struct {
 func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats)) (EpochStats, error) {
 	start := time.Now()
 	t.reduceTime, t.waitTime = 0, 0
-	ef, err := feed.Epoch(ctx, t.Epoch)
+	var ef EpochFeed
+	var err error
+	skip := t.InEpoch // the batches done before a stop, to take unused
+	if ff, ok := feed.(FeedFrom); ok && t.InEpoch > 0 {
+		ef, err = ff.EpochFrom(ctx, t.Epoch, t.InEpoch)
+		skip = 0
+	} else {
+		ef, err = feed.Epoch(ctx, t.Epoch)
+	}
 	if err != nil {
 		return EpochStats{}, t.abandon(ctx, err)
 	}
@@ -436,9 +453,9 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 		return st, err
 	}
 	// A resumed epoch: its first InEpoch batches were trained on before the
-	// stop; take them from the feed unused, so the next step sees the batch
-	// it would have.
-	for range t.InEpoch {
+	// stop; a feed that cannot start past them gives them, and they go
+	// unused, so the next step sees the batch it would have.
+	for range skip {
 		for r := range t.replicas {
 			b, err := ef.Next(r)
 			if err != nil {

@@ -223,6 +223,9 @@ func describe(p *pipe.Pipeline) string {
 			fmt.Fprintf(&b, ", each a slice of every global batch of %d", s.GlobalBatch)
 		}
 	}
+	if s.Elastic {
+		fmt.Fprintf(&b, "; elastic: whole global batches of %d, the same for any number of ranks that divides it", s.GlobalBatch)
+	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch", t.Layout, t.DType, d[0], d[1], d[2], d[3], s.BatchSize*t.SampleBytes())
 	if h := s.HostTensor; s.NormalizeOnDevice {

@@ -355,11 +355,13 @@ class Loader:
         the next epoch's first after a complete one, or what set_epoch or
         load_state_dict said since). load_state_dict of it, in this or a new
         loader over the same pipeline, rank and world, makes the next
-        iteration resume exactly there."""
+        iteration resume exactly there; with ``pipeline elastic=true``, on
+        any number of ranks that divides the same global batch."""
         h = self.info
         epoch, batch = self._pos
         return {"version": PROTOCOL, "epoch": epoch, "batch": batch, "batches": h["batches"],
                 "samples": h["samples"], "rank": h["rank"], "world": h["world"], "seed": h["seed"],
+                "elastic": h.get("elastic", False), "global_batch": h.get("global_batch"),
                 "fingerprint": h["fingerprint"]}
 
     def load_state_dict(self, state):
@@ -367,11 +369,23 @@ class Loader:
         epoch from its batch; the iterations after it start their epoch
         from the beginning, as ever. A state of another pipeline (another
         fingerprint: data, stages with their parameters, seed; or another
-        rank, world or epoch size) is refused with ValueError."""
+        rank, world or epoch size) is refused with ValueError. With
+        ``pipeline elastic=true`` a state saved by any number of ranks
+        carries over to another, at the same global batch: batch k of every
+        rank is its slice of global batch k, whatever the number of ranks."""
         h = self.info
-        for k in ("batches", "samples", "rank", "world", "seed"):
-            if state.get(k) != h[k]:
-                raise ValueError(f"state_dict is of another pipeline: its {k} is {state.get(k)!r}, this loader's {h[k]!r}")
+        elastic = bool(state.get("elastic")) and h.get("elastic", False)
+        if elastic:
+            keys = ("batches", "global_batch", "seed")
+        else:
+            keys = ("batches", "samples", "rank", "world", "seed")
+            if state.get("world") != h["world"]:
+                raise ValueError(f"state_dict is of {state.get('world')!r} ranks and this loader is one of {h['world']}: "
+                                 "a position carries over to another number of ranks only with pipeline elastic=true "
+                                 "(the ranks slice whole global batches of one order), at the same global batch")
+        for k in keys:
+            if state.get(k) != h.get(k):
+                raise ValueError(f"state_dict is of another pipeline: its {k} is {state.get(k)!r}, this loader's {h.get(k)!r}")
         if "fingerprint" not in state:
             raise ValueError("state_dict has no pipeline fingerprint (an older pipefeed saved it): "
                              "whether it is of this pipeline cannot be checked")

@@ -508,3 +508,49 @@ def test_dead_loader_with_its_socket_still_open_ends_pipe(pipe_bin, write_pipe):
         os.kill(holder, signal.SIGKILL)
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+ELASTIC = """source synthetic n=1000 seed=3
+shuffle seed=11
+random_crop size=32 pad=4 fill=reflect
+flip horizontal
+batch {batch}
+pipeline elastic={elastic}
+to_tensor layout=nchw dtype=uint8
+"""
+
+
+def test_elastic_state_carries_over_ranks(pipe_bin, write_pipe):
+    """With pipeline elastic=true a position saved by 2 ranks (batch 32 each:
+    a global batch of 64) resumes on 1 rank (batch 64) at the exact next
+    global batch: the 2 ranks' first 5 batches, slice by slice, then the
+    resumed rank's, are one rank's whole epoch. Without it the state of
+    another number of ranks is refused, saying why."""
+    one = write_pipe(ELASTIC.format(batch=64, elastic="true"), "one.pipe")
+    two = write_pipe(ELASTIC.format(batch=32, elastic="true"), "two.pipe")
+    with pipefeed.Loader(one, framework="numpy", pipe_bin=pipe_bin) as loader:
+        loader.set_epoch(1)
+        whole = stream(loader)
+    heads, states = [], []
+    for rank in range(2):
+        with pipefeed.Loader(two, rank=rank, world=2, framework="numpy", pipe_bin=pipe_bin) as loader:
+            assert loader.info["elastic"] and loader.info["global_batch"] == 64 and len(loader) == 1000 // 64
+            loader.set_epoch(1)
+            heads.append(stream(loader, limit=5))
+            states.append(loader.state_dict())
+    assert states[0]["batch"] == states[1]["batch"] == 5
+    with pipefeed.Loader(one, framework="numpy", pipe_bin=pipe_bin) as loader:
+        loader.load_state_dict(states[1])
+        tail = stream(loader)
+    rows = 32 * 3 * 32 * 32
+    data = b"".join(heads[r][0][b * rows:(b + 1) * rows] for b in range(5) for r in range(2)) + tail[0]
+    labels = b"".join(heads[r][1][b * 128:(b + 1) * 128] for b in range(5) for r in range(2)) + tail[1]
+    assert data == whole[0] and labels == whole[1]
+
+    plain = write_pipe(ELASTIC.format(batch=32, elastic="false"), "plain.pipe")
+    with pipefeed.Loader(plain, rank=0, world=2, framework="numpy", pipe_bin=pipe_bin) as loader:
+        state = loader.state_dict()
+    with pipefeed.Loader(write_pipe(ELASTIC.format(batch=64, elastic="false"), "plain1.pipe"), framework="numpy",
+                         pipe_bin=pipe_bin) as loader:
+        with pytest.raises(ValueError, match="only with pipeline elastic=true"):
+            loader.load_state_dict(state)
