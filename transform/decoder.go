@@ -30,6 +30,10 @@ type RegionOp interface {
 // pixels.
 type jpegCodec interface {
 	Header(data []byte) (w, h int, err error)
+	// Need is the memory a decode of the window takes beside its output,
+	// or the error that decode would be, found before anything is
+	// allocated for it.
+	Need(num, x0, y0, cw, ch int) (int, error)
 	Decode(dst []byte, num, x0, y0, cw, ch int) error
 	Abort()
 }
@@ -152,6 +156,9 @@ func (d *Decoder) Decode(dst *Image, data []byte) error {
 	if err != nil {
 		return err
 	}
+	if _, err := t.Need(8, 0, 0, w, h); err != nil {
+		return decodeErr(err)
+	}
 	dst.Resize(3, h, w)
 	return decodeErr(t.Decode(dst.Pix, 8, 0, 0, w, h))
 }
@@ -228,6 +235,9 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	reg := op.Region(H, W, r)
 	if reg.H == H && reg.W == W && reg.OH == H && reg.OW == W {
 		// The op changes nothing: decode the whole image, as Decode would.
+		if _, err := t.Need(8, 0, 0, W, H); err != nil {
+			return false, decodeErr(err)
+		}
 		d.win.Resize(3, H, W)
 		return false, decodeErr(t.Decode(d.win.Pix, 8, 0, 0, W, H))
 	}
@@ -241,6 +251,9 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	wh, ww := float64(reg.H)*fy, float64(reg.W)*fx
 	if num == 8 && reg.OH == reg.H && reg.OW == reg.W {
 		// A crop at full scale: decode the window straight into dst.
+		if _, err := t.Need(8, reg.X, reg.Y, reg.W, reg.H); err != nil {
+			return false, decodeErr(err)
+		}
 		dst.Resize(3, reg.H, reg.W)
 		return true, decodeErr(t.Decode(dst.Pix, 8, reg.X, reg.Y, reg.W, reg.H))
 	}
@@ -252,6 +265,9 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	mx := int(math.Ceil(f.support()*max(1, ww/float64(reg.OW)))) + 1
 	y0, y1 := max(0, int(math.Floor(wy))-my), min(sh, int(math.Ceil(wy+wh))+my)
 	x0, x1 := max(0, int(math.Floor(wx))-mx), min(sw, int(math.Ceil(wx+ww))+mx)
+	if _, err := t.Need(num, x0, y0, x1-x0, y1-y0); err != nil {
+		return false, decodeErr(err)
+	}
 	d.win.Resize(3, y1-y0, x1-x0)
 	if err := decodeErr(t.Decode(d.win.Pix, num, x0, y0, x1-x0, y1-y0)); err != nil {
 		return false, err

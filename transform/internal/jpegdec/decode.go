@@ -8,75 +8,116 @@ import (
 // Abort forgets the image whose header was read.
 func (d *Decoder) Abort() { d.data = nil }
 
-// Decode decodes the window of cw×ch pixels at (x0, y0) of the image whose
-// header Header read, at scale num/8 (1, 2, 4 or 8; the window is in
-// scaled pixels), into dst as R, G and B planes; dst holds at least
-// 3·cw·ch bytes.
-func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
-	defer d.Abort()
+// Need returns the bytes of memory that decoding the window of cw×ch
+// pixels at (x0, y0), at scale num/8, of the image whose header Header
+// read, takes beside dst and a row of each component: the sample planes
+// the window needs and, for a progressive or multi-scan image, the whole
+// image's coefficients. It is what Decode would refuse, found before
+// anything is allocated: a window outside the image, an image whose blocks
+// cannot fit in the scan bytes it has (every block costs at least one bit
+// of the scans, so a header claiming millions of them over a few hundred
+// bytes is refused), and one whose buffers would exceed MaxMemory.
+func (d *Decoder) Need(num, x0, y0, cw, ch int) (int, error) {
+	p, err := d.plan(num, x0, y0, cw, ch)
+	if err != nil {
+		d.Abort()
+		return 0, err
+	}
+	return p.scratch(), nil
+}
+
+// plan is a decode worked out from the headers, before anything is
+// allocated for it.
+type plan struct {
+	m0, m1 int // the iMCU rows decoded
+	sc     scanInfo
+	next   int // the offset of the first scan's data
+	multi  bool
+	sizes  [4]int // each component's plane, in bytes
+	planes int    // their sum
+	coef   int    // coefficients of a multi-scan image, 0 for one scan
+}
+
+// scratch is the bytes of the buffers the decode takes: the coefficients
+// (int16) and the planes.
+func (p *plan) scratch() int { return 2*p.coef + p.planes }
+
+func (d *Decoder) plan(num, x0, y0, cw, ch int) (plan, error) {
+	var p plan
 	if d.data == nil {
-		return errors.New("Decode without a header")
+		return p, errors.New("Decode without a header")
 	}
 	if num != 1 && num != 2 && num != 4 && num != 8 {
-		return fmt.Errorf("scale %d/8: only 1/8, 2/8, 4/8 and 8/8 are decoded", num)
+		return p, fmt.Errorf("scale %d/8: only 1/8, 2/8, 4/8 and 8/8 are decoded", num)
 	}
-	if cw <= 0 || ch <= 0 || len(dst) < 3*cw*ch {
-		return fmt.Errorf("%d bytes for a %dx%d window", len(dst), cw, ch)
+	if cw <= 0 || ch <= 0 {
+		return p, fmt.Errorf("a %dx%d window", cw, ch)
 	}
 	if err := d.geometry(num); err != nil {
-		return err
+		return p, err
 	}
 	if x0 < 0 || y0 < 0 || x0+cw > d.outW || y0+ch > d.outH {
-		return fmt.Errorf("window %dx%d+%d+%d outside the %dx%d output", cw, ch, x0, y0, d.outW, d.outH)
+		return p, fmt.Errorf("window %dx%d+%d+%d outside the %dx%d output", cw, ch, x0, y0, d.outW, d.outH)
 	}
-	m0, m1 := d.window(x0, y0, cw, ch)
-
-	sc, next, err := d.readSOS(d.sos)
-	if err != nil {
-		return err
+	p.m0, p.m1 = d.window(x0, y0, cw, ch)
+	var err error
+	if p.sc, p.next, err = d.readSOS(d.sos); err != nil {
+		return p, err
 	}
-	multi := d.progressive || sc.n != d.nc
-
-	// What the image needs, checked before any of it is allocated: every
-	// block costs at least one bit of the scans, and the buffers must fit
-	// under MaxMemory.
-	blocks, planes := 0, 0
-	var sizes [4]int
+	p.multi = d.progressive || p.sc.n != d.nc
+	blocks := 0
 	for i := range d.nc {
 		c := &d.comp[i]
 		blocks += c.bw * c.bh
 		c.stride = c.bw * c.ss
-		c.py0 = m0 * c.v * c.ss
-		sizes[i] = c.stride * (m1 + 1 - m0) * c.v * c.ss
-		planes += sizes[i]
+		c.py0 = p.m0 * c.v * c.ss
+		p.sizes[i] = c.stride * (p.m1 + 1 - p.m0) * c.v * c.ss
+		p.planes += p.sizes[i]
 	}
-	if blocks > 8*(len(d.data)-next) {
-		return fmt.Errorf("%w: %d bytes of scan data cannot hold the %d blocks of a %dx%d image", ErrTruncated, len(d.data)-next, blocks, d.w, d.h)
+	if blocks > 8*(len(d.data)-p.next) {
+		return p, fmt.Errorf("%w: %d bytes of scan data cannot hold the %d blocks of a %dx%d image", ErrTruncated, len(d.data)-p.next, blocks, d.w, d.h)
 	}
-	need := planes + 2*cw
-	if multi {
-		need += 128 * blocks
+	if p.multi {
+		p.coef = 64 * blocks
 	}
-	if d.MaxMemory > 0 && need > d.MaxMemory {
-		return fmt.Errorf("the image's buffers need %d bytes, more than the %d allowed", need, d.MaxMemory)
+	if need := p.scratch() + 2*cw; d.MaxMemory > 0 && need > d.MaxMemory {
+		return p, fmt.Errorf("the image's buffers need %d bytes, more than the %d allowed", need, d.MaxMemory)
 	}
-	if cap(d.mem) < planes {
-		d.mem = make([]byte, planes)
+	return p, nil
+}
+
+// Decode decodes the window of cw×ch pixels at (x0, y0) of the image whose
+// header Header read, at scale num/8 (1, 2, 4 or 8; the window is in
+// scaled pixels), into dst as R, G and B planes; dst holds at least
+// 3·cw·ch bytes. It refuses what Need refuses, before allocating.
+func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
+	defer d.Abort()
+	p, err := d.plan(num, x0, y0, cw, ch)
+	if err != nil {
+		return err
 	}
-	mem := d.mem[:planes]
+	if len(dst) < 3*cw*ch {
+		return fmt.Errorf("%d bytes for a %dx%d window", len(dst), cw, ch)
+	}
+	if cap(d.mem) < p.planes {
+		d.mem = make([]byte, p.planes)
+	}
+	if cap(d.coefMem) < p.coef {
+		d.coefMem = make([]int16, p.coef)
+	}
+	mem, coef := d.mem[:p.planes], d.coefMem[:p.coef]
 	for i := range d.nc {
 		c := &d.comp[i]
-		n := sizes[i]
+		n := p.sizes[i]
 		c.plane, mem = mem[:n:n], mem[n:]
 		if cap(c.row) < cw+8 {
 			c.row = make([]byte, cw+8)
 		}
 	}
-
-	if multi {
-		err = d.decodeMulti(m0, m1)
+	if p.multi {
+		err = d.decodeMulti(p.m0, p.m1, coef)
 	} else {
-		err = d.decodeBaseline(&sc, next, m0, m1)
+		err = d.decodeBaseline(&p.sc, p.next, p.m0, p.m1)
 	}
 	if err != nil {
 		return err

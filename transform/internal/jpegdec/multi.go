@@ -3,17 +3,10 @@ package jpegdec
 import "fmt"
 
 // decodeMulti decodes a progressive or multi-scan image: every scan into
-// the whole image's coefficients, then the blocks the window needs through
-// the IDCT.
-func (d *Decoder) decodeMulti(m0, m1 int) error {
-	n := 0
-	for i := range d.nc {
-		n += 64 * d.comp[i].bw * d.comp[i].bh
-	}
-	if cap(d.coefMem) < n {
-		d.coefMem = make([]int16, n)
-	}
-	mem := d.coefMem[:n]
+// the whole image's coefficients, coef, then the blocks the window needs
+// through the IDCT.
+func (d *Decoder) decodeMulti(m0, m1 int, coef []int16) error {
+	mem := coef
 	clear(mem)
 	for i := range d.nc {
 		c := &d.comp[i]

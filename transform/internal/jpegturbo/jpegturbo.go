@@ -139,6 +139,29 @@ static int pj_header(pj_dec *p, const unsigned char *buf, unsigned long n, long 
 	return 0;
 }
 
+// pj_frame reports, of the header read, what pj_need's arithmetic needs:
+// the blocks the scans must code (over the grid of whole MCUs, a single
+// component's MCU being one block, as pipe's decoder counts them), whether
+// the image has several scans (so a whole-image coefficient buffer), and
+// the bytes after the first scan's header.
+static void pj_frame(pj_dec *p, long *blocks, int *multi, long *avail) {
+	struct jpeg_decompress_struct *d = &p->d;
+	long w = d->image_width, h = d->image_height;
+	if (d->num_components == 1) {
+		*blocks = ((w + 7) / 8) * ((h + 7) / 8);
+	} else {
+		long mx = (w + 8L * d->max_h_samp_factor - 1) / (8L * d->max_h_samp_factor);
+		long my = (h + 8L * d->max_v_samp_factor - 1) / (8L * d->max_v_samp_factor);
+		*blocks = 0;
+		for (int i = 0; i < d->num_components; i++)
+			*blocks += mx * d->comp_info[i].h_samp_factor * my * d->comp_info[i].v_samp_factor;
+	}
+	*multi = d->progressive_mode || d->comps_in_scan < d->num_components;
+	*avail = (long)d->src->bytes_in_buffer;
+}
+
+static int pj_components(pj_dec *p) { return p->d.num_components; }
+
 static void pj_abort(pj_dec *p) {
 	if (p->started) jpeg_abort_decompress(&p->d);
 	p->started = 0;
@@ -349,6 +372,7 @@ type Decoder struct {
 	d         *C.pj_dec
 	pin       runtime.Pinner
 	buf       []byte // the data whose header was read, pinned until Decode
+	w, h      int    // its size
 }
 
 // New returns a decoder. Its C memory is freed when it is garbage
@@ -388,16 +412,55 @@ func (d *Decoder) Header(data []byte) (w, h int, err error) {
 		d.Abort()
 		return 0, 0, err
 	}
-	return int(cw), int(ch), nil
+	d.w, d.h = int(cw), int(ch)
+	return d.w, d.h, nil
+}
+
+// Need returns about how many bytes libjpeg will allocate decoding the
+// image whose header Header read, the window of cw×ch pixels at (x0, y0)
+// at scale num/8: the whole-image coefficient buffer of a progressive or
+// multi-scan JPEG (2 bytes a coefficient), and rows of samples. It refuses,
+// before anything is allocated, what pipe's own decoder refuses then: an
+// image whose blocks cannot fit in the scan bytes it has (every block
+// costs at least one bit of the scans) and one whose coefficients would
+// exceed MaxMemory.
+func (d *Decoder) Need(num, x0, y0, cw, ch int) (int, error) {
+	n, err := d.need()
+	if err != nil {
+		d.Abort()
+	}
+	return n, err
+}
+
+func (d *Decoder) need() (int, error) {
+	if d.buf == nil {
+		return 0, errors.New("libjpeg: Decode without a header")
+	}
+	var blocks, avail C.long
+	var multi C.int
+	C.pj_frame(d.d, &blocks, &multi, &avail)
+	if int64(blocks) > 8*int64(avail) {
+		return 0, fmt.Errorf("premature end of JPEG file: %d bytes of scan data cannot hold the %d blocks of a %dx%d image", avail, blocks, d.w, d.h)
+	}
+	n := 64 * d.w * int(C.pj_components(d.d))
+	if multi != 0 {
+		coef := 128 * int(blocks)
+		if d.MaxMemory > 0 && coef > d.MaxMemory {
+			return 0, fmt.Errorf("the image's coefficient buffer needs %d bytes, more than the %d bytes allowed", coef, d.MaxMemory)
+		}
+		n += coef
+	}
+	return n, nil
 }
 
 // Decode decodes the window of cw×ch pixels at (x0, y0) of the image whose
 // header Header read, at scale num/8 (1 ≤ num ≤ 8; the window is in scaled
 // pixels), into dst as R, G and B planes; dst holds at least 3·cw·ch bytes.
+// It refuses what Need refuses, before libjpeg allocates anything.
 func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
 	defer d.Abort()
-	if d.buf == nil {
-		return errors.New("libjpeg: Decode without a header")
+	if _, err := d.need(); err != nil {
+		return err
 	}
 	if num < 1 || num > 8 {
 		return fmt.Errorf("libjpeg: scale %d/8 outside 1/8..8/8", num)
