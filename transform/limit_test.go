@@ -10,10 +10,13 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pipefeed/pipe/internal/shareddata"
 )
 
 // greyJPEG is a greyscale JPEG of about 150 bytes whose frame header claims
@@ -306,4 +309,68 @@ func TestTruncatedProgressive(t *testing.T) {
 	if err := d.Decode(&m, data); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// midScan returns the middle of data's longest scan of entropy-coded data:
+// where to cut a JPEG so that a scan runs out (half the file may be a
+// progressive JPEG's marker segment between two scans).
+func midScan(data []byte) int {
+	best, at := 0, 0
+	for p := 0; p+3 < len(data); {
+		if data[p] != 0xff || data[p+1] != 0xda {
+			p++
+			continue
+		}
+		start := p + 2 + (int(data[p+2])<<8 | int(data[p+3]))
+		end := start
+		for end+1 < len(data) && !(data[end] == 0xff && data[end+1] != 0 && (data[end+1] < 0xd0 || data[end+1] > 0xd7)) {
+			end++
+		}
+		if end-start > best {
+			best, at = end-start, (start+end)/2
+		}
+		p = end
+	}
+	return at
+}
+
+// TestTruncatedScanData: a JPEG whose scan data runs out before its blocks
+// do, cut in the middle of a scan (in half, for a baseline file), with or
+// without an EOI marker appended, is an error
+// naming the problem in both builds, not an image grey from the cut down
+// (issue 24: libjpeg warns and carries on, and pipe's decoder did as it
+// does where the cut file ends with a marker).
+func TestTruncatedScanData(t *testing.T) {
+	want := regexp.MustCompile(`premature end of JPEG file: truncated scan data: \d+ of \d+ MCU rows`)
+	check := func(t *testing.T, name string, data []byte) {
+		t.Helper()
+		cut := data[:midScan(data)]
+		d := NewDecoder(false)
+		var m Image
+		for _, c := range []struct {
+			how  string
+			data []byte
+		}{{"cut in half", cut}, {"cut in half, then EOI", append(bytes.Clone(cut), 0xff, 0xd9)}} {
+			if err := d.Decode(&m, c.data); !errors.Is(err, ErrDecode) || !want.MatchString(err.Error()) {
+				t.Errorf("%s %s: %v, want an error saying %q", name, c.how, err, want)
+			}
+		}
+		if err := d.Decode(&m, data); err != nil {
+			t.Fatalf("%s whole: %v", name, err)
+		}
+	}
+	names, _ := filepath.Glob(filepath.Join("testdata", "*.jpg"))
+	for _, n := range names {
+		data, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, filepath.Base(n), data)
+	}
+	t.Run("ImageNet", func(t *testing.T) {
+		names, data := shareddata.ImageNetJPEGs(t)
+		for i := range data {
+			check(t, names[i], data[i])
+		}
+	})
 }

@@ -316,20 +316,15 @@ func (d *Decoder) decodeBaseline(sc *scanInfo, at, m0, m1 int) error {
 	d.blocks = [10][64]int16{}
 	var br bitReader
 	br.reset(d.data, at)
-	iv := restarts{br: &br, sc: sc, ri: d.ri, togo: d.ri}
+	iv := restarts{br: &br, sc: sc, ri: d.ri, togo: d.ri, rows: d.mcusY}
 	for my := 0; my <= m1; my++ {
 		for mx := range d.mcusX {
-			decode, _, err := iv.next()
-			if err != nil {
+			if _, err := iv.next(my); err != nil {
 				return err
 			}
-			// An MCU not decoded (past a marker in the data) keeps its
-			// zero blocks: libjpeg leaves the rest of the interval grey.
-			if decode {
-				br.baselineMCU(&d.blocks, nb, &comps, &dcs, &acs)
-				if err := iv.done(); err != nil {
-					return err
-				}
+			br.baselineMCU(&d.blocks, nb, &comps, &dcs, &acs)
+			if err := iv.done(my); err != nil {
+				return err
 			}
 			if my < m0 {
 				for i := range nb {
@@ -353,24 +348,27 @@ func (d *Decoder) decodeBaseline(sc *scanInfo, at, m0, m1 int) error {
 	return nil
 }
 
-// restarts follows a scan's restart intervals, and the data running out,
-// as libjpeg does.
+// restarts follows a scan's restart intervals, and the data running out.
 type restarts struct {
 	br   *bitReader
 	sc   *scanInfo
-	ri   int  // the restart interval in MCUs, 0 for none
-	togo int  // MCUs left in the interval
-	skip bool // the rest of the interval is not decoded
+	ri   int // the restart interval in MCUs, 0 for none
+	togo int // MCUs left in the interval
+	rows int // the image's iMCU rows, for errors
 }
 
-// next is called before each MCU. Where an interval begins it moves past the RSTn marker and resets
-// the DC predictions (restarted). It reports whether the MCU is to be
-// decoded: not after the data hit a marker it should not have, until the
-// next interval, nor once it has ended, which is an error.
-func (r *restarts) next() (decode, restarted bool, err error) {
+// next is called before each MCU, in iMCU row row. Where an interval
+// begins it moves past the RSTn marker and resets the DC predictions
+// (restarted). A marker other than RSTn there, or the end of the data,
+// means the scan's data ran out before its blocks did: an error. libjpeg
+// warns (JWRN_HIT_MARKER) and leaves the rest of the image grey, which a
+// pipeline would take for a good image.
+func (r *restarts) next(row int) (restarted bool, err error) {
 	if r.ri > 0 {
 		if r.togo == 0 {
-			r.skip = !r.br.restart()
+			if !r.br.restart() {
+				return false, r.truncated(row)
+			}
 			for i := range r.sc.n {
 				r.sc.comps[i].pred = 0
 			}
@@ -378,21 +376,18 @@ func (r *restarts) next() (decode, restarted bool, err error) {
 		}
 		r.togo--
 	}
-	if r.skip && r.br.eof {
-		return false, restarted, fmt.Errorf("%w: the data ends inside the scan", ErrTruncated)
-	}
-	return !r.skip, restarted, nil
+	return restarted, nil
 }
 
-// done is called after each decoded MCU: a reader that used zero bits from
-// past the end of the data is an error; from past a marker, the rest of
-// the interval is skipped.
-func (r *restarts) done() error {
+// done is called after each MCU: a reader that used zero bits from past a
+// marker or the end of the data has run out of data, an error.
+func (r *restarts) done(row int) error {
 	if r.br.overrun() {
-		if r.br.eof {
-			return fmt.Errorf("%w: the data ends inside the scan", ErrTruncated)
-		}
-		r.skip = true
+		return r.truncated(row)
 	}
 	return nil
+}
+
+func (r *restarts) truncated(row int) error {
+	return fmt.Errorf("%w: truncated scan data: %d of %d MCU rows", ErrTruncated, row, r.rows)
 }

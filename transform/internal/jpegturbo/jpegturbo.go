@@ -59,7 +59,8 @@ static void pj_split3(const unsigned char *s, unsigned char *r, unsigned char *g
 typedef struct {
 	struct jpeg_error_mgr pub;
 	jmp_buf jump;
-	int truncated;
+	int truncated;          // the scan data ran out before the blocks did
+	unsigned row, rows;     // the iMCU row where it did, of the image's
 	char msg[JMSG_LENGTH_MAX];
 } pj_err;
 
@@ -85,11 +86,35 @@ static void pj_error_exit(j_common_ptr c) {
 	longjmp(e->jump, 1);
 }
 
-// Warnings (level -1) are corrupt data libjpeg worked around; only the end
-// of the data arriving early is an error, as a truncated file is.
+// pj_short records that the scan data ran out in iMCU row row of rows,
+// the first time.
+static void pj_short(pj_err *e, unsigned row, unsigned rows) {
+	if (e->truncated) return;
+	e->truncated = 1;
+	e->row = row;
+	e->rows = rows;
+}
+
+// Warnings (level -1) are corrupt data libjpeg worked around. The scan
+// data running out before its blocks are decoded is an error, as the file
+// it comes from is truncated: the end of the file (JWRN_JPEG_EOF), or a
+// marker where more data should be (JWRN_HIT_MARKER: a file cut short and
+// given an EOI), for which libjpeg leaves the rest grey.
 static void pj_emit_message(j_common_ptr c, int level) {
 	pj_err *e = (pj_err *)c->err;
-	if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) e->truncated = 1;
+	if (level < 0 && (c->err->msg_code == JWRN_JPEG_EOF || c->err->msg_code == JWRN_HIT_MARKER) && c->is_decompressor) {
+		j_decompress_ptr d = (j_decompress_ptr)c;
+		pj_short(e, d->input_iMCU_row, d->total_iMCU_rows);
+	}
+}
+
+// pj_truncated reports whether the scan data has run out, through libjpeg's
+// warnings or huff.c's (own: it decodes), with the error in pj_msg.
+static int pj_truncated(pj_dec *p, int own) {
+	if (own && p->huff.truncated) pj_short(&p->err, p->huff.row, p->d.total_iMCU_rows);
+	if (!p->err.truncated) return 0;
+	snprintf(p->err.msg, sizeof p->err.msg, "premature end of JPEG file: truncated scan data: %u of %u MCU rows", p->err.row, p->err.rows);
+	return 1;
 }
 
 static pj_dec *pj_new(void) {
@@ -189,10 +214,9 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 	int cmyk = d->jpeg_color_space == JCS_CMYK || d->jpeg_color_space == JCS_YCCK;
 	d->out_color_space = gray ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_RGB;
 	jpeg_start_decompress(d);
-	if (p->err.truncated) {
+	if (pj_truncated(p, 0)) {
 		// A progressive or multi-scan JPEG has been read whole: its
 		// missing scans would only give grey rows.
-		snprintf(p->err.msg, sizeof p->err.msg, "Premature end of JPEG file");
 		jpeg_abort_decompress(d);
 		p->started = 0;
 		return -1;
@@ -238,10 +262,9 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 			p->started = 0;
 			return -1;
 		}
-		if (p->err.truncated || (own && p->huff.truncated)) {
+		if (pj_truncated(p, own)) {
 			// The data has ended: every row left would be grey, and the
 			// result is an error anyway.
-			snprintf(p->err.msg, sizeof p->err.msg, "Premature end of JPEG file");
 			free(row);
 			jpeg_abort_decompress(d);
 			p->started = 0;
@@ -270,13 +293,10 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 		}
 	}
 	free(row);
-	int truncated = p->err.truncated || (own && p->huff.truncated);
+	int truncated = pj_truncated(p, own);
 	jpeg_abort_decompress(d);
 	p->started = 0;
-	if (truncated) {
-		snprintf(p->err.msg, sizeof p->err.msg, "Premature end of JPEG file");
-		return -1;
-	}
+	if (truncated) return -1;
 	return 0;
 }
 
