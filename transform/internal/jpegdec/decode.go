@@ -3,6 +3,7 @@ package jpegdec
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // Abort forgets the image whose header was read.
@@ -38,8 +39,8 @@ type plan struct {
 	coef   int    // coefficients of a multi-scan image, 0 for one scan
 }
 
-// scratch is the bytes of the buffers the decode takes: the coefficients
-// (int16) and the planes.
+// scratch is the bytes of the buffers the decode takes, as Scratch lays
+// them out: the coefficients (int16), then the planes.
 func (p *plan) scratch() int { return 2*p.coef + p.planes }
 
 func (d *Decoder) plan(num, x0, y0, cw, ch int) (plan, error) {
@@ -92,6 +93,8 @@ func (d *Decoder) plan(num, x0, y0, cw, ch int) (plan, error) {
 // 3·cw·ch bytes. It refuses what Need refuses, before allocating.
 func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
 	defer d.Abort()
+	scratch := d.Scratch
+	d.Scratch = nil
 	p, err := d.plan(num, x0, y0, cw, ch)
 	if err != nil {
 		return err
@@ -99,13 +102,29 @@ func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
 	if len(dst) < 3*cw*ch {
 		return fmt.Errorf("%d bytes for a %dx%d window", len(dst), cw, ch)
 	}
-	if cap(d.mem) < p.planes {
-		d.mem = make([]byte, p.planes)
+	var mem []byte
+	var coef []int16
+	if n := p.scratch(); n > 0 && len(scratch) >= n {
+		// The coefficients first, where scratch is aligned for them.
+		if p.coef > 0 {
+			coef = unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(scratch))), p.coef)
+		}
+		mem = scratch[2*p.coef : n : n]
+		defer func() {
+			// Scratch is the caller's again once Decode returns.
+			for i := range d.nc {
+				d.comp[i].plane, d.comp[i].coef = nil, nil
+			}
+		}()
+	} else {
+		if cap(d.mem) < p.planes {
+			d.mem = make([]byte, p.planes)
+		}
+		if cap(d.coefMem) < p.coef {
+			d.coefMem = make([]int16, p.coef)
+		}
+		mem, coef = d.mem[:p.planes], d.coefMem[:p.coef]
 	}
-	if cap(d.coefMem) < p.coef {
-		d.coefMem = make([]int16, p.coef)
-	}
-	mem, coef := d.mem[:p.planes], d.coefMem[:p.coef]
 	for i := range d.nc {
 		c := &d.comp[i]
 		n := p.sizes[i]
