@@ -304,6 +304,7 @@ func (e *Engine) Augmented(n, i int) (img *transform.Image, label, index int, er
 		return nil, 0, 0, err
 	}
 	w := e.newWorker()
+	defer w.dec.Release()
 	var out *transform.Image
 	if c := s.Cache; c != nil {
 		// As a cached pipeline computes it: the stages before the cache

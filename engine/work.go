@@ -243,6 +243,7 @@ func (e *Engine) computeShard(ctx context.Context, w *worker, id cache.ShardID, 
 	}
 	enc := cache.NewWriter(dst, n)
 	rec := &w.rec
+	defer w.dec.Release()
 	for i := range n {
 		if i%64 == 0 && ctx.Err() != nil {
 			return nil, context.Cause(ctx)

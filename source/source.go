@@ -35,6 +35,10 @@ type Info struct {
 	Encoded bool
 	// Classes names the labels 0..len(Classes)-1.
 	Classes []string
+	// NonImages counts the files the source passed over because their
+	// name's extension is not an image format's (image_folder's class
+	// folders: a notes.txt), which summaries report.
+	NonImages int
 }
 
 // Source is a dataset with random access by index.

@@ -38,8 +38,9 @@ func (c *Chain) ApplyTo(dst, src *Image, r Rand) {
 
 // ApplyEncoded decodes data with d and runs the chain on the image, as
 // Apply on the decoded image would; when the first op is a [RegionOp], d
-// does its work while decoding ([Decoder.DecodeFor]). The result is valid
-// until the next call.
+// does its work while decoding ([Decoder.DecodeFor]). The decoded image is
+// d's; the result is valid until the next call, and d's next call or
+// Release.
 func (c *Chain) ApplyEncoded(d *Decoder, data []byte, r Rand) (*Image, error) {
 	return c.runEncoded(d, data, r, nil)
 }
@@ -61,10 +62,11 @@ func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image) (*Image
 		op, ok = c.ops[0].(RegionOp)
 	}
 	if !ok {
-		if err := d.Decode(&c.a, data); err != nil {
+		img, err := d.decodeWhole(data)
+		if err != nil {
 			return nil, err
 		}
-		return c.run(&c.a, c.r, last, 0), nil
+		return c.run(img, c.r, last, 0), nil
 	}
 	next := &c.a
 	if last != nil && len(c.ops) == 1 {

@@ -27,5 +27,7 @@
 // Decoder.MaxPixels) before allocating anything for it, so what one image
 // can cost in memory is bounded whatever a few hundred bytes claim. Such an
 // image, like any unreadable one, is an [ErrDecode] error, which a pipeline
-// treats as a corrupt record.
+// treats as a corrupt record. What all decoders of the process hold at
+// once is bounded too: large images take their memory from one budget
+// ([SetDecodeMemory]), so the bound does not grow with the workers.
 package transform

@@ -209,7 +209,14 @@ func describe(p *pipe.Pipeline) string {
 	s := p.Summary()
 	t := s.Tensor
 	d := t.Dims(s.BatchSize)
-	fmt.Fprintf(&b, "source   %s: %d samples, %d classes\n", s.Source, s.SourceSamples, s.Classes)
+	fmt.Fprintf(&b, "source   %s: %d samples, %d classes", s.Source, s.SourceSamples, s.Classes)
+	switch n := p.Source().Info().NonImages; {
+	case n == 1:
+		b.WriteString(", 1 non-image file skipped")
+	case n > 1:
+		fmt.Fprintf(&b, ", %d non-image files skipped", n)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d", s.Samples, s.Batches, s.BatchSize, s.Seed)
 	if s.FileBatch > s.GlobalBatch {
 		fmt.Fprintf(&b, "; the batch stage's %d exceeds the epoch's %d samples, so each epoch is one batch of them", s.FileBatch, s.Samples)

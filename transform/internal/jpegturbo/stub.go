@@ -20,6 +20,7 @@ type Decoder struct {
 
 func New() (*Decoder, error)                                        { return nil, errOff }
 func (d *Decoder) Header(data []byte) (w, h int, err error)         { return 0, 0, errOff }
+func (d *Decoder) Need(num, x0, y0, cw, ch int) (int, error)        { return 0, errOff }
 func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error { return errOff }
 func (d *Decoder) Abort()                                           {}
 
