@@ -206,6 +206,11 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		}
 		return pipefile.Errorf(stages, pipefile.Index(stages, "decode"), "source %s gives pixels already: there is nothing to decode", info.Name)
 	}
+	if info.Encoded {
+		if err := transform.DecodeMemoryError(); err != nil {
+			return pipefile.Errorf(stages, pipefile.Index(stages, "decode"), "%w", err)
+		}
+	}
 	in := transform.Shape{C: info.C, H: info.H, W: info.W}
 	shape := in
 	for i, s := range stages {

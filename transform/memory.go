@@ -69,16 +69,32 @@ func DecodeMemory() int64 {
 	return decodeMemory.limit
 }
 
+// envErr is PIPE_DECODE_MEMORY's error, where it is set to what is not a
+// size: see DecodeMemoryError.
+var envErr error
+
 // budgetFromEnv reads PIPE_DECODE_MEMORY: a number of bytes, with an
-// optional K, M or G (powers of 1024). Unset, or not such a size, it is
-// DefaultDecodeMemory.
+// optional K, M or G (powers of 1024). Unset, it is DefaultDecodeMemory;
+// not such a size, too, and envErr says so.
 func budgetFromEnv() int64 {
-	n, err := parseBytes(os.Getenv("PIPE_DECODE_MEMORY"))
+	v := os.Getenv("PIPE_DECODE_MEMORY")
+	n, err := parseBytes(v)
+	if err == nil && n <= 0 && strings.TrimSpace(v) != "" {
+		err = fmt.Errorf("%q is not a positive size", v)
+	}
+	if err != nil {
+		envErr = fmt.Errorf("PIPE_DECODE_MEMORY=%s: %w (want bytes, or a number and K, M or G, such as 512M or 2G)", v, err)
+	}
 	if err != nil || n <= 0 {
 		return DefaultDecodeMemory
 	}
 	return n
 }
+
+// DecodeMemoryError reports a PIPE_DECODE_MEMORY that is not a size, which
+// leaves the budget at its default: a pipeline that decodes refuses to run
+// on it rather than run on a budget its user did not ask for.
+func DecodeMemoryError() error { return envErr }
 
 // parseBytes reads a size: digits, then optionally K, M or G (any case,
 // with or without a trailing B or iB). "" is 0.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -195,6 +196,21 @@ func TestParseBytes(t *testing.T) {
 	for _, s := range []string{"lots", "-1G", "1.5G", "99999999999G"} {
 		if n, err := parseBytes(s); err == nil {
 			t.Errorf("%q: %d, want an error", s, n)
+		}
+	}
+}
+
+// TestDecodeMemoryEnvError: a PIPE_DECODE_MEMORY that is not a size leaves
+// the default budget and says so (DecodeMemoryError, which a pipeline that
+// decodes refuses to run on); unset or a size, there is no error.
+func TestDecodeMemoryEnvError(t *testing.T) {
+	defer func(e error) { envErr = e }(envErr)
+	for v, bad := range map[string]bool{"lots": true, "-5M": true, "0": true, "": false, "512M": false, "2G": false} {
+		envErr = nil
+		t.Setenv("PIPE_DECODE_MEMORY", v)
+		n := budgetFromEnv()
+		if bad != (envErr != nil) || (bad && (n != DefaultDecodeMemory || !strings.Contains(envErr.Error(), "PIPE_DECODE_MEMORY="+v))) {
+			t.Errorf("PIPE_DECODE_MEMORY=%q: budget %d, error %v", v, n, envErr)
 		}
 	}
 }
