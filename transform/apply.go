@@ -66,6 +66,9 @@ func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image) (*Image
 		if err != nil {
 			return nil, err
 		}
+		if err := c.fits(d, img.Shape(), 0); err != nil {
+			return nil, err
+		}
 		return c.run(img, c.r, last, 0), nil
 	}
 	next := &c.a
@@ -80,7 +83,28 @@ func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image) (*Image
 	if !applied {
 		cur = d.Decoded()
 	}
+	if err := c.fits(d, cur.Shape(), 1); err != nil {
+		return nil, err
+	}
 	return c.run(cur, c.r, last, 1), nil
+}
+
+// fits checks, from an image of shape s, the outputs of the ops from the
+// first'th on against the decoder's limits: sizes vary with encoded images,
+// so an operation's output (a resize of a long, thin strip) is bounded here,
+// before it is allocated.
+func (c *Chain) fits(d *Decoder, s Shape, first int) error {
+	for _, op := range c.ops[first:] {
+		out, err := op.OutShape(s)
+		if err != nil {
+			return err
+		}
+		if err := d.fits(op, s.W, s.H, out.W, out.H); err != nil {
+			return err
+		}
+		s = out
+	}
+	return nil
 }
 
 // run applies the ops from the first'th on, the last one into last when it

@@ -395,6 +395,11 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 		if err != nil {
 			return false, err
 		}
+		if s, err := op.OutShape(img.Shape()); err == nil {
+			if err := d.fits(op, img.W, img.H, s.W, s.H); err != nil {
+				return false, err
+			}
+		}
 		return op.Apply(dst, img, r), nil
 	}
 	t, W, H, err := d.header(data)
@@ -402,6 +407,10 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 		return false, err
 	}
 	reg := op.Region(H, W, r)
+	if err := d.fits(op, W, H, reg.OW, reg.OH); err != nil {
+		t.Abort()
+		return false, err
+	}
 	if reg.H == H && reg.W == W && reg.OH == H && reg.OW == W {
 		// The op changes nothing: decode the whole image, as Decode would.
 		return false, d.decodeJPEG(t, nil, 8, 0, 0, W, H)
@@ -431,6 +440,18 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	}
 	resample(dst, &d.win, wy-float64(y0), wx-float64(x0), wh, ww, reg.OH, reg.OW, f)
 	return true, nil
+}
+
+// fits refuses an operation's output of ow×oh from a w×h image that is
+// over the limits an image decodes within (max_pixels, MaxSide): resize
+// shorter=256 of a 32768×1 strip would make 8,388,608×256 pixels, 6 GB.
+// The error wraps ErrTooLarge: the image is a corrupt record.
+func (d *Decoder) fits(op Op, w, h, ow, oh int) error {
+	if ow > maxSide || oh > maxSide || int64(ow)*int64(oh) > int64(d.maxPixels()) {
+		return fmt.Errorf("%w: %s would make a %dx%d image %dx%d, over the limit of %d pixels (max_pixels) or %d a side",
+			ErrTooLarge, op.Name(), w, h, ow, oh, d.maxPixels(), maxSide)
+	}
+	return nil
 }
 
 // Decoded is the image DecodeFor decoded, valid until the decoder's next

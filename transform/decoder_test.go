@@ -295,3 +295,49 @@ func decodeGo(dst *Image, data []byte) error {
 	planes(dst, img)
 	return nil
 }
+
+// TestResizeOfAStripIsRefused: an operation whose output, for an encoded
+// image of an extreme shape, is over the decoder's limits refuses the image
+// as too large before allocating it, whether the resize is fused with the
+// decode (JPEG), runs after it (PNG), or follows another operation (resize
+// shorter=256 of an 8192×1 strip would make 2,097,152×256 pixels: 1.6 GB).
+func TestResizeOfAStripIsRefused(t *testing.T) {
+	strip := image.NewGray(image.Rect(0, 0, 8192, 1))
+	var j, p bytes.Buffer
+	if err := jpeg.Encode(&j, strip, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := png.Encode(&p, strip); err != nil {
+		t.Fatal(err)
+	}
+	resize, err := Resize(256, Bilinear)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip, err := Flip(Horizontal, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		ops  []Op
+	}{{"jpeg", j.Bytes(), []Op{resize}}, {"png", p.Bytes(), []Op{resize}}, {"flip then resize", j.Bytes(), []Op{flip, resize}}} {
+		var d Decoder
+		_, err := NewChain(c.ops).ApplyEncoded(&d, c.data, NewRand(1, 0, 0, 0))
+		if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrDecode) {
+			t.Errorf("%s: %v, want ErrTooLarge", c.name, err)
+		}
+		d.Release()
+	}
+	// A strip within the limits still resizes.
+	small := image.NewGray(image.Rect(0, 0, 64, 8))
+	j.Reset()
+	jpeg.Encode(&j, small, nil)
+	var d Decoder
+	defer d.Release()
+	out, err := NewChain([]Op{resize}).ApplyEncoded(&d, j.Bytes(), NewRand(1, 0, 0, 0))
+	if err != nil || out.H != 256 || out.W != 2048 {
+		t.Fatalf("64x8 resized: %v, %v", out, err)
+	}
+}
