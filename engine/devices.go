@@ -46,9 +46,13 @@ func (e *Engine) openDevices() error {
 	// Each device's buffers live as long as the devices: depth queued, one
 	// being consumed, one being filled.
 	per := e.rows / len(devs)
+	depth, room := spec.Depth, spec.Depth+2
+	if e.autoDepth() {
+		depth, room = e.tune.depth, MaxDepth+2
+	}
 	for _, dev := range devs {
-		free := make(chan *devSlot, spec.Depth+2)
-		for range spec.Depth + 2 {
+		free := make(chan *devSlot, room)
+		for range depth + 2 {
 			s, err := e.newSlot(dev, per)
 			if err != nil {
 				e.closeDevices()
@@ -57,6 +61,7 @@ func (e *Engine) openDevices() error {
 			free <- s
 		}
 		e.devFree = append(e.devFree, free)
+		e.devSlots = append(e.devSlots, depth+2)
 	}
 	// Page-locked slabs where the devices offer them: copies from pageable
 	// memory are staged by the driver and run at a fraction of the rate.
@@ -85,7 +90,7 @@ func (e *Engine) closeDevices() error {
 	for _, d := range e.devs {
 		errs = append(errs, d.Close())
 	}
-	e.devs, e.devFree, e.hostAlloc = nil, nil, nil
+	e.devs, e.devFree, e.devSlots, e.hostAlloc = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -185,6 +190,7 @@ type DeviceEpoch struct {
 	producing bool // produce has begun
 	start     time.Time
 	end       atomic.Int64 // unix nanoseconds, set by Close
+	dwin      depthWindow  // depth=auto's window, kept by produce
 }
 
 // ErrNoPrefetch is returned by DeviceEpoch for a spec without devices.
@@ -217,11 +223,18 @@ func (e *Engine) DeviceEpochFrom(ctx context.Context, n, first int) (*DeviceEpoc
 	x := &DeviceEpoch{e: e, host: host, devs: e.devs, free: e.devFree, cancel: cancel, start: time.Now(),
 		// At most slabs-2 host batches wait in pending and one more with
 		// the releaser, so the producer's Next always finds a slab free.
-		pending:  make(chan pendingHost, max(e.slabs.Len()-2, 1)),
+		pending:  make(chan pendingHost, max(e.slabs.Limit()-2, 1)),
 		freeWait: make([]atomic.Int64, nd)}
+	// Under depth=auto a queue may hold any of the buffers, which bound
+	// it: the tuner deepens it by adding buffers.
+	qdepth := e.s.Devices.Depth
+	if e.autoDepth() {
+		qdepth = MaxDepth + 2
+		x.dwin = depthWindow{start: x.start, stall: make([]time.Duration, nd), wait: make([]time.Duration, nd)}
+	}
 	for _, dev := range x.devs {
 		x.copies0 = append(x.copies0, dev.Stats())
-		x.queues = append(x.queues, prefetch.NewQueue[*devSlot](e.s.Devices.Depth))
+		x.queues = append(x.queues, prefetch.NewQueue[*devSlot](qdepth))
 	}
 	// The producer and the releaser: one pond group, whose context ends
 	// with a panic in either, and which Close waits for.
@@ -322,6 +335,12 @@ func (x *DeviceEpoch) produce() {
 		// The slab goes back once its copies are done; this blocks while
 		// the other slabs wait for copies, so Next never finds all held.
 		x.toRelease(pendingHost{hb, evs})
+		if x.e.autoDepth() {
+			if err := x.observeDepth(); err != nil {
+				x.fail(err)
+				return
+			}
+		}
 	}
 }
 

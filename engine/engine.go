@@ -61,8 +61,12 @@ type Spec struct {
 	Batch     int
 	DropLast  bool
 	// Workers is the transform pool's size (≥ 1); Engine.SetWorkers
-	// changes it between epochs.
+	// changes it between epochs. With Auto.Workers it is where the tuner
+	// starts (≤ 0: half the cores).
 	Workers int
+	// Auto, if not nil, tunes the workers and the devices' depth as epochs
+	// run (see Auto).
+	Auto    *Auto
 	OnError Policy
 	// Cache is the cache stage's cache, opened (or described) by the
 	// caller, who closes it; nil without a cache stage.
@@ -110,8 +114,11 @@ type Engine struct {
 
 	devs      []prefetch.Device // opened by the first DeviceEpoch
 	devFree   []chan *devSlot   // per device, its free buffers
+	devSlots  []int             // per device, how many buffers it has
 	hostAlloc prefetch.HostAllocator
 	held      int // slabs a consumer holds beyond the usual (SetHostAllocator)
+	// tune is workers=auto and depth=auto's tuner, nil without them.
+	tune *tuner
 
 	skipMu   sync.Mutex
 	skipped  []*source.RecordError
@@ -134,18 +141,43 @@ func New(s Spec) (*Engine, error) {
 	e := &Engine{s: s, rows: max(1, min(s.Batch, s.Plan.Len()))}
 	t := s.Host
 	e.direct = t.DType == transform.Uint8 && (t.Layout == transform.NCHW || t.Shape.C == 1)
-	e.SetWorkers(s.Workers)
+	if a := s.Auto; a != nil && (a.Workers || a.Depth) {
+		e.tune = newTuner(*a, s.Workers, &e.s, e.rows)
+		if a.Workers {
+			e.workers.Store(int64(e.tune.workers))
+			return e, nil
+		}
+	}
+	e.setWorkers(s.Workers)
 	return e, nil
 }
 
 // SetWorkers sets the transform pool's size for later epochs; n ≤ 0 means
-// one per core (GOMAXPROCS). The output does not depend on it.
+// one per core (GOMAXPROCS). The output does not depend on it. It ends
+// workers=auto: the number set wins.
 func (e *Engine) SetWorkers(n int) {
+	e.setWorkers(n)
+	if e.tune != nil {
+		e.tune.fixWorkers(e.Workers())
+	}
+}
+
+func (e *Engine) setWorkers(n int) {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
 	e.workers.Store(int64(n))
 }
+
+// autoDepth reports whether the tuner sets the devices' depth and has not
+// settled it.
+func (e *Engine) autoDepth() bool { return e.tune != nil && e.s.Devices != nil && e.tune.cfg.Depth }
+
+// MaxDepth is the deepest a device queue grows under depth=auto.
+const MaxDepth = 64
+
+// autoWorkers reports whether the tuner sets the workers.
+func (e *Engine) autoWorkers() bool { return e.tune != nil && e.tune.autoWorkers() }
 
 // Workers is the transform pool's size.
 func (e *Engine) Workers() int { return int(e.workers.Load()) }
@@ -233,5 +265,5 @@ func (e *Engine) FreeDeviceBuffers(d int) (free, all int) {
 	if d < 0 || d >= len(e.devFree) {
 		return 0, 0
 	}
-	return len(e.devFree[d]), cap(e.devFree[d])
+	return len(e.devFree[d]), e.devSlots[d]
 }

@@ -129,6 +129,16 @@ type Epoch struct {
 
 	statsMu sync.Mutex
 	stats   EpochStats
+	// active is how many workers take chunks: all of them, but under
+	// workers=auto, where the tuner sets it. A worker i ≥ active waits for
+	// gate to close (setActive closes it and makes another).
+	active atomic.Int32
+	gateMu sync.Mutex
+	gate   chan struct{}
+	// busy is the nanoseconds workers have spent on chunks.
+	busy atomic.Int64
+	// win is the tuner's window, kept by Next.
+	win window
 	// cacheBase holds the cache counters at the epoch's start.
 	cacheBase [2]int64
 }
@@ -159,6 +169,9 @@ type EpochStats struct {
 	Checksum string `json:"checksum,omitempty"`
 	// Devices holds each device's figures with a prefetch stage.
 	Devices []DeviceStats `json:"devices,omitempty"`
+	// Auto reports workers=auto and depth=auto: what the tuner chose and
+	// why. Absent where both are fixed.
+	Auto *AutoStats `json:"auto,omitempty"`
 }
 
 // Corrupt returns the first corrupt record the source found when it opened
@@ -216,8 +229,16 @@ func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 	}
 	workers := e.Workers()
 	nslabs := workers + extraSlabs + e.held
+	// Under workers=auto the pool may grow to the tuner's limit: the slabs
+	// of its most workers, allocated as it grows.
+	limit, auto := nslabs, e.autoWorkers()
+	if auto {
+		limit = max(nslabs, e.tune.slabLimit())
+	}
 	sb := s.Host.SampleBytes()
-	if e.slabs == nil || e.slabs.Len() != nslabs || e.slabs.Pinned() != (e.hostAlloc != nil) {
+	reuse := e.slabs != nil && e.slabs.Pinned() == (e.hostAlloc != nil) &&
+		(e.slabs.Len() == nslabs && e.slabs.Limit() == limit || auto && e.slabs.Limit() == limit)
+	if !reuse {
 		if e.slabs != nil {
 			if err := e.slabs.Close(); err != nil {
 				return nil, err
@@ -226,24 +247,27 @@ func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 		if err := checkMemory(nslabs, e.rows, sb); err != nil {
 			return nil, err
 		}
-		pool, err := prefetch.NewSlabPool(nslabs, e.rows*sb, e.rows, e.hostAlloc)
+		pool, err := prefetch.NewGrowableSlabPool(nslabs, limit, e.rows*sb, e.rows, e.hostAlloc)
 		if err != nil {
 			e.slabs = nil
 			return nil, err
 		}
 		e.slabs = pool
 	}
+	if err := e.slabs.Grow(nslabs); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	x := &Epoch{
 		e: e, slabs: e.slabs, epoch: n, from: first, cancel: cancel,
-		jobs:   make([]job, nslabs),
-		ready:  make(chan *job, nslabs),
-		chunks: make(chan chunk, nslabs*((e.rows+chunkSamples-1)/chunkSamples)),
+		jobs:   make([]job, limit),
+		ready:  make(chan *job, limit),
+		chunks: make(chan chunk, limit*((e.rows+chunkSamples-1)/chunkSamples)),
 		start:  time.Now(),
+		gate:   make(chan struct{}),
 	}
 	for i := range x.jobs {
 		x.jobs[i].done = make(chan struct{}, 1)
-		x.jobs[i].indices = e.indexBuf(i)
 	}
 	x.stats = EpochStats{Epoch: n, Workers: workers}
 	if c := s.Cache; c != nil {
@@ -253,14 +277,20 @@ func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 	x.stats.SlabWaitSeconds = -e.slabs.Wait().Seconds()
 	// One goroutine produces, workers transform: one pond group, whose
 	// context ends with the first failure or panic, and which Close waits
-	// for.
-	x.pool = pond.NewPool(workers + 1)
+	// for. Under workers=auto the pool holds the tuner's most workers, of
+	// which the first active take chunks (see work).
+	tasks := workers
+	if auto {
+		tasks = max(workers, limit-extraSlabs-e.held)
+		x.win.start = x.start
+	}
+	x.active.Store(int32(workers))
+	x.pool = pond.NewPool(tasks + 1)
 	x.group = x.pool.NewGroupContext(ctx)
 	x.ctx = x.group.Context()
 	x.group.SubmitErr(func() error { x.produce(); return nil })
-	for range workers {
-		w := e.newWorker()
-		x.group.SubmitErr(func() error { x.work(w); return nil })
+	for i := range tasks {
+		x.group.SubmitErr(func() error { x.work(i); return nil })
 	}
 	return x, nil
 }
@@ -291,6 +321,9 @@ func (x *Epoch) produce() {
 			return
 		}
 		j := &x.jobs[slab.ID]
+		if j.indices == nil {
+			j.indices = x.e.indexBuf(slab.ID)
+		}
 		j.slab, j.indices, j.first = slab, j.indices[:hi-lo], lo
 		s.Plan.Fill(x.e.planEpoch(x.epoch), lo, j.indices)
 		j.skipped = j.skipped[:0]
@@ -312,9 +345,19 @@ func (x *Epoch) produce() {
 // stops. It must not wait for the close alone: pond skips a task whose
 // group is already cancelled, so a Close that comes before the producer
 // has started leaves nobody to close chunks.
-func (x *Epoch) work(w *worker) {
+//
+// Worker i takes chunks while i < active; its scratch is made on its first
+// chunk, so that a worker the tuner never wakes costs nothing.
+func (x *Epoch) work(i int) {
 	sb := x.e.s.Host.SampleBytes()
+	var w *worker
 	for {
+		if !x.wait(i) {
+			return
+		}
+		if w == nil {
+			w = x.e.newWorker()
+		}
 		var c chunk
 		var ok bool
 		select {
@@ -326,10 +369,12 @@ func (x *Epoch) work(w *worker) {
 			return
 		}
 		if x.ctx.Err() == nil {
+			t := time.Now()
 			x.transform(w, c, sb)
 			// The chunk is written: the last image's memory goes back
 			// to the process's decode budget, not to wait with us.
 			w.dec.Release()
+			x.busy.Add(int64(time.Since(t)))
 		}
 		if c.j.pending.Add(-1) == 0 {
 			c.j.done <- struct{}{}
@@ -410,6 +455,9 @@ func (x *Epoch) Next() (*Batch, error) {
 	x.stats.Batches++
 	x.stats.Skipped += nskip
 	x.statsMu.Unlock()
+	if x.e.autoWorkers() {
+		x.observe(b.N, stall)
+	}
 	x.held.Add(1)
 	b.owner, b.slab = x, j.slab
 	return b, nil
@@ -460,6 +508,10 @@ func (x *Epoch) Stats() EpochStats {
 		s.ImagesPerSec = float64(s.Images) / s.Seconds
 	}
 	s.SlabWaitSeconds += x.slabs.Wait().Seconds()
+	if t := x.e.tune; t != nil {
+		s.Auto = t.stats(x.epoch, x.e.s.Devices != nil)
+		s.Workers = int(x.active.Load())
+	}
 	if c := x.e.s.Cache; c != nil {
 		// An epoch needs each of its shards once; those not computed
 		// were read.

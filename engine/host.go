@@ -21,12 +21,22 @@ func (e *Engine) SetHostAllocator(a prefetch.HostAllocator, held int) error {
 		return errors.New("engine: SetHostAllocator after the first epoch")
 	}
 	e.hostAlloc, e.held = a, max(held, 0)
+	if e.tune != nil {
+		e.tune.setHeld(e.held)
+		if e.autoWorkers() {
+			e.workers.Store(int64(e.tune.workers))
+		}
+	}
 	return nil
 }
 
 // SlabLayout is what the next epoch allocates: n slabs of bytes bytes, each
 // holding up to rows samples (the batch size, or the epoch's samples where
-// they are fewer).
+// they are fewer). Under workers=auto n is the most the tuner may grow to.
 func (e *Engine) SlabLayout() (n, bytes, rows int) {
-	return e.Workers() + extraSlabs + e.held, e.rows * e.s.Host.SampleBytes(), e.rows
+	n = e.Workers() + extraSlabs + e.held
+	if e.autoWorkers() {
+		n = e.tune.slabLimit()
+	}
+	return n, e.rows * e.s.Host.SampleBytes(), e.rows
 }
