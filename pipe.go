@@ -37,6 +37,10 @@ type (
 	DeviceBatch = engine.DeviceBatch
 	// DeviceStats are one device's figures for an epoch.
 	DeviceStats = engine.DeviceStats
+	// AutoStats reports workers=auto and depth=auto; Decision is one of
+	// its steps.
+	AutoStats = engine.AutoStats
+	Decision  = engine.Decision
 	// RunOptions configures Pipeline.Run.
 	RunOptions = engine.RunOptions
 	// Checksum hashes an epoch's output.
@@ -304,7 +308,7 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		Source: cfg.Source, InShape: in, Ops: cfg.Ops, CacheAt: cfg.CacheAt, Reduce: cfg.Reduce, MaxPixels: cfg.MaxPixels,
 		Host: p.host, Out: p.out, DevNorm: devNorm, Seed: cfg.Seed, Plan: p.plan,
 		Batch: cfg.Batch, DropLast: cfg.DropLast, Workers: cfg.Workers, OnError: cfg.OnError,
-		Cache: p.cache, Devices: p.devs,
+		Cache: p.cache, Devices: p.devs, Auto: p.auto(),
 	})
 	if err != nil {
 		return err
@@ -326,6 +330,18 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		}
 	}
 	return nil
+}
+
+// auto is workers=auto's and depth=auto's configuration, or nil where both
+// are fixed. The tuner may use every core: where a trainer shares them in
+// this process, its throughput trials see the trainer slow down and keep
+// the workers that feed it best.
+func (p *Pipeline) auto() *engine.Auto {
+	cfg := p.cfg
+	if !cfg.AutoWorkers && !cfg.AutoDepth {
+		return nil
+	}
+	return &engine.Auto{Workers: cfg.AutoWorkers, Depth: cfg.AutoDepth && p.devs != nil, Cores: p.cores, Memory: cfg.Memory}
 }
 
 // deviceTensor splits the output tensor t for normalize where=device: the
@@ -677,7 +693,15 @@ type Summary struct {
 	// program's decision (see cmd/pipe).
 	Procs   int
 	Workers int
-	OnError Policy
+	// WorkersAuto and DepthAuto report workers=auto and depth=auto, which
+	// start at Workers and Depth and are sized as the first epoch runs,
+	// within MaxWorkers (the cores, or fewer where the budget says so)
+	// and MemoryBudget bytes.
+	WorkersAuto, DepthAuto bool
+	Depth                  int
+	MaxWorkers             int
+	MemoryBudget           int64
+	OnError                Policy
 	// Devices is the number of devices (0 without a prefetch stage) and
 	// DeviceKind "cpu" (simulated) or "cuda".
 	Devices    int
@@ -701,7 +725,14 @@ func (p *Pipeline) Summary() Summary {
 	if info.Encoded {
 		s.Decode = p.decodeSummary(s.Procs)
 	}
+	if a := p.eng.AutoStats(-1); a != nil {
+		s.WorkersAuto, s.DepthAuto, s.MaxWorkers, s.MemoryBudget = a.WorkersAuto, a.DepthAuto, a.MaxWorkers, a.BudgetBytes
+	}
 	if p.devs != nil {
+		s.Depth = p.devs.Depth
+		if a := p.eng.AutoStats(-1); a != nil && a.DepthAuto {
+			s.Depth = a.Depth
+		}
 		s.Devices, s.DeviceKind = p.devs.N(), "cpu"
 		if len(p.devs.GPUs) > 0 {
 			s.DeviceKind = "cuda"
@@ -725,8 +756,13 @@ func (p *Pipeline) procs() int {
 	if !transform.DecodesInC() || !p.cfg.Source.Info().Encoded || os.Getenv("GOMAXPROCS") != "" {
 		return n
 	}
-	// More workers than cores gain nothing from more Ps: cores + 1 at most.
-	return max(n, min(p.Workers(), p.cores)+1)
+	// More workers than cores gain nothing from more Ps: cores + 1 at most
+	// (as many as workers=auto may grow to).
+	w := p.Workers()
+	if a := p.eng.AutoStats(-1); a != nil && a.WorkersAuto {
+		w = a.MaxWorkers
+	}
+	return max(n, min(w, p.cores)+1)
 }
 
 func (p *Pipeline) decodeSummary(procs int) string {

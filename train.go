@@ -135,6 +135,9 @@ type TrainEpoch struct {
 	// the epoch (trainer.Model.Hash): two runs that trained the same model
 	// bit for bit show the same hashes.
 	ParamsHash string `json:"params_hash"`
+	// Auto reports workers=auto and depth=auto after the epoch, with its
+	// decisions; absent where both are fixed.
+	Auto *AutoStats `json:"auto,omitempty"`
 	// AllReduceSeconds is the time spent averaging gradients across the
 	// replicas (and ranks) this epoch; RankWaitSeconds, in a job of several
 	// ranks, the time rank 0 waited for the others at the steps' ends.
@@ -253,7 +256,8 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 		}
 		ep := TrainEpoch{Epoch: st.Epoch, Steps: st.Steps, Images: st.Images, TrainLoss: st.TrainLoss, TrainAccuracy: st.TrainAccuracy,
 			LR: st.LR, ImagesPerSec: st.ImagesPerSec, StallPct: st.StallPct, DeviceStall: st.DeviceStall, Seconds: st.Seconds,
-			ParamsHash: tr.Model().Hash(), AllReduceSeconds: st.ReduceSeconds, RankWaitSeconds: st.WaitSeconds}
+			ParamsHash: tr.Model().Hash(), AllReduceSeconds: st.ReduceSeconds, RankWaitSeconds: st.WaitSeconds,
+			Auto: p.eng.AutoStats(st.Epoch)}
 		if evalP != nil && ((st.Epoch+1)%p.cfg.Eval.Every == 0 || tr.Epoch == c.Epochs) {
 			ev, err := tr.Evaluate(ctx, &trainFeed{p: evalP})
 			if err != nil {

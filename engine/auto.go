@@ -14,16 +14,16 @@ import (
 // epoch as it runs and sizes the transform pool and the devices' queues.
 // It never changes the output, which does not depend on either.
 //
-// Every window of at least Interval and minWindowBatches batches, at the
-// consumer's Next, it measures the consumer's wait for batches (stall),
+// Every window of at least minWindowBatches batches and either Interval or
+// 1/windowsPerEpoch of the epoch, at the consumer's Next, it measures the consumer's wait for batches (stall),
 // the producer's wait for a free slab (the consumer holding batches
 // back), the workers' busy time over the active workers, and the
 // throughput. It grows the pool when the consumer waits while the workers
 // are busy, and shrinks it when the workers idle while the consumer does
 // not wait; each change is a trial that is kept only if the next window's
 // throughput is better by a margin (growing) or no worse by one
-// (shrinking), and a trial that fails closes the range beyond it, so the
-// tuner cannot come back to it. After settleWindows windows without a
+// (shrinking), and a setting whose trial fails twice closes the range
+// beyond it, so the tuner cannot come back to it. After settleWindows windows without a
 // change, or maxChanges changes, it stops for the engine's life: later
 // epochs run at what it chose.
 type Auto struct {
@@ -49,6 +49,10 @@ type Auto struct {
 const (
 	defaultInterval  = 200 * time.Millisecond
 	minWindowBatches = 5
+	// windowsPerEpoch bounds a window to this share of an epoch's batches
+	// too, so that an epoch shorter than a few Intervals (CIFAR on a fast
+	// machine) still settles within itself.
+	windowsPerEpoch = 32
 	// settleWindows windows in a row without a change settle the tuner.
 	settleWindows = 3
 	// margin is the throughput change that makes a trial worth keeping.
@@ -147,8 +151,10 @@ type tuner struct {
 	slabBytes, devBytes int64
 	held                int
 	workers, depth      int
-	// lo and hi bound the worker counts still open.
+	// lo and hi bound the worker counts still open; failed counts the
+	// trials of each that were undone.
 	lo, hi    int
+	failed    map[int]int
 	trial     *trial
 	stable    int
 	changes   int
@@ -290,10 +296,17 @@ func (t *tuner) decideWorkers(epoch int, at float64, m measure) int {
 				fmt.Sprintf("%.0f images/s at %d against %.0f at %d", m.rate, w, tr.m.rate, tr.from))
 			return w
 		}
-		if tr.grow {
-			t.hi = min(t.hi, w-1)
-		} else {
-			t.lo = max(t.lo, w+1)
+		// A setting that failed twice is closed: once may be a noisy
+		// window on a shared machine.
+		if t.failed == nil {
+			t.failed = map[int]int{}
+		}
+		if t.failed[w]++; t.failed[w] >= 2 {
+			if tr.grow {
+				t.hi = min(t.hi, w-1)
+			} else {
+				t.lo = max(t.lo, w+1)
+			}
 		}
 		t.changes++
 		t.workers = tr.from
@@ -395,8 +408,9 @@ func (t *tuner) stats(n int, depthSet bool) *AutoStats {
 	return a
 }
 
-// why is the report's line: "workers auto → 3 (consumer waited 12% at 2;
-// 0.4% at 3), depth auto → 4 (…)".
+// why is the report's line: "workers auto → 3 (waited for batches 12% at
+// 2, 9000 images/s; 0.4% at 3, 12000 images/s), depth auto → 4 (…)": the
+// wait is the consumer's, in Next.
 func (t *tuner) why(depthSet bool) string {
 	var parts []string
 	if t.cfg.Workers {
@@ -405,7 +419,7 @@ func (t *tuner) why(depthSet bool) string {
 		for i, m := range t.seen {
 			f := fmt.Sprintf("%.1f%% at %d, %.0f images/s", 100*m.stall, m.workers, m.rate)
 			if i == 0 {
-				f = "consumer waited " + f
+				f = "waited for batches " + f
 			}
 			figs = append(figs, f)
 		}
@@ -519,7 +533,7 @@ func (x *Epoch) observe(n int, stall float64) {
 	now := time.Now()
 	el := now.Sub(w.start)
 	t := x.e.tune
-	if el < t.cfg.Interval || w.batches < minWindowBatches {
+	if w.batches < minWindowBatches || el < t.cfg.Interval && w.batches < x.e.Batches()/windowsPerEpoch {
 		return
 	}
 	busy, slabWait := x.busy.Load(), int64(x.slabs.Wait())
@@ -560,7 +574,7 @@ func (x *DeviceEpoch) observeDepth() error {
 	t := x.e.tune
 	now := time.Now()
 	el := now.Sub(w.start)
-	if el < t.cfg.Interval || w.batches < minWindowBatches {
+	if w.batches < minWindowBatches || el < t.cfg.Interval && w.batches < x.e.Batches()/windowsPerEpoch {
 		return nil
 	}
 	var stall, wait float64

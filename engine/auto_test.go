@@ -22,11 +22,12 @@ func (c costly) Read(i int, rec *source.Record) error {
 	return c.Source.Read(i, rec)
 }
 
-// autoSpec is spec over n samples costing cost each, in batches of 16, with
-// workers=auto on cores cores.
+// autoSpec is spec over n samples costing cost each, in batches of 4, with
+// workers=auto as a says. Few samples a batch, each sleeping long, keep
+// the sleeps' overshoot on a loaded machine small against the cost.
 func autoSpec(t *testing.T, n int, cost time.Duration, a Auto) Spec {
 	s := spec(t, costly{synthetic(t, n), cost}, 0)
-	s.Batch = 16
+	s.Batch = 4
 	if a.Interval == 0 {
 		a.Interval = 30 * time.Millisecond
 	}
@@ -66,7 +67,9 @@ func logDecisions(t *testing.T, stats []EpochStats) {
 // TestAutoFastConsumerGrows: a consumer that takes batches at once leaves
 // the workers the bottleneck, and auto grows them to the cores.
 func TestAutoFastConsumerGrows(t *testing.T) {
-	e, stats := runAuto(t, autoSpec(t, 16*400, 100*time.Microsecond, Auto{Cores: 8}), RunOptions{})
+	// A batch costs one worker 4 × 1 ms of sleep: the CPU's share is
+	// small enough that 8 workers are 8 times as fast on 2 cores.
+	e, stats := runAuto(t, autoSpec(t, 4*2000, time.Millisecond, Auto{Cores: 8, Interval: 50 * time.Millisecond}), RunOptions{})
 	logDecisions(t, stats)
 	a := stats[0].Auto
 	if !a.Settled || a.SettledEpoch != 0 {
@@ -80,9 +83,8 @@ func TestAutoFastConsumerGrows(t *testing.T) {
 // TestAutoSlowConsumerShrinks: a consumer four times slower than one
 // worker leaves the workers idle, and auto ends with few of them.
 func TestAutoSlowConsumerShrinks(t *testing.T) {
-	// A batch costs one worker 16 × 100 µs (about 2 ms with the sleeps'
-	// overshoot); the consumer takes 8 ms.
-	e, stats := runAuto(t, autoSpec(t, 16*250, 100*time.Microsecond, Auto{Cores: 8}), RunOptions{Consume: 8 * time.Millisecond})
+	// A batch costs one worker 4 × 500 µs; the consumer takes 8 ms.
+	e, stats := runAuto(t, autoSpec(t, 4*300, 500*time.Microsecond, Auto{Cores: 8}), RunOptions{Consume: 8 * time.Millisecond})
 	logDecisions(t, stats)
 	if !stats[0].Auto.Settled {
 		t.Errorf("not settled within epoch 0")
@@ -97,8 +99,8 @@ func TestAutoSlowConsumerShrinks(t *testing.T) {
 func TestAutoChecksums(t *testing.T) {
 	var want []string
 	for _, w := range []int{1, 4} {
-		s := spec(t, costly{synthetic(t, 16*150), 50 * time.Microsecond}, w)
-		s.Batch = 16
+		s := spec(t, costly{synthetic(t, 4*300), 200 * time.Microsecond}, w)
+		s.Batch = 4
 		e, err := New(s)
 		if err != nil {
 			t.Fatal(err)
@@ -111,8 +113,8 @@ func TestAutoChecksums(t *testing.T) {
 			t.Fatalf("workers=%d: %v, workers=1: %v", w, got, want)
 		}
 	}
-	s := autoSpec(t, 16*150, 50*time.Microsecond, Auto{Cores: 8, Interval: 10 * time.Millisecond})
-	e, stats := runAuto(t, s, RunOptions{Epochs: 2, Checksum: true})
+	s := autoSpec(t, 4*300, 200*time.Microsecond, Auto{Cores: 8, Interval: 10 * time.Millisecond})
+	_, stats := runAuto(t, s, RunOptions{Epochs: 2, Checksum: true})
 	logDecisions(t, stats)
 	if n := len(stats[0].Auto.Decisions); n < 2 {
 		t.Errorf("auto made %d decisions in epoch 0: the test wants it to change the workers mid-epoch", n)
@@ -122,14 +124,13 @@ func TestAutoChecksums(t *testing.T) {
 			t.Errorf("epoch %d: auto %s, fixed workers %s", i, st.Checksum, want[i])
 		}
 	}
-	_ = e
 }
 
 // TestAutoMemoryBudget: the slabs never exceed memory=; a fast consumer
 // grows the workers only as far as the budget allows.
 func TestAutoMemoryBudget(t *testing.T) {
-	s := autoSpec(t, 16*300, 100*time.Microsecond, Auto{Cores: 8})
-	slab := int64(16 * (s.Host.SampleBytes() + 4))
+	s := autoSpec(t, 4*600, 500*time.Microsecond, Auto{Cores: 8})
+	slab := int64(4 * (s.Host.SampleBytes() + 4))
 	s.Auto.Memory = 5 * slab // 3 workers and 2 extra slabs
 	e, stats := runAuto(t, s, RunOptions{})
 	logDecisions(t, stats)
@@ -177,7 +178,7 @@ func TestAutoDoesNotOscillate(t *testing.T) {
 // TestAutoSettledStays: once settled in epoch 0, later epochs run at its
 // choice and make no decisions.
 func TestAutoSettledStays(t *testing.T) {
-	_, stats := runAuto(t, autoSpec(t, 16*300, 100*time.Microsecond, Auto{Cores: 4}), RunOptions{Epochs: 3})
+	_, stats := runAuto(t, autoSpec(t, 4*600, 500*time.Microsecond, Auto{Cores: 4}), RunOptions{Epochs: 3})
 	logDecisions(t, stats)
 	if !stats[0].Auto.Settled {
 		t.Fatal("not settled within epoch 0")

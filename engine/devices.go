@@ -223,7 +223,7 @@ func (e *Engine) DeviceEpochFrom(ctx context.Context, n, first int) (*DeviceEpoc
 	x := &DeviceEpoch{e: e, host: host, devs: e.devs, free: e.devFree, cancel: cancel, start: time.Now(),
 		// At most slabs-2 host batches wait in pending and one more with
 		// the releaser, so the producer's Next always finds a slab free.
-		pending:  make(chan pendingHost, max(e.slabs.Limit()-2, 1)),
+		pending:  make(chan pendingHost, max(e.slabs.Len()-2, 1)),
 		freeWait: make([]atomic.Int64, nd)}
 	// Under depth=auto a queue may hold any of the buffers, which bound
 	// it: the tuner deepens it by adding buffers.

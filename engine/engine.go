@@ -169,6 +169,15 @@ func (e *Engine) setWorkers(n int) {
 	e.workers.Store(int64(n))
 }
 
+// AutoStats reports the tuner as it stands, with epoch n's decisions (n <
+// 0: none), or nil where workers and depth are fixed.
+func (e *Engine) AutoStats(n int) *AutoStats {
+	if e.tune == nil {
+		return nil
+	}
+	return e.tune.stats(n, e.s.Devices != nil)
+}
+
 // autoDepth reports whether the tuner sets the devices' depth and has not
 // settled it.
 func (e *Engine) autoDepth() bool { return e.tune != nil && e.s.Devices != nil && e.tune.cfg.Depth }

@@ -50,6 +50,9 @@ type Param struct {
 	Min, Max *float64
 	Why      string
 	Doc      string
+	// Auto lets an Int parameter be the word auto as well: the pipeline
+	// then sets it as it runs.
+	Auto bool
 }
 
 // Spec declares a stage: its name, parameters and constructor. Sources are
@@ -139,6 +142,9 @@ func (a Args) Float(name string) float64 {
 
 func (a Args) Bool(name string) bool { return a.vals[name] == "true" }
 
+// Auto reports whether the parameter is auto (Param.Auto).
+func (a Args) Auto(name string) bool { return a.vals[name] == "auto" }
+
 func (a Args) Floats(name string) []float64 {
 	v, _ := parseFloats(a.vals[name])
 	return v
@@ -164,7 +170,13 @@ func (p *Param) check(v string) (string, error) {
 	var nums []float64
 	switch p.Type {
 	case Int:
+		if p.Auto && v == "auto" {
+			return v, nil
+		}
 		n, err := strconv.Atoi(v)
+		if err != nil && p.Auto {
+			return "", fmt.Errorf("%s is not an integer or auto", clip(v))
+		}
 		if err != nil {
 			return "", fmt.Errorf("%s is not an integer", clip(v))
 		}
@@ -566,14 +578,14 @@ var builtin = []*Spec{
 		}},
 	{Name: "prefetch", Kind: "stage", Summary: "cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers",
 		Params: []Param{
-			Param{Name: "depth", Type: Int, Default: itoa(defaultDepth), Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer"}.with(depthBound),
+			Param{Name: "depth", Type: Int, Default: "auto", Auto: true, Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer; auto starts at 2 and deepens on bursty stalls, within the pipeline's memory="}.with(depthBound),
 			{Name: "devices", Type: String, Default: defaultDevices, Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
 		},
 		Build: func(a Args) (Stage, error) {
 			if _, err := ParseDevices(a.String("devices"), true); err != nil {
 				return Stage{}, err
 			}
-			return Prefetch(PrefetchConfig{Depth: a.Int("depth"), Devices: a.String("devices")}), nil
+			return Prefetch(PrefetchConfig{Depth: a.Int("depth"), Devices: a.String("devices")}), nil // auto: Depth 0
 		}},
 	{Name: "train", Kind: "stage", Summary: "train a model on the batches, one replica per device (data parallel); comes last, before eval",
 		Params: []Param{
@@ -622,7 +634,8 @@ var builtin = []*Spec{
 		}},
 	{Name: "pipeline", Kind: "stage", Summary: "how the pipeline runs; none of these change a rank's output",
 		Params: []Param{
-			Param{Name: "workers", Type: Int, Default: "0", Min: bound(0), Doc: "transform goroutines (0: one per core)"}.with(workersBound),
+			Param{Name: "workers", Type: Int, Default: "auto", Auto: true, Min: bound(0), Doc: "transform goroutines: auto (sized as the first epoch runs, within the cores and memory=), 0 (one per core) or a number"}.with(workersBound),
+			Param{Name: "memory", Type: Int, Default: "auto", Auto: true, Min: bound(1), Doc: "MiB that workers=auto and depth=auto may hold in batches (host slabs and device buffers); auto: a quarter of the memory this process may use"}.with(memoryBound),
 			{Name: "on_error", Type: Enum, Enum: []string{"fail", "skip"}, Default: "fail", Doc: "a corrupt record stops the run (fail) or is skipped, counted and listed (skip)"},
 			{Name: "seed", Type: Int, Min: bound(0), Doc: "the pipeline's seed when there is no shuffle stage"},
 			Param{Name: "rank", Type: Int, Default: "0", Min: bound(0), Doc: "this process's rank in a data-parallel job, e.g. ${RANK:-0}"}.with(ranksBound),
@@ -631,6 +644,15 @@ var builtin = []*Spec{
 		},
 		Build: func(a Args) (Stage, error) {
 			s := Settings{Workers: a.Int("workers"), Rank: a.Int("rank"), World: a.Int("world"), Elastic: a.Bool("elastic")}
+			switch {
+			case a.Auto("workers"):
+				s.Workers = AutoWorkers
+			case s.Workers == 0:
+				s.Workers = PerCore
+			}
+			if !a.Auto("memory") {
+				s.Memory = int64(a.Int("memory")) << 20
+			}
 			if a.String("on_error") == "skip" {
 				s.OnError = engine.Skip
 			}

@@ -70,7 +70,10 @@ type Config struct {
 	Elastic        bool
 	Batch          int
 	DropLast       bool
-	Workers        int // 0: one per core
+	Workers        int   // 0: one per core
+	AutoWorkers    bool  // workers=auto (the default)
+	AutoDepth      bool  // prefetch depth=auto (the default)
+	Memory         int64 // workers=auto's and depth=auto's budget in bytes; 0: engine.DefaultMemory
 	OnError        engine.Policy
 	Prefetch       *PrefetchConfig
 	Train          *TrainConfig
@@ -111,7 +114,7 @@ func Errorf(stages []Stage, i int, format string, args ...any) error {
 // Compile checks the order and parameters of stages and gathers them into a
 // Config. It reads no data: sources may still be unopened.
 func Compile(stages []Stage) (*Config, error) {
-	c := &Config{World: 1, Layout: transform.NCHW, DType: transform.Float32}
+	c := &Config{World: 1, Layout: transform.NCHW, DType: transform.Float32, AutoWorkers: true}
 	for i, s := range stages {
 		err := c.add(i, s)
 		switch {
@@ -317,11 +320,27 @@ func ToTensor(layout transform.Layout, dtype transform.DType) Stage {
 	}}
 }
 
+// The special values of Settings.Workers.
+const (
+	// AutoWorkers sizes the pool as the first epoch runs (workers=auto,
+	// the default): see engine.Auto.
+	AutoWorkers = 0
+	// PerCore is one worker per core (workers=0 in a .pipe file).
+	PerCore = -1
+)
+
 // Settings says how the pipeline runs (the .pipe stage "pipeline"); none
 // of it changes the output of a rank. The zero value is the default.
 type Settings struct {
-	// Workers is the transform pool's size; 0 is one per core.
+	// Workers is the transform pool's size: AutoWorkers (0, the default),
+	// PerCore (-1), or a number.
 	Workers int
+	// Memory is the budget in bytes of workers=auto and depth=auto: the
+	// host slabs and device buffers they may hold. 0 is the default,
+	// engine.DefaultMemory (a quarter of the memory this process may
+	// use). Fixed workers and depth are checked against the machine
+	// only.
+	Memory int64
 	// OnError is what a corrupt record does: engine.Fail (the default)
 	// or engine.Skip.
 	OnError engine.Policy
@@ -347,14 +366,31 @@ func Pipeline(s Settings) Stage {
 	if s.World == 0 {
 		s.World = 1
 	}
-	line := fmt.Sprintf("pipeline workers=%d on_error=%s", s.Workers, s.OnError)
+	workers := "auto"
+	switch {
+	case s.Workers == PerCore:
+		workers = "0"
+	case s.Workers > 0:
+		workers = strconv.Itoa(s.Workers)
+	}
+	memory := "auto"
+	if s.Memory > 0 {
+		memory = strconv.FormatInt((s.Memory+(1<<20)-1)>>20, 10)
+	}
+	line := fmt.Sprintf("pipeline workers=%s memory=%s on_error=%s", workers, memory, s.OnError)
 	if s.Seed != nil {
 		line += fmt.Sprintf(" seed=%d", *s.Seed)
 	}
 	line += fmt.Sprintf(" rank=%d world=%d elastic=%t", s.Rank, s.World, s.Elastic)
 	return Stage{name: "pipeline", line: line, apply: func(c *Config) error {
-		if s.Workers < 0 {
-			return fmt.Errorf("workers=%d: must be 0 (one per core) or more", s.Workers)
+		if s.Workers < PerCore {
+			return fmt.Errorf("workers=%d: must be AutoWorkers (0), PerCore (-1) or a number of workers", s.Workers)
+		}
+		if s.Memory < 0 {
+			return fmt.Errorf("memory=%d: must be 0 (the default) or a number of bytes", s.Memory)
+		}
+		if err := checkMax("memory", int(min(s.Memory>>20, 1<<40)), memoryBound); err != nil {
+			return err
 		}
 		if err := checkMax("workers", s.Workers, workersBound); err != nil {
 			return err
@@ -370,9 +406,9 @@ func Pipeline(s Settings) Stage {
 				return err
 			}
 		}
-		if s.Workers > 0 {
-			c.Workers = s.Workers
-		}
+		c.AutoWorkers = s.Workers == AutoWorkers
+		c.Workers = max(s.Workers, 0)
+		c.Memory = s.Memory
 		c.OnError, c.Rank, c.World, c.Elastic = s.OnError, s.Rank, s.World, s.Elastic
 		return nil
 	}}
@@ -404,7 +440,7 @@ func Cache(cfg cache.Config) Stage {
 
 // The defaults of the prefetch and eval stages.
 const (
-	defaultDepth     = 2
+	defaultDepth     = 2 // where depth=auto starts
 	defaultDevices   = "cpu:1"
 	defaultEvalSplit = "test"
 	defaultEvalEvery = 1
@@ -415,7 +451,9 @@ const (
 // default.
 type PrefetchConfig struct {
 	// Depth is how many batches each device's queue holds ahead of its
-	// consumer. Default 2.
+	// consumer. Default 0: auto, which starts at 2 and deepens the
+	// queues on bursty stalls, within the pipeline's memory budget
+	// (engine.Auto).
 	Depth int
 	// Devices names the devices: "cpu:N" for N simulated devices in host
 	// memory (any machine), or "all" / "cuda:0,1" for GPUs (the cuda
@@ -430,15 +468,16 @@ type PrefetchConfig struct {
 // and queued for that device's consumer. It comes after batch; only train
 // and eval may follow it.
 func Prefetch(p PrefetchConfig) Stage {
-	if p.Depth == 0 {
-		p.Depth = defaultDepth
-	}
 	if p.Devices == "" {
 		p.Devices = defaultDevices
 	}
-	return Stage{name: "prefetch", line: fmt.Sprintf("prefetch depth=%d devices=%s", p.Depth, p.Devices), apply: func(c *Config) error {
-		if p.Depth < 1 {
-			return fmt.Errorf("depth=%d: must be at least 1", p.Depth)
+	depth := "auto"
+	if p.Depth != 0 {
+		depth = strconv.Itoa(p.Depth)
+	}
+	return Stage{name: "prefetch", line: fmt.Sprintf("prefetch depth=%s devices=%s", depth, p.Devices), apply: func(c *Config) error {
+		if p.Depth < 0 {
+			return fmt.Errorf("depth=%d: must be 0 (auto) or at least 1", p.Depth)
 		}
 		if err := checkMax("depth", p.Depth, depthBound); err != nil {
 			return err
@@ -449,7 +488,13 @@ func Prefetch(p PrefetchConfig) Stage {
 		if !c.afterBatch {
 			return errors.New("prefetch moves batches: it comes after batch (and to_tensor)")
 		}
-		c.Prefetch = &p
+		// The engine starts depth=auto at defaultDepth.
+		c.AutoDepth = p.Depth == 0
+		q := p
+		if c.AutoDepth {
+			q.Depth = defaultDepth
+		}
+		c.Prefetch = &q
 		return nil
 	}}
 }

@@ -64,6 +64,9 @@ func stagesText() string {
 			if p.Type == pipefile.Enum {
 				typ = strings.Join(p.Enum, "|")
 			}
+			if p.Auto {
+				typ += "|auto"
+			}
 			def := ""
 			switch {
 			case p.Required:

@@ -242,9 +242,21 @@ func describe(p *pipe.Pipeline) string {
 	if s.Decode != "" {
 		fmt.Fprintf(&b, "decode   %s\n", s.Decode)
 	}
-	fmt.Fprintf(&b, "workers  %d, on_error=%s\n", s.Workers, s.OnError)
+	if s.WorkersAuto {
+		fmt.Fprintf(&b, "workers  auto: from %d, up to %d", s.Workers, s.MaxWorkers)
+	} else {
+		fmt.Fprintf(&b, "workers  %d", s.Workers)
+	}
+	if s.WorkersAuto || s.DepthAuto {
+		fmt.Fprintf(&b, " within a budget of %.0f MiB (memory=)", float64(s.MemoryBudget)/(1<<20))
+	}
+	fmt.Fprintf(&b, ", on_error=%s\n", s.OnError)
 	if n := s.Devices; n > 0 {
-		fmt.Fprintf(&b, "devices  %d × %s: per-device batch %d, global batch %d\n", n, s.DeviceKind, s.BatchSize/n, s.GlobalBatch)
+		depth := fmt.Sprintf("depth %d", s.Depth)
+		if s.DepthAuto {
+			depth = fmt.Sprintf("depth auto from %d", s.Depth)
+		}
+		fmt.Fprintf(&b, "devices  %d × %s: per-device batch %d, global batch %d, %s\n", n, s.DeviceKind, s.BatchSize/n, s.GlobalBatch, depth)
 	}
 	if job != nil {
 		fmt.Fprintf(&b, "ranks    %d, started by %s (%s): %d on this machine, %d core(s) each; rank 0 prints and writes the files\n",
@@ -291,6 +303,9 @@ func epochLine(s pipe.EpochStats, consumed bool) string {
 	if s.Checksum != "" {
 		line += " checksum " + s.Checksum
 	}
+	if s.Auto != nil {
+		line += "\n  " + autoLine(s.Auto)
+	}
 	for _, d := range s.Devices {
 		line += fmt.Sprintf("\n  %s: %d batches, ", d.Device, d.Batches)
 		if consumed {
@@ -299,6 +314,20 @@ func epochLine(s pipe.EpochStats, consumed bool) string {
 		line += fmt.Sprintf("held production back %.3f s, copied %.1f MB at %.1f GB/s", d.ProducerWaitSeconds, float64(d.Bytes)/1e6, d.CopyGBps)
 	}
 	return line
+}
+
+// autoLine is the tuner's line: what it chose, why, and whether it has
+// settled.
+func autoLine(a *pipe.AutoStats) string {
+	line := "auto: " + a.Why
+	changes := fmt.Sprintf("%d changes", a.Changes)
+	if a.Changes == 1 {
+		changes = "1 change"
+	}
+	if a.Settled {
+		return line + fmt.Sprintf("; settled in epoch %d at %.2f s after %s", a.SettledEpoch, a.SettledSeconds, changes)
+	}
+	return line + "; " + changes + " so far"
 }
 
 // summary is a stream's closing lines, with the cache's warnings after the

@@ -149,7 +149,11 @@ func trainLine(e pipe.TrainEpoch) string {
 		}
 		line += " (per device " + strings.Join(per, "/") + "%)"
 	}
-	return line + fmt.Sprintf(", %.1f s (%.0f s in all)", e.Seconds, e.WallSeconds)
+	line += fmt.Sprintf(", %.1f s (%.0f s in all)", e.Seconds, e.WallSeconds)
+	if e.Auto != nil && (len(e.Auto.Decisions) > 0 || e.Epoch == 0) {
+		line += "\n  " + autoLine(e.Auto)
+	}
+	return line
 }
 
 // trainSummary is the one screen at the end of a run: h is every epoch's
