@@ -23,8 +23,8 @@ func (e *Engine) SetHostAllocator(a prefetch.HostAllocator, held int) error {
 	e.hostAlloc, e.held = a, max(held, 0)
 	if e.tune != nil {
 		e.tune.setHeld(e.held)
-		if e.autoWorkers() {
-			e.workers.Store(int64(e.tune.workers))
+		if w, _ := e.tune.current(); e.autoWorkers() {
+			e.workers.Store(int64(w))
 		}
 	}
 	return nil

@@ -246,7 +246,7 @@ func (e *Engine) newCompute() cache.ComputeFunc { return e.newWorker().compute }
 // Warm fills the cache for cache epochs [0, epochs) (every distinct epoch
 // the cache has when epochs is 0 or more), computing only shards that are
 // missing, so an interrupted warm resumes where it stopped. It runs on the
-// engine's worker count; a failure or a panic in any worker fails the warm.
+// engine's worker count (under workers=auto, the most it allows); a failure or a panic in any worker fails the warm.
 func (e *Engine) Warm(ctx context.Context, epochs int, progress func(cache.WarmProgress)) (cache.WarmProgress, error) {
 	c := e.s.Cache
 	if c == nil {
@@ -255,7 +255,12 @@ func (e *Engine) Warm(ctx context.Context, epochs int, progress func(cache.WarmP
 	if epochs <= 0 || epochs > c.Distinct() {
 		epochs = c.Distinct()
 	}
-	return c.Warm(ctx, 0, epochs, e.Workers(), e.newCompute, progress)
+	workers := e.Workers()
+	if e.autoWorkers() {
+		// Warming has no consumer to wait for: as many as auto may run.
+		workers = e.tune.slabLimit() - extraSlabs - e.held
+	}
+	return c.Warm(ctx, 0, epochs, workers, e.newCompute, progress)
 }
 
 // Checksum hashes the output of an epoch with 64-bit xxHash: every data byte
