@@ -10,6 +10,7 @@ import (
 // byte, on the host and through devices.
 func TestAutoEqualsFixedWorkers(t *testing.T) {
 	for _, devices := range []int{0, 2} {
+
 		var want []string
 		for _, w := range []int{0, 1, 4} { // 0: not given, auto
 			var extra []Stage
@@ -28,6 +29,14 @@ func TestAutoEqualsFixedWorkers(t *testing.T) {
 				t.Fatalf("workers=%d devices=%d: summary says workers auto %t, depth auto %t", w, devices, s.WorkersAuto, s.DepthAuto)
 			}
 			got := checksums(t, p, 2)
+			// Every device buffer came back, and there are depth + 2 of
+			// them: the depth the tuner reports.
+			for d := range devices {
+				free, all := p.eng.FreeDeviceBuffers(d)
+				if depth := p.eng.AutoStats(-1); free != all || depth != nil && depth.DepthAuto && all != depth.Depth+2 {
+					t.Errorf("workers=%d device %d: %d of %d buffers free, depth %+v", w, d, free, all, depth)
+				}
+			}
 			if want == nil {
 				want = got
 				continue

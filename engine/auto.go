@@ -15,7 +15,8 @@ import (
 // It never changes the output, which does not depend on either.
 //
 // Every window of at least minWindowBatches batches and either Interval or
-// 1/windowsPerEpoch of the epoch, at the consumer's Next, it measures the consumer's wait for batches (stall),
+// 1/windowsPerEpoch of the epoch (but minWindow at least), at the
+// consumer's Next, it measures the consumer's wait for batches (stall),
 // the producer's wait for a free slab (the consumer holding batches
 // back), the workers' busy time over the active workers, and the
 // throughput. It grows the pool when the consumer waits while the workers
@@ -50,9 +51,13 @@ const (
 	defaultInterval  = 200 * time.Millisecond
 	minWindowBatches = 5
 	// windowsPerEpoch bounds a window to this share of an epoch's batches
-	// too, so that an epoch shorter than a few Intervals (CIFAR on a fast
-	// machine) still settles within itself.
+	// too, but no shorter than minWindow, so that an epoch of a few
+	// Intervals settles within itself, and one shorter still (CIFAR on a
+	// fast machine, 60 ms) is measured over windows long enough that the
+	// scheduler's noise does not decide: windows of 3 ms chose 1 worker
+	// where 2 were 1.8 times as fast.
 	windowsPerEpoch = 32
+	minWindow       = 25 * time.Millisecond
 	// settleWindows windows in a row without a change settle the tuner.
 	settleWindows = 3
 	// margin is the throughput change that makes a trial worth keeping.
@@ -476,6 +481,18 @@ func (t *tuner) slabLimit() int {
 	return t.maxWorkers() + extraSlabs + t.held
 }
 
+// windowDone reports whether a window of el and batches batches, of an
+// epoch of epochBatches, is long enough to decide on.
+func (t *tuner) windowDone(el time.Duration, batches, epochBatches int) bool {
+	switch {
+	case batches < minWindowBatches:
+		return false
+	case el >= t.cfg.Interval:
+		return true
+	}
+	return el >= min(minWindow, t.cfg.Interval) && batches >= epochBatches/windowsPerEpoch
+}
+
 // window is the figures of an epoch since the tuner's last decision.
 type window struct {
 	start           time.Time
@@ -533,7 +550,7 @@ func (x *Epoch) observe(n int, stall float64) {
 	now := time.Now()
 	el := now.Sub(w.start)
 	t := x.e.tune
-	if w.batches < minWindowBatches || el < t.cfg.Interval && w.batches < x.e.Batches()/windowsPerEpoch {
+	if !t.windowDone(el, w.batches, x.e.Batches()) {
 		return
 	}
 	busy, slabWait := x.busy.Load(), int64(x.slabs.Wait())
@@ -574,7 +591,7 @@ func (x *DeviceEpoch) observeDepth() error {
 	t := x.e.tune
 	now := time.Now()
 	el := now.Sub(w.start)
-	if w.batches < minWindowBatches || el < t.cfg.Interval && w.batches < x.e.Batches()/windowsPerEpoch {
+	if !t.windowDone(el, w.batches, x.e.Batches()) {
 		return nil
 	}
 	var stall, wait float64
@@ -586,7 +603,7 @@ func (x *DeviceEpoch) observeDepth() error {
 		w.stall[d], w.wait[d] = s.ConsumerWait, pw
 	}
 	w.start, w.batches = now, 0
-	depth, _ := t.current()
+	_, depth := t.current()
 	next := t.decideDepth(x.host.epoch, now.Sub(x.start).Seconds(), stall, wait, MaxDepth)
 	if next <= depth {
 		return nil
