@@ -22,6 +22,12 @@
 // them per device; a host slab goes back once every copy from it has
 // completed. Its producer and releaser are a pond group too.
 //
+// With Spec.Auto, a tuner sizes the workers and the devices' depth as an
+// epoch runs: it measures windows of the epoch at the consumer's Next and
+// keeps a change only where the throughput says so (see Auto). The pool is
+// made at the tuner's most workers and an atomic count gates how many take
+// chunks; the slabs grow with them.
+//
 // Output is a pure function of the spec, the epoch and the source's bytes:
 // a sample's random draws come from a generator keyed by (seed, epoch,
 // sample index), so neither the worker count nor the timing changes a
