@@ -67,9 +67,10 @@ func logDecisions(t *testing.T, stats []EpochStats) {
 // TestAutoFastConsumerGrows: a consumer that takes batches at once leaves
 // the workers the bottleneck, and auto grows them to the cores.
 func TestAutoFastConsumerGrows(t *testing.T) {
-	// A batch costs one worker 4 × 1 ms of sleep: the CPU's share is
-	// small enough that 8 workers are 8 times as fast on 2 cores.
-	e, stats := runAuto(t, autoSpec(t, 4*2000, time.Millisecond, Auto{Cores: 8, Interval: 50 * time.Millisecond}), RunOptions{})
+	// A batch costs one worker 4 × 2 ms of sleep: the CPU's share is
+	// small enough that 8 workers are 8 times as fast on 2 cores, even
+	// under the race detector.
+	e, stats := runAuto(t, autoSpec(t, 4*1500, 2*time.Millisecond, Auto{Cores: 8, Interval: 50 * time.Millisecond}), RunOptions{})
 	logDecisions(t, stats)
 	a := stats[0].Auto
 	if !a.Settled || a.SettledEpoch != 0 {
