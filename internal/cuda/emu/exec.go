@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"unsafe"
 )
 
 // Thread states.
@@ -64,6 +65,9 @@ type worker struct {
 // empty is the allocation a worker starts from: it holds no address.
 var empty = &allocation{}
 
+// newWorker returns a worker for l: one its kernel used before when there
+// is one of the right size (register files of a few megabytes are worth
+// keeping), else a new one.
 func newWorker(l *launch) *worker {
 	k := l.k
 	n := 1
@@ -72,18 +76,31 @@ func newWorker(l *launch) *worker {
 		// registers. Without barriers one set serves every thread in turn.
 		n = l.threads
 	}
-	w := &worker{l: l, k: k, code: k.code, threads: make([]thread, n), regs: make([]uint64, n*k.nslots),
-		shared: make([]byte, k.SharedBytes+l.dynShared), race: make([]raceWord, (k.SharedBytes+l.dynShared+3)/4),
-		order: make([]int32, l.threads), last: empty}
+	w, _ := k.workers.Get().(*worker)
+	if w == nil || len(w.threads) != n || len(w.order) != l.threads || len(w.shared) != k.SharedBytes+l.dynShared {
+		w = &worker{k: k, code: k.code, threads: make([]thread, n), regs: make([]uint64, n*k.nslots),
+			shared: make([]byte, k.SharedBytes+l.dynShared), race: make([]raceWord, (k.SharedBytes+l.dynShared+3)/4),
+			order: make([]int32, l.threads)}
+		for i := range w.threads {
+			r := w.regs[i*k.nslots : (i+1)*k.nslots]
+			w.threads[i].regs = r
+			copy(r[int(k.params)+len(k.Params):], k.consts)
+		}
+	}
+	w.l, w.last, w.fault, w.steps = l, empty, nil, 0
 	for i := range w.threads {
-		r := w.regs[i*k.nslots : (i+1)*k.nslots]
-		w.threads[i].regs = r
+		r := w.threads[i].regs
 		r[k.specials+spNtidX], r[k.specials+spNtidY], r[k.specials+spNtidZ] = uint64(l.block[0]), uint64(l.block[1]), uint64(l.block[2])
 		r[k.specials+spNctaidX], r[k.specials+spNctaidY], r[k.specials+spNctaidZ] = uint64(l.grid[0]), uint64(l.grid[1]), uint64(l.grid[2])
 		copy(r[k.params:], l.params)
-		copy(r[int(k.params)+len(k.Params):], k.consts)
 	}
 	return w
+}
+
+// release gives w back to its kernel for the next launch.
+func (w *worker) release() {
+	w.l, w.last = nil, nil
+	w.k.workers.Put(w)
 }
 
 // tid returns the coordinates of linear thread i.
@@ -313,7 +330,7 @@ func b2u(b bool) uint64 {
 
 // run runs thread t until it reaches a barrier, exits or faults.
 func (w *worker) run(t *thread) uint8 {
-	code, r := w.code, t.regs
+	code, r := w.code, unsafe.Pointer(unsafe.SliceData(t.regs))
 	pc := t.pc
 	branches := 0
 	steps := uint64(0)
@@ -322,7 +339,7 @@ func (w *worker) run(t *thread) uint8 {
 		in := &code[pc]
 		pc++
 		steps++
-		if in.pred >= 0 && (r[in.pred] != 0) == in.predNeg {
+		if in.pred >= 0 && (*slot(r, in.pred) != 0) == in.predNeg {
 			continue
 		}
 		switch in.op {
@@ -339,268 +356,274 @@ func (w *worker) run(t *thread) uint8 {
 			t.pc, t.state = pc, stBarrier
 			return stBarrier
 		case opMov, opCvta:
-			r[in.d] = r[in.a]
+			*slot(r, in.d) = *slot(r, in.a)
 		case opNotPred:
-			r[in.d] = r[in.a] ^ 1
+			*slot(r, in.d) = *slot(r, in.a) ^ 1
 		case opPack64:
-			r[in.d] = uint64(uint32(r[in.a])) | r[in.b]<<32
+			*slot(r, in.d) = uint64(uint32(*slot(r, in.a))) | *slot(r, in.b)<<32
 		case opUnpack64:
-			v := r[in.a]
-			r[in.d], r[in.c] = uint64(uint32(v)), v>>32
+			v := *slot(r, in.a)
+			*slot(r, in.d), *slot(r, in.c) = uint64(uint32(v)), v>>32
 		case opPack32:
-			r[in.d] = uint64(uint16(r[in.a])) | uint64(uint16(r[in.b]))<<16
+			*slot(r, in.d) = uint64(uint16(*slot(r, in.a))) | uint64(uint16(*slot(r, in.b)))<<16
 		case opUnpack32:
-			v := uint32(r[in.a])
-			r[in.d], r[in.c] = uint64(uint16(v)), uint64(v>>16)
+			v := uint32(*slot(r, in.a))
+			*slot(r, in.d), *slot(r, in.c) = uint64(uint16(v)), uint64(v>>16)
 		case opSelp:
-			if r[in.c] != 0 {
-				r[in.d] = r[in.a]
+			if *slot(r, in.c) != 0 {
+				*slot(r, in.d) = *slot(r, in.a)
 			} else {
-				r[in.d] = r[in.b]
+				*slot(r, in.d) = *slot(r, in.b)
 			}
 
 		case opAdd32:
-			r[in.d] = uint64(uint32(r[in.a]) + uint32(r[in.b]))
+			*slot(r, in.d) = uint64(uint32(*slot(r, in.a)) + uint32(*slot(r, in.b)))
 		case opSub32:
-			r[in.d] = uint64(uint32(r[in.a]) - uint32(r[in.b]))
+			*slot(r, in.d) = uint64(uint32(*slot(r, in.a)) - uint32(*slot(r, in.b)))
 		case opMul32:
-			r[in.d] = uint64(uint32(r[in.a]) * uint32(r[in.b]))
+			*slot(r, in.d) = uint64(uint32(*slot(r, in.a)) * uint32(*slot(r, in.b)))
 		case opMad32:
-			r[in.d] = uint64(uint32(r[in.a])*uint32(r[in.b]) + uint32(r[in.c]))
+			*slot(r, in.d) = uint64(uint32(*slot(r, in.a))*uint32(*slot(r, in.b)) + uint32(*slot(r, in.c)))
 		case opMulWideS32:
-			r[in.d] = uint64(int64(int32(r[in.a])) * int64(int32(r[in.b])))
+			*slot(r, in.d) = uint64(int64(int32(*slot(r, in.a))) * int64(int32(*slot(r, in.b))))
 		case opMulWideU32:
-			r[in.d] = uint64(uint32(r[in.a])) * uint64(uint32(r[in.b]))
+			*slot(r, in.d) = uint64(uint32(*slot(r, in.a))) * uint64(uint32(*slot(r, in.b)))
 		case opDivS32, opRemS32:
-			x, y := int32(r[in.a]), int32(r[in.b])
+			x, y := int32(*slot(r, in.a)), int32(*slot(r, in.b))
 			if y == 0 {
 				return w.fail(t, ErrLaunchFailed, pc-1, "integer division by zero (%d / 0)", x)
 			}
 			if in.op == opDivS32 {
-				r[in.d] = uint64(uint32(x / y))
+				*slot(r, in.d) = uint64(uint32(x / y))
 			} else {
-				r[in.d] = uint64(uint32(x % y))
+				*slot(r, in.d) = uint64(uint32(x % y))
 			}
 		case opDivU32, opRemU32:
-			x, y := uint32(r[in.a]), uint32(r[in.b])
+			x, y := uint32(*slot(r, in.a)), uint32(*slot(r, in.b))
 			if y == 0 {
 				return w.fail(t, ErrLaunchFailed, pc-1, "integer division by zero (%d / 0)", x)
 			}
 			if in.op == opDivU32 {
-				r[in.d] = uint64(x / y)
+				*slot(r, in.d) = uint64(x / y)
 			} else {
-				r[in.d] = uint64(x % y)
+				*slot(r, in.d) = uint64(x % y)
 			}
 		case opMinS32:
-			r[in.d] = uint64(uint32(min(int32(r[in.a]), int32(r[in.b]))))
+			*slot(r, in.d) = uint64(uint32(min(int32(*slot(r, in.a)), int32(*slot(r, in.b)))))
 		case opMaxS32:
-			r[in.d] = uint64(uint32(max(int32(r[in.a]), int32(r[in.b]))))
+			*slot(r, in.d) = uint64(uint32(max(int32(*slot(r, in.a)), int32(*slot(r, in.b)))))
 		case opMinU32:
-			r[in.d] = uint64(min(uint32(r[in.a]), uint32(r[in.b])))
+			*slot(r, in.d) = uint64(min(uint32(*slot(r, in.a)), uint32(*slot(r, in.b))))
 		case opMaxU32:
-			r[in.d] = uint64(max(uint32(r[in.a]), uint32(r[in.b])))
+			*slot(r, in.d) = uint64(max(uint32(*slot(r, in.a)), uint32(*slot(r, in.b))))
 		case opNeg32:
-			r[in.d] = uint64(uint32(-int32(r[in.a])))
+			*slot(r, in.d) = uint64(uint32(-int32(*slot(r, in.a))))
 		case opAbs32:
-			x := int32(r[in.a])
+			x := int32(*slot(r, in.a))
 			if x < 0 {
 				x = -x
 			}
-			r[in.d] = uint64(uint32(x))
+			*slot(r, in.d) = uint64(uint32(x))
 		case opShl32:
-			r[in.d] = uint64(uint32(r[in.a]) << uint32(r[in.b]))
+			*slot(r, in.d) = uint64(uint32(*slot(r, in.a)) << uint32(*slot(r, in.b)))
 		case opShrS32:
-			r[in.d] = uint64(uint32(int32(r[in.a]) >> uint32(r[in.b])))
+			*slot(r, in.d) = uint64(uint32(int32(*slot(r, in.a)) >> uint32(*slot(r, in.b))))
 		case opShrU32:
-			r[in.d] = uint64(uint32(r[in.a]) >> uint32(r[in.b]))
+			*slot(r, in.d) = uint64(uint32(*slot(r, in.a)) >> uint32(*slot(r, in.b)))
 
 		case opAdd64:
-			r[in.d] = r[in.a] + r[in.b]
+			*slot(r, in.d) = *slot(r, in.a) + *slot(r, in.b)
 		case opSub64:
-			r[in.d] = r[in.a] - r[in.b]
+			*slot(r, in.d) = *slot(r, in.a) - *slot(r, in.b)
 		case opMul64:
-			r[in.d] = r[in.a] * r[in.b]
+			*slot(r, in.d) = *slot(r, in.a) * *slot(r, in.b)
 		case opMad64:
-			r[in.d] = r[in.a]*r[in.b] + r[in.c]
+			*slot(r, in.d) = *slot(r, in.a)**slot(r, in.b) + *slot(r, in.c)
 		case opDivS64, opRemS64:
-			x, y := int64(r[in.a]), int64(r[in.b])
+			x, y := int64(*slot(r, in.a)), int64(*slot(r, in.b))
 			if y == 0 {
 				return w.fail(t, ErrLaunchFailed, pc-1, "integer division by zero (%d / 0)", x)
 			}
 			if in.op == opDivS64 {
-				r[in.d] = uint64(x / y)
+				*slot(r, in.d) = uint64(x / y)
 			} else {
-				r[in.d] = uint64(x % y)
+				*slot(r, in.d) = uint64(x % y)
 			}
 		case opDivU64, opRemU64:
-			x, y := r[in.a], r[in.b]
+			x, y := *slot(r, in.a), *slot(r, in.b)
 			if y == 0 {
 				return w.fail(t, ErrLaunchFailed, pc-1, "integer division by zero (%d / 0)", x)
 			}
 			if in.op == opDivU64 {
-				r[in.d] = x / y
+				*slot(r, in.d) = x / y
 			} else {
-				r[in.d] = x % y
+				*slot(r, in.d) = x % y
 			}
 		case opMinS64:
-			r[in.d] = uint64(min(int64(r[in.a]), int64(r[in.b])))
+			*slot(r, in.d) = uint64(min(int64(*slot(r, in.a)), int64(*slot(r, in.b))))
 		case opMaxS64:
-			r[in.d] = uint64(max(int64(r[in.a]), int64(r[in.b])))
+			*slot(r, in.d) = uint64(max(int64(*slot(r, in.a)), int64(*slot(r, in.b))))
 		case opMinU64:
-			r[in.d] = min(r[in.a], r[in.b])
+			*slot(r, in.d) = min(*slot(r, in.a), *slot(r, in.b))
 		case opMaxU64:
-			r[in.d] = max(r[in.a], r[in.b])
+			*slot(r, in.d) = max(*slot(r, in.a), *slot(r, in.b))
 		case opNeg64:
-			r[in.d] = -r[in.a]
+			*slot(r, in.d) = -*slot(r, in.a)
 		case opAbs64:
-			x := int64(r[in.a])
+			x := int64(*slot(r, in.a))
 			if x < 0 {
 				x = -x
 			}
-			r[in.d] = uint64(x)
+			*slot(r, in.d) = uint64(x)
 		case opShl64:
-			r[in.d] = r[in.a] << uint32(r[in.b])
+			*slot(r, in.d) = *slot(r, in.a) << uint32(*slot(r, in.b))
 		case opShrS64:
-			r[in.d] = uint64(int64(r[in.a]) >> uint32(r[in.b]))
+			*slot(r, in.d) = uint64(int64(*slot(r, in.a)) >> uint32(*slot(r, in.b)))
 		case opShrU64:
-			r[in.d] = r[in.a] >> uint32(r[in.b])
+			*slot(r, in.d) = *slot(r, in.a) >> uint32(*slot(r, in.b))
 
 		case opAnd:
-			r[in.d] = r[in.a] & r[in.b]
+			*slot(r, in.d) = *slot(r, in.a) & *slot(r, in.b)
 		case opOr:
-			r[in.d] = r[in.a] | r[in.b]
+			*slot(r, in.d) = *slot(r, in.a) | *slot(r, in.b)
 		case opXor:
-			r[in.d] = r[in.a] ^ r[in.b]
+			*slot(r, in.d) = *slot(r, in.a) ^ *slot(r, in.b)
 		case opNot:
-			r[in.d] = ^r[in.a]
+			*slot(r, in.d) = ^*slot(r, in.a)
 
 		case opSetpS16:
-			r[in.d] = b2u(compare(in.cmp, int16(r[in.a]), int16(r[in.b])))
+			*slot(r, in.d) = b2u(compare(in.cmp, int16(*slot(r, in.a)), int16(*slot(r, in.b))))
 		case opSetpU16:
-			r[in.d] = b2u(compare(in.cmp, uint16(r[in.a]), uint16(r[in.b])))
+			*slot(r, in.d) = b2u(compare(in.cmp, uint16(*slot(r, in.a)), uint16(*slot(r, in.b))))
 		case opSetpS32:
-			r[in.d] = b2u(compare(in.cmp, int32(r[in.a]), int32(r[in.b])))
+			*slot(r, in.d) = b2u(compare(in.cmp, int32(*slot(r, in.a)), int32(*slot(r, in.b))))
 		case opSetpU32:
-			r[in.d] = b2u(compare(in.cmp, uint32(r[in.a]), uint32(r[in.b])))
+			*slot(r, in.d) = b2u(compare(in.cmp, uint32(*slot(r, in.a)), uint32(*slot(r, in.b))))
 		case opSetpS64:
-			r[in.d] = b2u(compare(in.cmp, int64(r[in.a]), int64(r[in.b])))
+			*slot(r, in.d) = b2u(compare(in.cmp, int64(*slot(r, in.a)), int64(*slot(r, in.b))))
 		case opSetpU64:
-			r[in.d] = b2u(compare(in.cmp, r[in.a], r[in.b]))
+			*slot(r, in.d) = b2u(compare(in.cmp, *slot(r, in.a), *slot(r, in.b)))
 		case opSetpF32:
-			r[in.d] = b2u(compareFloat(in.cmp, float64(f32(r[in.a])), float64(f32(r[in.b]))))
+			*slot(r, in.d) = b2u(compareFloat(in.cmp, float64(f32(*slot(r, in.a))), float64(f32(*slot(r, in.b)))))
 		case opSetpF64:
-			r[in.d] = b2u(compareFloat(in.cmp, f64(r[in.a]), f64(r[in.b])))
+			*slot(r, in.d) = b2u(compareFloat(in.cmp, f64(*slot(r, in.a)), f64(*slot(r, in.b))))
 
 		// Go rounds every float32 and float64 operation to nearest even;
 		// the explicit conversions keep a compiler from fusing a multiply
 		// and an add (Go may on some architectures).
 		case opAddF32:
-			r[in.d] = u32f(float32(f32(r[in.a]) + f32(r[in.b])))
+			*slot(r, in.d) = u32f(float32(f32(*slot(r, in.a)) + f32(*slot(r, in.b))))
 		case opSubF32:
-			r[in.d] = u32f(float32(f32(r[in.a]) - f32(r[in.b])))
+			*slot(r, in.d) = u32f(float32(f32(*slot(r, in.a)) - f32(*slot(r, in.b))))
 		case opMulF32:
-			r[in.d] = u32f(float32(f32(r[in.a]) * f32(r[in.b])))
+			*slot(r, in.d) = u32f(float32(f32(*slot(r, in.a)) * f32(*slot(r, in.b))))
 		case opDivF32:
-			r[in.d] = u32f(float32(f32(r[in.a]) / f32(r[in.b])))
+			*slot(r, in.d) = u32f(float32(f32(*slot(r, in.a)) / f32(*slot(r, in.b))))
 		case opFmaF32:
-			r[in.d] = u32f(fma32(f32(r[in.a]), f32(r[in.b]), f32(r[in.c])))
+			*slot(r, in.d) = u32f(fma32(f32(*slot(r, in.a)), f32(*slot(r, in.b)), f32(*slot(r, in.c))))
 		case opNegF32:
-			r[in.d] = r[in.a] ^ 1<<31
+			*slot(r, in.d) = *slot(r, in.a) ^ 1<<31
 		case opAbsF32:
-			r[in.d] = r[in.a] &^ (1 << 31) & 0xffffffff
+			*slot(r, in.d) = *slot(r, in.a) &^ (1 << 31) & 0xffffffff
 		case opMinF32:
-			r[in.d] = u32f(fmin(f32(r[in.a]), f32(r[in.b])))
+			*slot(r, in.d) = u32f(fmin(f32(*slot(r, in.a)), f32(*slot(r, in.b))))
 		case opMaxF32:
-			r[in.d] = u32f(fmax(f32(r[in.a]), f32(r[in.b])))
+			*slot(r, in.d) = u32f(fmax(f32(*slot(r, in.a)), f32(*slot(r, in.b))))
 		case opSqrtF32:
 			// A float64 square root rounded to float32 is the correctly
 			// rounded float32 one (53 ≥ 2·24+2 bits).
-			r[in.d] = u32f(float32(math.Sqrt(float64(f32(r[in.a])))))
+			*slot(r, in.d) = u32f(float32(math.Sqrt(float64(f32(*slot(r, in.a))))))
 		case opRcpF32:
-			r[in.d] = u32f(float32(1 / f32(r[in.a])))
+			*slot(r, in.d) = u32f(float32(1 / f32(*slot(r, in.a))))
 
 		case opAddF64:
-			r[in.d] = u64f(float64(f64(r[in.a]) + f64(r[in.b])))
+			*slot(r, in.d) = u64f(float64(f64(*slot(r, in.a)) + f64(*slot(r, in.b))))
 		case opSubF64:
-			r[in.d] = u64f(float64(f64(r[in.a]) - f64(r[in.b])))
+			*slot(r, in.d) = u64f(float64(f64(*slot(r, in.a)) - f64(*slot(r, in.b))))
 		case opMulF64:
-			r[in.d] = u64f(float64(f64(r[in.a]) * f64(r[in.b])))
+			*slot(r, in.d) = u64f(float64(f64(*slot(r, in.a)) * f64(*slot(r, in.b))))
 		case opDivF64:
-			r[in.d] = u64f(float64(f64(r[in.a]) / f64(r[in.b])))
+			*slot(r, in.d) = u64f(float64(f64(*slot(r, in.a)) / f64(*slot(r, in.b))))
 		case opFmaF64:
-			r[in.d] = u64f(math.FMA(f64(r[in.a]), f64(r[in.b]), f64(r[in.c])))
+			*slot(r, in.d) = u64f(math.FMA(f64(*slot(r, in.a)), f64(*slot(r, in.b)), f64(*slot(r, in.c))))
 		case opNegF64:
-			r[in.d] = r[in.a] ^ 1<<63
+			*slot(r, in.d) = *slot(r, in.a) ^ 1<<63
 		case opAbsF64:
-			r[in.d] = r[in.a] &^ (1 << 63)
+			*slot(r, in.d) = *slot(r, in.a) &^ (1 << 63)
 		case opMinF64:
-			r[in.d] = u64f(fmin(f64(r[in.a]), f64(r[in.b])))
+			*slot(r, in.d) = u64f(fmin(f64(*slot(r, in.a)), f64(*slot(r, in.b))))
 		case opMaxF64:
-			r[in.d] = u64f(fmax(f64(r[in.a]), f64(r[in.b])))
+			*slot(r, in.d) = u64f(fmax(f64(*slot(r, in.a)), f64(*slot(r, in.b))))
 		case opSqrtF64:
-			r[in.d] = u64f(math.Sqrt(f64(r[in.a])))
+			*slot(r, in.d) = u64f(math.Sqrt(f64(*slot(r, in.a))))
 		case opRcpF64:
-			r[in.d] = u64f(float64(1 / f64(r[in.a])))
+			*slot(r, in.d) = u64f(float64(1 / f64(*slot(r, in.a))))
 		case opRcpApproxFtzF64:
-			r[in.d] = u64f(rcpApproxFtz(f64(r[in.a])))
+			*slot(r, in.d) = u64f(rcpApproxFtz(f64(*slot(r, in.a))))
 
 		case opExt:
-			v := extend(r[in.a], in.imm&0xff)
-			r[in.d] = extend(v, in.imm>>8)
+			v := extend(*slot(r, in.a), in.imm&0xff)
+			*slot(r, in.d) = extend(v, in.imm>>8)
 		case opCvtF32F64:
-			r[in.d] = u32f(float32(f64(r[in.a])))
+			*slot(r, in.d) = u32f(float32(f64(*slot(r, in.a))))
 		case opCvtF64F32:
-			r[in.d] = u64f(float64(f32(r[in.a])))
+			*slot(r, in.d) = u64f(float64(f32(*slot(r, in.a))))
 		case opCvtF16F32:
-			r[in.d] = uint64(f32ToF16(f32(r[in.a])))
+			*slot(r, in.d) = uint64(f32ToF16(f32(*slot(r, in.a))))
 		case opCvtF32F16:
-			r[in.d] = u32f(f16ToF32(uint16(r[in.a])))
+			*slot(r, in.d) = u32f(f16ToF32(uint16(*slot(r, in.a))))
 		case opCvtF32S:
-			r[in.d] = u32f(float32(int64(extend(r[in.a], in.imm))))
+			*slot(r, in.d) = u32f(float32(int64(extend(*slot(r, in.a), in.imm))))
 		case opCvtF32U:
-			r[in.d] = u32f(float32(extend(r[in.a], in.imm)))
+			*slot(r, in.d) = u32f(float32(extend(*slot(r, in.a), in.imm)))
 		case opCvtF64S:
-			r[in.d] = u64f(float64(int64(extend(r[in.a], in.imm))))
+			*slot(r, in.d) = u64f(float64(int64(extend(*slot(r, in.a), in.imm))))
 		case opCvtF64U:
-			r[in.d] = u64f(float64(extend(r[in.a], in.imm)))
+			*slot(r, in.d) = u64f(float64(extend(*slot(r, in.a), in.imm)))
 		case opCvtIF32:
-			r[in.d] = floatToInt(float64(f32(r[in.a])), in.cmp, in.imm)
+			*slot(r, in.d) = floatToInt(float64(f32(*slot(r, in.a))), in.cmp, in.imm)
 		case opCvtIF64:
-			r[in.d] = floatToInt(f64(r[in.a]), in.cmp, in.imm)
+			*slot(r, in.d) = floatToInt(f64(*slot(r, in.a)), in.cmp, in.imm)
 
 		case opLdG8u, opLdG8s, opLdG16u, opLdG16s, opLdG32u, opLdG32s, opLdG64:
 			n := loadSize[in.op-opLdG8u]
-			m := w.global(t, pc-1, r[in.a]+uint64(in.imm), n, false)
+			m := w.global(t, pc-1, *slot(r, in.a)+uint64(in.imm), n, false)
 			if m == nil {
 				return stFault
 			}
-			r[in.d] = load(m, in.op-opLdG8u)
+			*slot(r, in.d) = load(m, in.op-opLdG8u)
 		case opLdS8u, opLdS8s, opLdS16u, opLdS16s, opLdS32u, opLdS32s, opLdS64:
 			n := loadSize[in.op-opLdS8u]
-			m := w.sharedAt(t, pc-1, uint32(r[in.a])+uint32(in.imm), uint32(n), false)
+			m := w.sharedAt(t, pc-1, uint32(*slot(r, in.a))+uint32(in.imm), uint32(n), false)
 			if m == nil {
 				return stFault
 			}
-			r[in.d] = load(m, in.op-opLdS8u)
+			*slot(r, in.d) = load(m, in.op-opLdS8u)
 		case opStG8, opStG16, opStG32, opStG64:
 			n := uint64(1) << (in.op - opStG8)
-			m := w.global(t, pc-1, r[in.a]+uint64(in.imm), n, true)
+			m := w.global(t, pc-1, *slot(r, in.a)+uint64(in.imm), n, true)
 			if m == nil {
 				return stFault
 			}
-			store(m, r[in.b])
+			store(m, *slot(r, in.b))
 		case opStS8, opStS16, opStS32, opStS64:
 			n := uint32(1) << (in.op - opStS8)
-			m := w.sharedAt(t, pc-1, uint32(r[in.a])+uint32(in.imm), n, true)
+			m := w.sharedAt(t, pc-1, uint32(*slot(r, in.a))+uint32(in.imm), n, true)
 			if m == nil {
 				return stFault
 			}
-			store(m, r[in.b])
+			store(m, *slot(r, in.b))
 		default:
 			return w.fail(t, ErrLaunchFailed, pc-1, "opcode %d has no implementation (an emulator bug)", in.op)
 		}
 	}
 }
+
+// slot is register i of the register file at r. Decoding made every slot
+// an instruction names smaller than the kernel's nslots, and every
+// thread's file has nslots registers, so the interpreter reads and writes
+// them without bounds checks.
+func slot(r unsafe.Pointer, i int32) *uint64 { return (*uint64)(unsafe.Add(r, uintptr(i)<<3)) }
 
 // loadSize is the width of the loads in opLdG8u … opLdG64 order.
 var loadSize = [7]uint64{1, 1, 2, 2, 4, 4, 8}

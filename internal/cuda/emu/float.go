@@ -15,7 +15,16 @@ import "math"
 func fma32(a, b, c float32) float32 {
 	p := float64(a) * float64(b)
 	s := p + float64(c)
-	if math.IsInf(s, 0) || s != s {
+	// Rounding s to float32 goes wrong only when s is a float32 midpoint
+	// (its 29 bits below float32's precision are 1 then zeros): rounding
+	// is monotonic, so an exact sum on either side of a midpoint rounds to
+	// the midpoint or stays on its side. Below float32's normal range
+	// fewer bits are dropped, so that case takes the exact path too;
+	// infinities and NaN have zero low bits.
+	if bits := math.Float64bits(s); bits&(1<<29-1) != 1<<28 && bits>>52&0x7ff >= 1023-126 {
+		return float32(s)
+	}
+	if s != s {
 		return float32(s)
 	}
 	// TwoSum: s + e is exactly p + c.

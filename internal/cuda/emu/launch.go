@@ -190,7 +190,10 @@ func (l *launch) execute() *Error {
 	firstBlock := int64(math.MaxInt64)
 	work := func() {
 		w := newWorker(l)
-		defer func() { l.steps.Add(w.steps) }()
+		defer func() {
+			l.steps.Add(w.steps)
+			w.release()
+		}()
 		for {
 			i := next.Add(1) - 1
 			if i >= n || l.stop.Load() {

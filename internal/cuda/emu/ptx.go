@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A Kernel is one .entry of a module, decoded for the interpreter.
@@ -32,6 +33,9 @@ type Kernel struct {
 	params   int32
 	consts   []uint64
 	barriers bool // the kernel has a bar.sync
+	// workers keeps the register files and shared memory of finished
+	// launches for the next.
+	workers sync.Pool
 }
 
 // A Param is a kernel parameter as the PTX declares it.
