@@ -100,6 +100,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00", cfg.labelField)
 	maxLabel := -1
+	seen := map[int]bool{}
 	for si, name := range names {
 		fp, err := fileFingerprint(name)
 		if err != nil {
@@ -143,6 +144,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 			e.Offset, e.Err = s.off, fmt.Errorf("%w: sample %q has no .cls member and no %q in a .json member", ErrFormat, s.key, cfg.labelField)
 		default:
 			maxLabel = max(maxLabel, s.label)
+			seen[s.label] = true
 			continue
 		}
 		s.bad = e
@@ -151,6 +153,10 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 	if len(w.samples) == 0 {
 		w.Close()
 		return nil, fmt.Errorf("webdataset: %s: %w: no samples", pattern, ErrFormat)
+	}
+	if err := denseLabels("webdataset: "+pattern, len(seen), maxLabel, "number the classes 0..%d"); err != nil {
+		w.Close()
+		return nil, err
 	}
 	classes := make([]string, maxLabel+1)
 	for i := range classes {
