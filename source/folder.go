@@ -147,13 +147,16 @@ func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder
 		f.corrupt = append(f.corrupt, e)
 	}
 	id := "image_folder " + abs
+	args := []Arg{{"path", abs}}
 	if cfg.labels != "" {
 		id += " labels=" + cfg.labels
+		args = append(args, Arg{"labels", cfg.labels})
 	}
 	if cfg.classes != "" {
 		id += " classes=" + cfg.classes
+		args = append(args, Arg{"classes", cfg.classes})
 	}
-	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages}
+	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages, Args: args}
 	return f, nil
 }
 

@@ -39,7 +39,15 @@ type Info struct {
 	// name's extension is not an image format's (image_folder's class
 	// folders: a notes.txt), which summaries report.
 	NonImages int
+	// Args are the parameters of a .pipe source line, after Name, that
+	// open this source again (path=..., split=...), so that a pipeline
+	// built in Go is written as a file that parses back. A source of the
+	// caller's own has none.
+	Args []Arg
 }
+
+// Arg is one parameter of a .pipe source line: name=value.
+type Arg struct{ Name, Value string }
 
 // Source is a dataset with random access by index.
 type Source interface {

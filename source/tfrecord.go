@@ -106,6 +106,10 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
+	args := []Arg{{"path", pattern}, {"image_key", cfg.imageKey}, {"label_key", cfg.labelKey}, {"label_offset", strconv.Itoa(cfg.labelOffset)}}
+	if cfg.indexDir != "" {
+		args = append(args, Arg{"index_dir", cfg.indexDir})
+	}
 	names, err := shardFiles("tfrecord", pattern, &cfg.indexDir)
 	if err != nil {
 		return nil, err
@@ -139,7 +143,7 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (
 		t.Close()
 		return nil, err
 	}
-	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, len(names)), C: 3, Classes: classes, Encoded: true}
+	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, len(names)), C: 3, Classes: classes, Encoded: true, Args: args}
 	return t, nil
 }
 

@@ -92,6 +92,10 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("webdataset: %w", err)
 	}
+	args := []Arg{{"path", pattern}, {"label_field", cfg.labelField}}
+	if cfg.indexDir != "" {
+		args = append(args, Arg{"index_dir", cfg.indexDir})
+	}
 	names, err := shardFiles("webdataset", pattern, &cfg.indexDir)
 	if err != nil {
 		return nil, err
@@ -163,7 +167,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 		classes[i] = strconv.Itoa(i)
 	}
 	w.fp = fmt.Sprintf("%016x", h.Sum64())
-	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, len(names)), C: 3, Classes: classes, Encoded: true}
+	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, len(names)), C: 3, Classes: classes, Encoded: true, Args: args}
 	return w, nil
 }
 
