@@ -120,7 +120,7 @@ func TestCacheEchoes(t *testing.T) {
 		a, _, ia, _ := p.Augmented(0, i)
 		b, _, ib, _ := p.Augmented(2, i)
 		var m transform.Image
-		r := transform.NewRand(0, 0, 0, 0)
+		r := transform.NewRand(0, 0, 0)
 		flip.Apply(&m, a, &r)
 		if ia != ib || (string(b.Pix) != string(a.Pix) && string(b.Pix) != string(m.Pix)) {
 			t.Fatalf("position %d: epoch 2 is not epoch 0's image or its mirror", i)

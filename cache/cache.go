@@ -251,7 +251,7 @@ func (c *Cache) PostRand(seed uint64, e, ce, idx int, state uint64) transform.Ra
 	if c.ordered && e == ce {
 		return transform.RandAt(state)
 	}
-	return transform.NewRand(seed, e, int64(idx), 0)
+	return transform.NewRand(seed, e, int64(idx))
 }
 
 // Warn records a warning once per key.

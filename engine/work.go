@@ -103,7 +103,7 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 			x.fail(fmt.Errorf("sample %d: image is %s, the source said %s", idx, w.img.Shape(), s.InShape))
 			return
 		}
-		err := x.write(w, j, k, sb, transform.NewRand(s.Seed, x.epoch, int64(idx), 0), rec.Label, rec.Enc)
+		err := x.write(w, j, k, sb, transform.NewRand(s.Seed, x.epoch, int64(idx)), rec.Label, rec.Enc)
 		if err != nil {
 			if !x.skip(j, k, &source.RecordError{File: rec.Path, Index: idx, Err: err}) {
 				return
@@ -255,7 +255,7 @@ func (e *Engine) computeShard(ctx context.Context, w *worker, id cache.ShardID, 
 		err := s.Source.Read(idx, rec)
 		var out *transform.Image
 		if err == nil {
-			out, err = apply(w.pre, w.dec, &w.img, idx, rec, transform.NewRand(s.Seed, id.Epoch, int64(idx), 0))
+			out, err = apply(w.pre, w.dec, &w.img, idx, rec, transform.NewRand(s.Seed, id.Epoch, int64(idx)))
 		}
 		if err != nil {
 			var re *source.RecordError
