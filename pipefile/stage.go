@@ -262,9 +262,9 @@ func Map(op transform.Op) Stage {
 type DecodeConfig struct {
 	// FullScale turns off reduced-scale decoding (the .pipe parameter
 	// reduce=false): by default, where the first operation is resize or
-	// random_resized_crop, the jpegturbo build decodes at the smallest DCT
-	// scale of 1/8, 1/4 and 1/2 that still gives it at least as many pixels
-	// as it outputs.
+	// random_resized_crop, a JPEG is decoded at the smallest DCT scale of
+	// 1/8, 1/4 and 1/2 that still gives it at least as many pixels as it
+	// outputs, in every build.
 	FullScale bool
 	// MaxPixels is the largest image, width × height, decoded (the .pipe
 	// parameter max_pixels=); 0 means transform.DefaultMaxPixels, whose
@@ -277,8 +277,8 @@ type DecodeConfig struct {
 // Decode turns the encoded images of a source such as image_folder (JPEG,
 // PNG) into RGB pixels. It comes right after the source, before any image
 // operation; a cache after it stores decoded images, so later epochs skip
-// the decoding. In the jpegturbo build, when the first operation is resize
-// or random_resized_crop, only the window it reads is decoded.
+// the decoding. When the first operation is resize or random_resized_crop,
+// only the window of a JPEG it reads is decoded, in every build.
 func Decode(d DecodeConfig) Stage {
 	limit := d.MaxPixels
 	if limit == 0 {
