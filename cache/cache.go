@@ -472,7 +472,7 @@ var ErrNotWritable = errors.New("cache cannot be written")
 
 func (c *Cache) notWritable() error {
 	if err := c.damaged(); err != nil {
-		return fmt.Errorf("pipe: %w", err)
+		return err
 	}
-	return fmt.Errorf("pipe: cache %s: %w: %s", c.cfg.Dir, ErrNotWritable, strings.Join(c.Info().Warnings, "; "))
+	return fmt.Errorf("cache %s: %w: %s", c.cfg.Dir, ErrNotWritable, strings.Join(c.Info().Warnings, "; "))
 }
