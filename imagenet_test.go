@@ -58,8 +58,10 @@ func TestImageNetRecipe(t *testing.T) {
 }
 
 // TestBadImagesSkippedOrFatal: a corrupt JPEG, a zero-byte file and an
-// unknown extension stop the run with on_error=fail, naming the file; with
-// on_error=skip they are skipped, counted and listed.
+// image format pipe does not decode (.webp) stop the run with
+// on_error=fail, naming the file; with on_error=skip they are skipped,
+// counted and listed. A file that is no image (notes.txt) is neither: the
+// folder passes over it, as torchvision's ImageFolder does.
 func TestBadImagesSkippedOrFatal(t *testing.T) {
 	src := shareddata.Path(t, "imagenet-sample")
 	files, _ := filepath.Glob(filepath.Join(src, "*.JPEG"))
@@ -73,6 +75,7 @@ func TestBadImagesSkippedOrFatal(t *testing.T) {
 	good, _ := os.ReadFile(files[6])
 	os.WriteFile(filepath.Join(root, "a", "truncated.jpg"), good[:len(good)/3], 0o644)
 	os.WriteFile(filepath.Join(root, "b", "empty.jpg"), nil, 0o644)
+	os.WriteFile(filepath.Join(root, "b", "photo.webp"), []byte("RIFF\x00\x00\x00\x00WEBP"), 0o644)
 	os.WriteFile(filepath.Join(root, "b", "notes.txt"), []byte("not an image"), 0o644)
 
 	folder := func() source.Source {
@@ -105,10 +108,13 @@ func TestBadImagesSkippedOrFatal(t *testing.T) {
 		names = append(names, filepath.Base(s.File))
 	}
 	got := strings.Join(names, " ")
-	for _, want := range []string{"truncated.jpg", "empty.jpg", "notes.txt"} {
+	for _, want := range []string{"truncated.jpg", "empty.jpg", "photo.webp"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("skipped list %q lacks %s", got, want)
 		}
+	}
+	if n := p.Source().Info().NonImages; n != 1 || strings.Contains(got, "notes.txt") {
+		t.Errorf("%d non-image files passed over (skipped: %q); want notes.txt, and not skipped", n, got)
 	}
 	if !errors.Is(skipped[0], transform.ErrDecode) && !errors.Is(skipped[0], source.ErrFormat) && !errors.Is(skipped[0], source.ErrUnknownFormat) {
 		t.Errorf("skip reasons: %v", skipped)

@@ -206,6 +206,11 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		}
 		return pipefile.Errorf(stages, pipefile.Index(stages, "decode"), "source %s gives pixels already: there is nothing to decode", info.Name)
 	}
+	if info.Encoded {
+		if err := transform.DecodeMemoryError(); err != nil {
+			return pipefile.Errorf(stages, pipefile.Index(stages, "decode"), "%w", err)
+		}
+	}
 	in := transform.Shape{C: info.C, H: info.H, W: info.W}
 	shape := in
 	for i, s := range stages {
@@ -244,7 +249,7 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 	// A batch larger than the rank's epoch is one batch of the epoch: that
 	// is the batch in use, which the figures report and the trainer scales
 	// its learning rate by.
-	if n := cfg.Source.Len() / cfg.World; cfg.Batch > n && !cfg.DropLast && n > 0 {
+	if n := cfg.Source.Len() / cfg.World; cfg.Batch > n && !cfg.DropLast && !cfg.Elastic && n > 0 {
 		cfg.Batch = n
 	}
 	var popts []sharding.Option
@@ -259,7 +264,12 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		popts = append(popts, sharding.WithShuffle(cfg.Seed))
 	}
 	popts = append(popts, sharding.WithRank(cfg.Rank, cfg.World))
-	if p.group != nil && cfg.Train != nil {
+	switch {
+	case cfg.Elastic:
+		// The global batch is this rank's batch times the ranks, in a
+		// training job and when streaming alike.
+		popts = append(popts, sharding.WithElastic(cfg.Batch*cfg.World))
+	case p.group != nil && cfg.Train != nil:
 		popts = append(popts, sharding.WithSlices(cfg.Batch))
 	}
 	if p.plan, err = sharding.New(cfg.Source.Len(), popts...); err != nil {
@@ -380,7 +390,9 @@ func (p *Pipeline) openCache(in transform.Shape, closed bool) (*cache.Cache, err
 	if ordered {
 		// Entries follow the plan, which the seed and the rank decide.
 		parts = append(parts, fmt.Sprintf("seed=%d order=plan rank=%d world=%d", cfg.Seed, cfg.Rank, cfg.World))
-		if b := p.plan.Slice(); b > 0 {
+		if g := p.plan.Elastic(); g > 0 {
+			parts = append(parts, fmt.Sprintf("elastic=%d", g))
+		} else if b := p.plan.Slice(); b > 0 {
 			parts = append(parts, fmt.Sprintf("slices=%d", b))
 		}
 		if b := p.plan.Buffer(); b > 0 {
@@ -535,7 +547,9 @@ func (p *Pipeline) Devices() int {
 }
 
 // String lists the stages as a .pipe file would: every parameter written
-// out, so that parsing it builds the same pipeline.
+// out, so that parsing it builds the same pipeline, sources opened in Go
+// included (their Info().Args). A source of the program's own, which no
+// .pipe line opens, is written as "source NAME # IDENTITY".
 func (p *Pipeline) String() string {
 	lines := make([]string, len(p.stages))
 	for i, s := range p.stages {
@@ -642,6 +656,9 @@ type Summary struct {
 	// the batch stage's size as given.
 	Samples, Batches, BatchSize int
 	FileBatch                   int
+	// Elastic reports pipeline elastic=true: GlobalBatch is the unit the
+	// ranks slice, and the stream does not depend on their number.
+	Elastic bool
 	// GlobalBatch is the batch of a training step over every rank: BatchSize
 	// times the ranks of a training job (WithGroup), else BatchSize.
 	GlobalBatch int
@@ -680,7 +697,7 @@ func (p *Pipeline) Summary() Summary {
 	cfg := p.cfg
 	info := cfg.Source.Info()
 	s := Summary{Source: info.Identity, SourceSamples: cfg.Source.Len(), Classes: len(info.Classes),
-		Samples: p.Samples(), Batches: p.Batches(), BatchSize: cfg.Batch, FileBatch: p.fileBatch, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
+		Samples: p.Samples(), Batches: p.Batches(), BatchSize: cfg.Batch, FileBatch: p.fileBatch, Elastic: cfg.Elastic, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
 		Rank: cfg.Rank, World: cfg.World, Tensor: p.out, HostTensor: p.host, NormalizeOnDevice: cfg.NormOnDevice,
 		Procs: p.procs(), Workers: p.Workers(), OnError: cfg.OnError, Cache: p.CacheInfo(), Train: cfg.Train != nil}
 	if info.Encoded {

@@ -95,9 +95,11 @@ func (p *Pipeline) joinGroup(g trainer.Group) error {
 }
 
 // GlobalBatch is the samples of one training step over every rank and
-// device: the file's batch.
+// device: the file's batch; and in an elastic pipeline (pipeline
+// elastic=true) streaming as one of several ranks, the batch times the
+// ranks, the unit the ranks slice.
 func (p *Pipeline) GlobalBatch() int {
-	if p.group != nil && p.cfg.Train != nil {
+	if (p.group != nil && p.cfg.Train != nil) || p.cfg.Elastic {
 		return p.cfg.Batch * p.cfg.World
 	}
 	return p.cfg.Batch
@@ -212,7 +214,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 		if ckpt == "" {
 			return nil, errors.New("pipe: --resume needs the train stage's out= directory, where the checkpoint is")
 		}
-		hist, err := tr.Load(ckpt, identity)
+		hist, err := loadCheckpoint(tr, ckpt, identity)
 		if err != nil {
 			return nil, err
 		}
@@ -243,7 +245,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 			stopped := ctx.Err() != nil || errors.Is(err, context.Canceled)
 			if writes && stopped && tr.InEpoch > 0 {
 				hist, _ := json.Marshal(res.History)
-				if serr := tr.Save(ckpt, identity, hist); serr != nil {
+				if serr := saveCheckpoint(tr, ckpt, identity, hist); serr != nil {
 					return res, errors.Join(err, serr)
 				}
 			}
@@ -259,12 +261,12 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 			}
 			ep.TestLoss, ep.TestAccuracy = &ev.Loss, &ev.Accuracy
 		}
-		wall += time.Since(start).Seconds()
+		wall += time.Since(start).Seconds() + st.PriorSeconds
 		ep.WallSeconds = wall
 		res.History = append(res.History, ep)
 		if writes {
 			hist, _ := json.Marshal(res.History)
-			if err := tr.Save(ckpt, identity, hist); err != nil {
+			if err := saveCheckpoint(tr, ckpt, identity, hist); err != nil {
 				return res, err
 			}
 			if err := appendJSONLine(metrics, ep, st.Epoch == 0 && !o.Resume); err != nil {
@@ -339,11 +341,14 @@ func (p *Pipeline) stepLogger(path string, truncate bool, next func(trainer.Step
 }
 
 // trainIdentity describes what a checkpoint must match: the stages (the
-// data, its augmentation and batching) and the model.
+// data, its augmentation and batching) and the model. Where the global
+// batches go is left out (the pipeline stage's ranks, the prefetch stage's
+// devices): a run stopped on 8 GPUs or ranks resumes on 4, reading the same
+// global batches from the step it stopped at.
 func (p *Pipeline) trainIdentity() string {
 	id := p.cfg.Source.Info().Identity
 	for _, s := range p.stages[1:] {
-		if s.Name() != "eval" && s.Name() != "pipeline" && s.Name() != "train" {
+		if s.Name() != "eval" && s.Name() != "pipeline" && s.Name() != "train" && s.Name() != "prefetch" {
 			id += " | " + s.String()
 		}
 	}
@@ -475,14 +480,21 @@ func evalOps(op transform.Op, in transform.Shape) ([]transform.Op, error) {
 type trainFeed struct{ p *Pipeline }
 
 func (f *trainFeed) Epoch(ctx context.Context, e int) (trainer.EpochFeed, error) {
+	return f.EpochFrom(ctx, e, 0)
+}
+
+// EpochFrom starts epoch e at global batch first (a resumed epoch), without
+// making the batches before it: on any number of ranks and devices, the
+// rank's batch first is its slice of global batch first.
+func (f *trainFeed) EpochFrom(ctx context.Context, e, first int) (trainer.EpochFeed, error) {
 	if f.p.devs != nil {
-		x, err := f.p.DeviceEpoch(ctx, e)
+		x, err := f.p.eng.DeviceEpochFrom(ctx, e, first)
 		if err != nil {
 			return nil, err
 		}
 		return &deviceFeed{p: f.p, x: x}, nil
 	}
-	x, err := f.p.Epoch(ctx, e)
+	x, err := f.p.EpochFrom(ctx, e, first)
 	if err != nil {
 		return nil, err
 	}

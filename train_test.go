@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
@@ -419,5 +420,32 @@ func TestBatchCutToTheEpochScalesLRByWhatIsUsed(t *testing.T) {
 	fit(t, p, TrainOptions{OnStart: func(tr *trainer.Trainer) { peak = tr.PeakLR() }})
 	if want := 0.1 * 100 / 256; math.Abs(peak-want) > 1e-12 {
 		t.Errorf("peak lr %g, want %g (scaled by the 100 samples of the batch used)", peak, want)
+	}
+}
+
+// TestResumedEpochFigures: an epoch resumed after a stop reports the whole
+// epoch: its time includes what was trained before the stop, its
+// throughput is its images over that time, and the wall time grows by it
+// (the throughput was every image of the epoch over the resumed part's
+// time, 10× too fast).
+func TestResumedEpochFigures(t *testing.T) {
+	dir := t.TempDir()
+	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.01, BaseBatch: 100},
+		Out: dir}
+	ctx, stop := context.WithCancel(context.Background())
+	_, err := mustNew(t, trainStages(t, 1000, false, c)...).Fit(ctx, TrainOptions{OnStep: func(s trainer.StepStats) {
+		if s.Step == 5 {
+			time.Sleep(500 * time.Millisecond) // training time before the stop
+			stop()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped run: %v", err)
+	}
+	res := fit(t, mustNew(t, trainStages(t, 1000, false, c)...), TrainOptions{Resume: true})
+	r := res.History[0]
+	if r.Images != 1000 || r.Seconds < 0.5 || math.Abs(r.ImagesPerSec-float64(r.Images)/r.Seconds) > 1e-6*r.ImagesPerSec || r.WallSeconds < 0.5 {
+		t.Errorf("resumed epoch: %d images in %.3f s (wall %.3f s), %.0f images/s; want 1000 in ≥ 0.5 s at images/seconds",
+			r.Images, r.Seconds, r.WallSeconds, r.ImagesPerSec)
 	}
 }

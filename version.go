@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pipefeed/pipe/prefetch"
+	"github.com/pipefeed/pipe/trainer/mpi"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -28,8 +29,8 @@ type Build struct {
 	// the libjpeg-turbo release of the jpegturbo build (the same pixels).
 	JPEG string `json:"jpeg"`
 	// CUDA reports whether the cuda build tag compiled the GPU device in,
-	// and MPI whether multi-process training is (it is not yet in any
-	// build).
+	// and MPI whether the mpi build tag compiled multi-process training
+	// in (trainer/mpi).
 	CUDA bool `json:"cuda"`
 	MPI  bool `json:"mpi"`
 }
@@ -37,7 +38,7 @@ type Build struct {
 // BuildInfo returns what this program's build of pipe is.
 func BuildInfo() Build {
 	b := Build{Module: "github.com/pipefeed/pipe", Version: "(unknown)", Go: runtime.Version(), Tags: []string{},
-		JPEG: transform.DecoderName(), CUDA: prefetch.CUDACompiled}
+		JPEG: transform.DecoderName(), CUDA: prefetch.CUDACompiled, MPI: mpi.Compiled}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return b

@@ -193,6 +193,12 @@ var ErrNoPrefetch = errors.New("pipe: the pipeline has no prefetch stage")
 // DeviceEpoch starts epoch n on the engine's devices, opening them on
 // first use (Close closes them).
 func (e *Engine) DeviceEpoch(ctx context.Context, n int) (*DeviceEpoch, error) {
+	return e.DeviceEpochFrom(ctx, n, 0)
+}
+
+// DeviceEpochFrom is DeviceEpoch from global batch first on (see
+// EpochFrom): it resumes an epoch stopped in the middle.
+func (e *Engine) DeviceEpochFrom(ctx context.Context, n, first int) (*DeviceEpoch, error) {
 	if e.s.Devices == nil {
 		return nil, ErrNoPrefetch
 	}
@@ -202,7 +208,7 @@ func (e *Engine) DeviceEpoch(ctx context.Context, n int) (*DeviceEpoch, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	// The host epoch runs under this epoch's context: cancelling it ends the
 	// producer's Next.
-	host, err := e.Epoch(ctx, n)
+	host, err := e.EpochFrom(ctx, n, first)
 	if err != nil {
 		cancel(nil)
 		return nil, err

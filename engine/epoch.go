@@ -327,6 +327,9 @@ func (x *Epoch) work(w *worker) {
 		}
 		if x.ctx.Err() == nil {
 			x.transform(w, c, sb)
+			// The chunk is written: the last image's memory goes back
+			// to the process's decode budget, not to wait with us.
+			w.dec.Release()
 		}
 		if c.j.pending.Add(-1) == 0 {
 			c.j.done <- struct{}{}

@@ -7,26 +7,39 @@
 // The two processes share one anonymous memory file (memfd_create: it has
 // no name, so nothing is left behind however either side ends) and talk
 // over a Unix SOCK_SEQPACKET socket the loader creates and hands to `pipe
-// feed` as a file descriptor. Every message is one packet that starts with
-// a little-endian uint32 type:
+// feed` as a file descriptor. Both are Linux's: elsewhere the package builds
+// (feed_other.go) and everything returns ErrUnsupported. Every message is one packet that starts with
+// a little-endian uint32 type (testdata/messages.txt gives each one's
+// layout, with an example byte for byte, and both sides' tests read it):
 //
 //	hello   pipe → loader  version uint32, then JSON describing the batches
-//	                       (feed.Hello)
-//	                       and the ring; the memory file rides along
-//	                       (SCM_RIGHTS)
+//	                       and the ring (feed.Hello); the memory file
+//	                       rides along (SCM_RIGHTS)
 //	start   loader → pipe  token uint32, epoch int64, first batch int64:
 //	                       stream that epoch from that batch (stopping any
 //	                       other); its batch and end messages carry token
-//	batch   pipe → loader  slab, token, 0 uint32; epoch, index, n int64;
-//	                       the seconds the pipeline has waited for a free
-//	                       slab in this epoch float64
-//	release loader → pipe  slab uint32: the loader is done with it
+//	batch   pipe → loader  slab, token, 0 uint32; seq uint64; epoch, index,
+//	                       n int64; the seconds the pipeline has waited for
+//	                       a free slab in this epoch float64. seq numbers
+//	                       the connection's batch messages from 1
+//	release loader → pipe  slab uint32, seq uint64: the loader is done with
+//	                       the slab of batch seq
 //	end     pipe → loader  token uint32, epoch int64, then the epoch's
 //	                       figures as JSON
 //	stop    loader → pipe  stop the running epoch; every slab is released,
 //	                       and the loader ignores the batch messages of
 //	                       the stopped epoch's token that still arrive
-//	error   pipe → loader  the pipeline's error text; pipe then exits 1
+//	error   pipe → loader  the pipeline's error text, or what the loader
+//	                       did against the protocol; pipe then exits 1
+//
+// A release names the batch it releases because a slab is reused: a late
+// duplicate release of slab k, sent after slab k came back with a newer
+// batch, would otherwise have pipe overwrite that batch under the loader.
+// A release of a slab the loader does not hold, or naming another batch
+// than the one its slab holds, is a protocol error, as is a message of an
+// unknown type or of the wrong size, an empty packet, and any packet before
+// the hello (the loader waits for it; Watch looks out while pipe loads the
+// file). pipe answers a protocol error with an error message and exits 1.
 //
 // The ring (Ring) starts with a header page — magic "PIPEFEED", the
 // protocol version, the slab count, stride and sizes — followed by the
@@ -41,7 +54,12 @@
 // other start drops it.
 //
 // When the loader's process ends, however it ends, the socket reads EOF:
-// Serve stops the epoch and returns, and the command exits. When pipe
+// Serve stops the epoch and returns, and the command exits 0 (pipe feed
+// also watches its parent process, for a socket a child of the loader keeps
+// open). On a
+// SOCK_SEQPACKET socket an empty packet reads as 0 bytes too; pipe tells
+// them apart by the credentials the kernel attaches, under SO_PASSCRED, to
+// every packet it delivers and not to the end. When pipe
 // ends, the loader's next read sees EOF and raises with pipe's last error
 // lines.
 package feed

@@ -1,7 +1,8 @@
+//go:build linux
+
 package feed
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -10,44 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// Version is the protocol version: the messages, the JSON of hello and the
-// ring's layout. A loader of another version is refused.
-const Version = 1
-
-// Magic opens the ring's header page.
-const Magic = "PIPEFEED"
-
-const (
-	page = 4096
-	// labelAlign aligns each slab's labels after its samples.
-	labelAlign = 64
-)
-
-// Layout is where things are in the ring; hello's JSON carries it and the
-// header page repeats it.
-type Layout struct {
-	Slabs int `json:"slabs"`
-	// Stride is the distance between slabs, and Offset that of slab 0 from
-	// the start of the ring (after the header page).
-	Stride int64 `json:"stride"`
-	Offset int64 `json:"offset"`
-	// Rows is the most samples a slab holds, SampleBytes the bytes of one,
-	// and Labels the offset of the int64 labels within a slab.
-	Rows        int   `json:"rows"`
-	SampleBytes int   `json:"sample_bytes"`
-	Labels      int64 `json:"labels"`
-	// Size is the ring's size in bytes.
-	Size int64 `json:"size"`
-}
-
-func layout(slabs, rows, sampleBytes int) Layout {
-	data := int64(rows) * int64(sampleBytes)
-	labels := (data + labelAlign - 1) / labelAlign * labelAlign
-	stride := (labels + 8*int64(rows) + page - 1) / page * page
-	return Layout{Slabs: slabs, Stride: stride, Offset: page, Rows: rows, SampleBytes: sampleBytes, Labels: labels,
-		Size: page + int64(slabs)*stride}
-}
 
 // Ring is the shared memory: an anonymous memory file mapped here, carved
 // into slabs. It is the pipeline's HostAllocator: each AllocHost hands out
@@ -80,15 +43,7 @@ func NewRing(slabs, rows, sampleBytes int) (*Ring, error) {
 		return nil, fmt.Errorf("feed: mapping the %d-byte ring: %w", l.Size, err)
 	}
 	r := &Ring{Layout: l, file: f, mem: mem, used: make([]bool, slabs)}
-	h := mem[:0]
-	h = append(h, Magic...)
-	h = binary.LittleEndian.AppendUint32(h, Version)
-	h = binary.LittleEndian.AppendUint32(h, uint32(slabs))
-	h = binary.LittleEndian.AppendUint64(h, uint64(l.Stride))
-	h = binary.LittleEndian.AppendUint64(h, uint64(l.Offset))
-	h = binary.LittleEndian.AppendUint64(h, uint64(rows))
-	h = binary.LittleEndian.AppendUint64(h, uint64(sampleBytes))
-	_ = binary.LittleEndian.AppendUint64(h, uint64(l.Labels))
+	appendHeader(mem[:0], l)
 	return r, nil
 }
 

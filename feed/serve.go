@@ -1,8 +1,9 @@
+//go:build linux
+
 package feed
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,88 +20,65 @@ import (
 	"github.com/pipefeed/pipe"
 )
 
-// Message types: the first uint32 of every packet.
-const (
-	msgHello   = 1
-	msgStart   = 2
-	msgBatch   = 3
-	msgRelease = 4
-	msgEnd     = 5
-	msgStop    = 6
-	msgError   = 7
-)
-
-// Hello is what the hello message's JSON says: the batches and the ring.
-type Hello struct {
-	Version int    `json:"version"`
-	Pipe    string `json:"pipe"` // pipe's module version
-	PID     int    `json:"pid"`
-	File    string `json:"file"`
-	// Shape is one sample's [C, H, W]; Layout "nchw" or "nhwc" and DType
-	// "float32", "float16" or "uint8" say how a batch lays it out.
-	Shape  [3]int `json:"shape"`
-	Layout string `json:"layout"`
-	DType  string `json:"dtype"`
-	// Batch is the batch size, Batches and Samples one epoch of this rank.
-	Batch   int      `json:"batch"`
-	Batches int      `json:"batches"`
-	Samples int      `json:"samples"`
-	Classes []string `json:"classes"`
-	Rank    int      `json:"rank"`
-	World   int      `json:"world"`
-	Seed    uint64   `json:"seed"`
-	Workers int      `json:"workers"`
-	Ring    Layout   `json:"ring"`
-}
-
-// Ahead is how many batches the loader may hold at once: the one it is
-// using and those sent ahead of it, waiting in the socket. The ring has
-// that many slabs beyond the pipeline's own, so that its workers never
-// wait for the loader's.
-const Ahead = 3
-
-// ErrProtocol is wrapped by errors about a peer that does not follow the
-// protocol.
-var ErrProtocol = errors.New("feed: protocol error")
-
 // Serve serves p's batches over conn, the loader's end of a SOCK_SEQPACKET
 // socket, until the loader goes away (nil), ctx is done, or the pipeline
-// fails (its error, which the loader has been sent). name is the .pipe
-// file's, for the loader's messages. p must have no prefetch stage: its
-// host slabs become the ring's.
+// fails. It tells the loader every error it returns other than ctx's (a
+// pipeline that cannot be served, the pipeline's error, the loader's breach
+// of the protocol), which it wraps in a ToldError once the loader has it.
+// name is the .pipe file's, for the loader's messages. p must have no
+// prefetch stage: its host slabs become the ring's.
 func Serve(ctx context.Context, p *pipe.Pipeline, conn *net.UnixConn, name string) error {
+	ring, err := hello(p, conn, name)
+	if err != nil {
+		return Refuse(conn, err)
+	}
+	defer ring.Close()
+	sv := &server{ctx: ctx, p: p, conn: conn, ring: ring, held: map[uint32]held{}, pool: pond.NewPool(1),
+		freed: make(chan struct{}, 1)}
+	defer sv.pool.StopAndWait()
+	return sv.loop(ctx)
+}
+
+// hello makes p's ring and sends the hello.
+func hello(p *pipe.Pipeline, conn *net.UnixConn, name string) (*Ring, error) {
+	if err := passCred(conn); err != nil {
+		return nil, err
+	}
 	s := p.Summary()
 	if s.Devices > 0 {
-		return fmt.Errorf("%w: pipe feed serves host batches; remove the prefetch stage (the loader copies each batch to its device)", pipe.ErrConfig)
+		return nil, fmt.Errorf("%w: pipe feed serves host batches; remove the prefetch stage (the loader copies each batch to its device)", pipe.ErrConfig)
 	}
 	// The ring: the engine's slabs, and Ahead more for the batches the
 	// loader holds (the one in use, the rest waiting in the socket).
 	n, _, rows := p.SlabLayout()
 	ring, err := NewRing(n+Ahead, rows, s.HostTensor.SampleBytes())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer ring.Close()
 	if err := p.SetHostAllocator(ring, Ahead); err != nil {
-		return err
+		ring.Close()
+		return nil, err
 	}
 	t := s.HostTensor
 	h := Hello{Version: Version, Pipe: pipe.BuildInfo().Version, PID: os.Getpid(), File: name,
 		Shape: [3]int{t.Shape.C, t.Shape.H, t.Shape.W}, Layout: t.Layout.String(), DType: t.DType.String(),
 		Batch: s.BatchSize, Batches: s.Batches, Samples: s.Samples, Classes: p.Source().Info().Classes,
-		Rank: s.Rank, World: s.World, Seed: s.Seed, Workers: s.Workers, Ring: ring.Layout}
+		Rank: s.Rank, World: s.World, Elastic: s.Elastic, GlobalBatch: s.GlobalBatch, Seed: s.Seed, Workers: s.Workers, Ahead: Ahead, Fingerprint: Fingerprint(p), Ring: ring.Layout}
 	js, err := json.Marshal(h)
+	if err == nil {
+		_, _, err = conn.WriteMsgUnix(appendHello(nil, js), unix.UnixRights(int(ring.File().Fd())), nil)
+	}
 	if err != nil {
-		return err
+		ring.Close()
+		return nil, fmt.Errorf("feed: hello: %w", err)
 	}
-	msg := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, msgHello), Version)
-	if _, _, err := conn.WriteMsgUnix(append(msg, js...), unix.UnixRights(int(ring.File().Fd())), nil); err != nil {
-		return fmt.Errorf("feed: hello: %w", err)
-	}
-	sv := &server{ctx: ctx, p: p, conn: conn, ring: ring, held: map[int]*pipe.Batch{}, pool: pond.NewPool(1),
-		freed: make(chan struct{}, 1)}
-	defer sv.pool.StopAndWait()
-	return sv.loop(ctx)
+	return ring, nil
+}
+
+// held is a batch the loader holds, and its batch message's sequence number.
+type held struct {
+	b   *pipe.Batch
+	seq uint64
 }
 
 type server struct {
@@ -113,7 +91,8 @@ type server struct {
 	sendMu sync.Mutex
 
 	mu   sync.Mutex
-	held map[int]*pipe.Batch // slab → the batch the loader holds in it
+	held map[uint32]held // slab → the batch the loader holds in it
+	seq  uint64          // the last batch message's sequence number
 	// ahead is the epoch after the one that ended, started before the
 	// loader asks for it (as it will, unless it selects another), and
 	// aheadEpoch its number.
@@ -134,52 +113,69 @@ func (s *server) loop(ctx context.Context) error {
 	defer s.stop(false)
 	buf := make([]byte, 64)
 	for {
-		n, err := s.conn.Read(buf)
-		if err != nil || n == 0 {
+		n, err := readPacket(s.conn, buf)
+		if err != nil {
 			switch {
 			case s.err() != nil:
 				return s.err()
 			case ctx.Err() != nil:
 				return ctx.Err()
-			case n == 0 && err == nil, errors.Is(err, io.EOF), errors.Is(err, unix.ECONNRESET):
-				return nil // the loader is gone
+			case gone(err):
+				return nil
 			}
 			return fmt.Errorf("feed: reading the loader's messages: %w", err)
 		}
-		m := buf[:n]
-		if len(m) < 4 {
-			return s.protocol("a %d-byte message", len(m))
-		}
-		switch typ := binary.LittleEndian.Uint32(m); typ {
-		case msgStart:
-			if len(m) != 24 {
-				return s.protocol("a start message of %d bytes", len(m))
-			}
-			token := binary.LittleEndian.Uint32(m[4:])
-			epoch, first := int64(binary.LittleEndian.Uint64(m[8:])), int64(binary.LittleEndian.Uint64(m[16:]))
-			if err := s.start(ctx, token, epoch, first); err != nil {
-				s.send(errorMsg(err))
-				return err
-			}
-		case msgRelease:
-			if len(m) != 8 {
-				return s.protocol("a release message of %d bytes", len(m))
-			}
-			if err := s.release(int(binary.LittleEndian.Uint32(m[4:]))); err != nil {
-				return err
-			}
-		case msgStop:
-			s.stop(false)
-		default:
-			return s.protocol("message type %d", typ)
+		if err := s.handle(ctx, buf[:n]); err != nil {
+			return s.tell(err)
 		}
 	}
 }
 
-func (s *server) protocol(format string, args ...any) error {
-	err := fmt.Errorf("%w: the loader sent %s", ErrProtocol, fmt.Sprintf(format, args...))
-	s.send(errorMsg(err))
-	return err
+// tell sends err to the loader, and returns it, as a ToldError once sent.
+func (s *server) tell(err error) error {
+	if s.send(appendError(nil, err.Error())) != nil {
+		return err
+	}
+	return ToldError{err}
+}
+
+// handle acts on the loader's message m; an error ends the connection, and
+// the loader is told it.
+func (s *server) handle(ctx context.Context, m []byte) error {
+	if len(m) == 0 {
+		return breach("an empty packet")
+	}
+	if len(m) < 4 {
+		return breach("a %d-byte message", len(m))
+	}
+	switch typ := msgType(m); typ {
+	case msgStart:
+		sm, err := parseStart(m)
+		if err != nil {
+			return err
+		}
+		return s.start(ctx, sm)
+	case msgRelease:
+		r, err := parseRelease(m)
+		if err != nil {
+			return err
+		}
+		return s.release(r)
+	case msgStop:
+		if err := parseStop(m); err != nil {
+			return err
+		}
+		s.stop(false)
+		return nil
+	default:
+		return breach("message type %d", typ)
+	}
+}
+
+// breach is an error about the loader's breach of the protocol: what it
+// sent.
+func breach(format string, args ...any) error {
+	return fmt.Errorf("%w: the loader sent %s", ErrProtocol, fmt.Sprintf(format, args...))
 }
 
 func (s *server) err() error {
@@ -191,7 +187,8 @@ func (s *server) err() error {
 // start stops any running epoch and streams epoch from batch first; its
 // batch and end messages carry token, so that the loader can tell them from
 // those of an epoch it stopped.
-func (s *server) start(ctx context.Context, token uint32, epoch, first int64) error {
+func (s *server) start(ctx context.Context, m startMsg) error {
+	token, epoch, first := m.token, m.epoch, m.first
 	s.stop(true)
 	if epoch < 0 || epoch > math.MaxInt32 || first < 0 || first > int64(s.p.Batches()) {
 		s.closeAhead()
@@ -234,9 +231,7 @@ func (s *server) stream(x *pipe.Epoch, token uint32, epoch int) error {
 		b, err := x.Next()
 		if errors.Is(err, io.EOF) {
 			js, _ := json.Marshal(x.Stats())
-			msg := binary.LittleEndian.AppendUint32(nil, msgEnd)
-			msg = binary.LittleEndian.AppendUint32(msg, token)
-			msg = binary.LittleEndian.AppendUint64(msg, uint64(epoch))
+			msg := endMsg{token: token, epoch: int64(epoch)}.append(nil)
 			if err := s.send(append(msg, js...)); err != nil {
 				return nil // the loader is gone: loop sees it
 			}
@@ -261,7 +256,10 @@ func (s *server) stream(x *pipe.Epoch, token uint32, epoch int) error {
 			if stopping {
 				return nil
 			}
-			s.send(errorMsg(err))
+			err = s.tell(err)
+			s.mu.Lock()
+			s.failed = err
+			s.mu.Unlock()
 			s.conn.CloseRead() // ends loop's read with the error
 			return err
 		}
@@ -276,32 +274,35 @@ func (s *server) stream(x *pipe.Epoch, token uint32, epoch int) error {
 		}
 		s.ring.setLabels(i, b.Labels)
 		s.mu.Lock()
-		s.held[i] = b
+		s.seq++
+		m := batchMsg{slab: uint32(i), token: token, seq: s.seq, epoch: int64(b.Epoch), index: int64(b.Index), n: int64(b.N),
+			slabWait: x.Stats().SlabWaitSeconds}
+		s.held[uint32(i)] = held{b, s.seq}
 		s.mu.Unlock()
-		msg := binary.LittleEndian.AppendUint32(nil, msgBatch)
-		msg = binary.LittleEndian.AppendUint32(msg, uint32(i))
-		msg = binary.LittleEndian.AppendUint32(msg, token)
-		msg = binary.LittleEndian.AppendUint32(msg, 0)
-		msg = binary.LittleEndian.AppendUint64(msg, uint64(b.Epoch))
-		msg = binary.LittleEndian.AppendUint64(msg, uint64(b.Index))
-		msg = binary.LittleEndian.AppendUint64(msg, uint64(b.N))
-		msg = binary.LittleEndian.AppendUint64(msg, math.Float64bits(x.Stats().SlabWaitSeconds))
+		msg := m.append(nil)
 		if err := s.send(msg); err != nil {
 			return nil // the loader is gone: loop sees it
 		}
 	}
 }
 
-// release hands slab i back to the pipeline.
-func (s *server) release(i int) error {
+// release hands back the slab of the batch r names. A release must name
+// the batch the slab holds: a late duplicate release of a slab that holds a
+// newer batch by now would have pipe overwrite a batch the loader holds.
+func (s *server) release(r releaseMsg) error {
 	s.mu.Lock()
-	b, ok := s.held[i]
-	delete(s.held, i)
-	s.mu.Unlock()
-	if !ok {
-		return s.protocol("a release of slab %d, which it does not hold", i)
+	h, ok := s.held[r.slab]
+	if ok && h.seq == r.seq {
+		delete(s.held, r.slab)
 	}
-	b.Release()
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		return breach("a release of slab %d (batch %d), which it does not hold", r.slab, r.seq)
+	case h.seq != r.seq:
+		return breach("a stale release of slab %d, naming batch %d: the slab holds batch %d now", r.slab, r.seq, h.seq)
+	}
+	h.b.Release()
 	s.signal()
 	return nil
 }
@@ -342,11 +343,11 @@ func (s *server) stop(keepAhead bool) {
 	x.Close()
 	g.Wait()
 	s.mu.Lock()
-	held := s.held
-	s.held = map[int]*pipe.Batch{}
+	taken := s.held
+	s.held = map[uint32]held{}
 	s.mu.Unlock()
-	for _, b := range held {
-		b.Release()
+	for _, h := range taken {
+		h.b.Release()
 	}
 }
 
@@ -365,41 +366,4 @@ func (s *server) send(msg []byte) error {
 	defer s.sendMu.Unlock()
 	_, err := s.conn.Write(msg)
 	return err
-}
-
-func errorMsg(err error) []byte {
-	msg := binary.LittleEndian.AppendUint32(nil, msgError)
-	msg = binary.LittleEndian.AppendUint32(msg, 0)
-	text := err.Error()
-	if len(text) > 60000 {
-		text = text[:60000]
-	}
-	return append(msg, text...)
-}
-
-// Refuse tells the loader why no batches will come: err, for a pipeline
-// that did not load.
-func Refuse(conn *net.UnixConn, err error) error {
-	_, werr := conn.Write(errorMsg(err))
-	return werr
-}
-
-// Watch calls gone if the loader goes away (its end of conn closes) before
-// the returned stop is called: pipe feed loads the pipeline under a
-// context that gone cancels, so that a loader killed during a download or
-// an index build does not leave pipe working for nobody. The loader sends
-// nothing before the hello.
-func Watch(conn *net.UnixConn, gone func()) (stop func()) {
-	pool := pond.NewPool(1)
-	pool.Submit(func() {
-		var b [64]byte
-		if n, err := conn.Read(b[:]); n == 0 && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET)) {
-			gone()
-		}
-	})
-	return func() {
-		conn.SetReadDeadline(time.Now())
-		pool.StopAndWait()
-		conn.SetReadDeadline(time.Time{})
-	}
 }

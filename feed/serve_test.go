@@ -1,3 +1,5 @@
+//go:build linux
+
 package feed
 
 import (
@@ -48,9 +50,8 @@ type client struct {
 	token uint32
 }
 
-// serve starts Serve on one end of a socket pair and returns a client on
-// the other, past the hello, and Serve's result.
-func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
+// socketPair is a SOCK_SEQPACKET socket pair: the loader's end and pipe's.
+func socketPair(t *testing.T) (ours, theirs *net.UnixConn) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -65,7 +66,14 @@ func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
 		}
 		return c.(*net.UnixConn)
 	}
-	ours, theirs := conn(fds[0]), conn(fds[1])
+	return conn(fds[0]), conn(fds[1])
+}
+
+// serve starts Serve on one end of a socket pair and returns a client on
+// the other, past the hello, and Serve's result.
+func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
+	t.Helper()
+	ours, theirs := socketPair(t)
 	done := make(chan error, 1)
 	go func() {
 		done <- Serve(context.Background(), p, theirs, "test.pipe")
@@ -78,10 +86,14 @@ func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if typ := binary.LittleEndian.Uint32(buf); typ != msgHello {
+	if typ := msgType(buf); typ != msgHello {
 		t.Fatalf("first message %d: %s", typ, buf[8:n])
 	}
-	if err := json.Unmarshal(buf[8:n], &c.hello); err != nil {
+	version, js, err := parseHello(buf[:n])
+	if err != nil || version != Version {
+		t.Fatalf("hello of version %d: %v", version, err)
+	}
+	if err := json.Unmarshal(js, &c.hello); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
@@ -98,8 +110,10 @@ func serve(t *testing.T, p *pipe.Pipeline) (*client, <-chan error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Munmap(c.mem) })
-	if string(c.mem[:8]) != Magic || binary.LittleEndian.Uint32(c.mem[8:]) != Version {
-		t.Fatalf("ring header % x", c.mem[:16])
+	want := c.hello.Ring
+	want.Size = 0
+	if v, l, err := parseHeader(c.mem); err != nil || v != Version || l != want {
+		t.Fatalf("ring header: version %d, %+v (%v); hello says %+v", v, l, err, c.hello.Ring)
 	}
 	return c, done
 }
@@ -112,18 +126,18 @@ func (c *client) send(b []byte) {
 
 func (c *client) start(epoch, first int) {
 	c.token++
-	m := binary.LittleEndian.AppendUint32(nil, msgStart)
-	m = binary.LittleEndian.AppendUint32(m, c.token)
-	m = binary.LittleEndian.AppendUint64(m, uint64(epoch))
-	c.send(binary.LittleEndian.AppendUint64(m, uint64(first)))
+	c.send(startMsg{token: c.token, epoch: int64(epoch), first: int64(first)}.append(nil))
 }
 
-func (c *client) release(slab uint32) {
-	c.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, msgRelease), slab))
+// release hands back the slab of batch g.
+func (c *client) release(g got) {
+	c.send(releaseMsg{slab: g.slab, seq: g.seq}.append(nil))
 }
 
+// got is a message from pipe: a batch, an end or an error.
 type got struct {
 	typ, slab, token uint32
+	seq              uint64
 	index, n         int
 	text             string
 }
@@ -134,15 +148,25 @@ func (c *client) next() got {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	g := got{typ: binary.LittleEndian.Uint32(buf)}
+	m := buf[:n]
+	g := got{typ: msgType(m)}
 	switch g.typ {
 	case msgBatch:
-		g.slab, g.token = binary.LittleEndian.Uint32(buf[4:]), binary.LittleEndian.Uint32(buf[8:])
-		g.index, g.n = int(binary.LittleEndian.Uint64(buf[24:])), int(binary.LittleEndian.Uint64(buf[32:]))
+		b, err := parseBatch(m)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		g.slab, g.token, g.seq, g.index, g.n = b.slab, b.token, b.seq, int(b.index), int(b.n)
 	case msgEnd:
-		g.token = binary.LittleEndian.Uint32(buf[4:])
+		e, _, err := parseEnd(m)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		g.token = e.token
 	case msgError:
-		g.text = string(buf[8:n])
+		if g.text, err = parseError(m); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 	return g
 }
@@ -162,7 +186,7 @@ func (c *client) stream(sum *pipe.Checksum) (batches int) {
 		}
 		sum.AddSamples(c.batch(g))
 		batches++
-		c.release(g.slab)
+		c.release(g)
 	}
 }
 
@@ -227,9 +251,9 @@ func TestServedStreamIsPipesStream(t *testing.T) {
 		for range 5 {
 			g := c.next()
 			sum.AddSamples(c.batch(g))
-			c.release(g.slab)
+			c.release(g)
 		}
-		c.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, msgStop), 0))
+		c.send(appendStop(nil))
 		c.start(1, 5)
 		if n := c.stream(sum); n != 11 || sum.String() != want[1] {
 			t.Errorf("workers %d: stopped after 5 and resumed at 5: %d more batches, checksum %s; want %s", workers, n, sum, want[1])
@@ -266,14 +290,19 @@ func TestLoaderHoldingSlabs(t *testing.T) {
 	ended(t, done, "holding slabs")
 }
 
-// TestProtocolErrors: a release of a slab the loader does not hold, or an
-// epoch's batch past its end, is an error the loader is told.
+// TestProtocolErrors: a release of a slab the loader does not hold, an
+// epoch's batch past its end, an unknown type or a message of the wrong
+// size is an error the loader is told.
 func TestProtocolErrors(t *testing.T) {
 	for name, bad := range map[string]func(c *client){
-		"release": func(c *client) { c.release(3) },
+		"release": func(c *client) { c.release(got{slab: 3, seq: 1}) },
 		"start":   func(c *client) { c.start(0, 99) },
 		"type":    func(c *client) { c.send(binary.LittleEndian.AppendUint32(nil, 42)) },
 		"epoch":   func(c *client) { c.start(-1, 0) },
+		"short":   func(c *client) { c.send([]byte{4, 0}) },
+		"size": func(c *client) {
+			c.send(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, msgRelease), 0))
+		},
 	} {
 		c, done := serve(t, pipeline(t, 200, 50, 1))
 		bad(c)
@@ -281,9 +310,34 @@ func TestProtocolErrors(t *testing.T) {
 		if g.typ != msgError || !strings.Contains(g.text, "the loader") {
 			t.Errorf("%s: %+v", name, g)
 		}
-		if err := <-done; err == nil {
-			t.Errorf("%s: Serve returned nil", name)
+		if err := <-done; !errors.Is(err, ErrProtocol) {
+			t.Errorf("%s: Serve returned %v", name, err)
 		}
+	}
+}
+
+// TestStaleReleaseIsRefused: a late duplicate release of a slab that holds
+// a newer batch by now is a protocol error the loader is told; pipe does not
+// refill the slab under it (with releases that named only the slab, it
+// did, silently).
+func TestStaleReleaseIsRefused(t *testing.T) {
+	c, done := serve(t, pipeline(t, 2000, 32, 2))
+	c.start(0, 0)
+	first := c.next()
+	c.release(first)
+	again := c.next()
+	for again.slab != first.slab {
+		c.release(again)
+		again = c.next()
+	}
+	c.release(first) // late: the slab holds batch `again` now
+	for g := c.next(); g.typ != msgError; g = c.next() {
+		if g.typ == msgBatch && g.slab == first.slab {
+			t.Fatalf("slab %d refilled under the loader, which holds batch %d in it", g.slab, again.index)
+		}
+	}
+	if err := <-done; !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "stale release of slab") {
+		t.Errorf("Serve returned %v", err)
 	}
 }
 
@@ -319,5 +373,82 @@ func TestRingLayout(t *testing.T) {
 	}
 	if _, err := r.slabOf(make([]byte, 8)); err == nil {
 		t.Error("Go memory taken for a slab")
+	}
+}
+
+// TestEmptyPacketIsAProtocolError: a packet of 0 bytes mid-epoch is a
+// protocol error the loader is told (it was taken for the loader's going
+// away, which read as 0 bytes too); the loader closing its end mid-epoch,
+// holding slabs, still ends Serve quietly.
+func TestEmptyPacketIsAProtocolError(t *testing.T) {
+	c, done := serve(t, pipeline(t, 2000, 32, 2))
+	c.start(0, 0)
+	c.next()
+	c.send(nil)
+	g := c.next()
+	for g.typ == msgBatch {
+		g = c.next()
+	}
+	if g.typ != msgError || !strings.Contains(g.text, "empty packet") {
+		t.Errorf("after an empty packet: %+v", g)
+	}
+	if err := <-done; !errors.Is(err, ErrProtocol) {
+		t.Errorf("Serve returned %v", err)
+	}
+
+	c, done = serve(t, pipeline(t, 2000, 32, 2))
+	c.start(0, 0)
+	c.next()
+	c.conn.Close()
+	ended(t, done, "closed mid-epoch")
+}
+
+// TestWatchBeforeTheHello: before the hello, the loader closing its end is
+// ErrGone, and any packet (a start, a short one, an empty one) a protocol
+// error, whether the watch is running when it comes or stopping; nothing is
+// nil.
+func TestWatchBeforeTheHello(t *testing.T) {
+	start := startMsg{token: 1}.append(nil)
+	for _, c := range []struct {
+		name string
+		do   func(ours *net.UnixConn)
+		want error
+		text string
+	}{
+		{"nothing", func(*net.UnixConn) {}, nil, ""},
+		{"close", func(ours *net.UnixConn) { ours.Close() }, ErrGone, ""},
+		{"start", func(ours *net.UnixConn) { ours.Write(start) }, ErrProtocol, "24-byte message of type 2 before the hello"},
+		{"short", func(ours *net.UnixConn) { ours.Write([]byte{1, 2}) }, ErrProtocol, "2-byte message before the hello"},
+		{"empty", func(ours *net.UnixConn) { ours.Write(nil) }, ErrProtocol, "empty packet before the hello"},
+		{"empty, then close", func(ours *net.UnixConn) { ours.Write(nil); ours.Close() }, ErrProtocol, "empty packet"},
+	} {
+		for _, stopFirst := range []bool{false, true} {
+			ours, theirs := socketPair(t)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			var stop func() error
+			if stopFirst { // the packet is waiting when the watch stops
+				c.do(ours)
+				stop = Watch(theirs, cancel)
+			} else {
+				stop = Watch(theirs, cancel)
+				c.do(ours)
+				if c.want != nil {
+					select {
+					case <-ctx.Done():
+					case <-time.After(5 * time.Second):
+						t.Fatalf("%s: Watch did not cancel", c.name)
+					}
+				}
+			}
+			err := stop()
+			if c.want == nil && err != nil || c.want != nil && (!errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text)) {
+				t.Errorf("%s (stopped first %v): %v, want %v %q", c.name, stopFirst, err, c.want, c.text)
+			}
+			if cause := context.Cause(ctx); (cause == nil) != (c.want == nil) || c.want != nil && !errors.Is(cause, c.want) {
+				t.Errorf("%s (stopped first %v): the context's cause %v", c.name, stopFirst, cause)
+			}
+			ours.Close()
+			theirs.Close()
+		}
 	}
 }

@@ -349,7 +349,7 @@ var builtin = []*Spec{
 	{Name: "image_folder", Kind: "source", Summary: "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
 		Params: []Param{
 			{Name: "path", Type: String, Required: true, Doc: "the directory"},
-			{Name: "labels", Type: String, Doc: "flat layout: a CSV of file,label lines (a header is skipped)"},
+			{Name: "labels", Type: String, Doc: "flat layout: a CSV of file,label lines (a header is skipped); without classes= the classes are 0..the largest label (past 1,024, half must appear)"},
 			{Name: "classes", Type: String, Doc: "a CSV of label,name lines naming the classes (e.g. ILSVRC synsets)"},
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads path/../val (or path/../test) when it exists"},
 		},
@@ -627,9 +627,10 @@ var builtin = []*Spec{
 			{Name: "seed", Type: Int, Min: bound(0), Doc: "the pipeline's seed when there is no shuffle stage"},
 			Param{Name: "rank", Type: Int, Default: "0", Min: bound(0), Doc: "this process's rank in a data-parallel job, e.g. ${RANK:-0}"}.with(ranksBound),
 			Param{Name: "world", Type: Int, Default: "1", Min: bound(1), Doc: "the number of ranks, e.g. ${WORLD_SIZE:-1}; each reads an equal, disjoint share"}.with(ranksBound),
+			{Name: "elastic", Type: Bool, Default: "false", Doc: "ranks read slices of whole global batches of one order, so the stream and a resume do not depend on the number of ranks (a last, partial global batch sits out)"},
 		},
 		Build: func(a Args) (Stage, error) {
-			s := Settings{Workers: a.Int("workers"), Rank: a.Int("rank"), World: a.Int("world")}
+			s := Settings{Workers: a.Int("workers"), Rank: a.Int("rank"), World: a.Int("world"), Elastic: a.Bool("elastic")}
 			if a.String("on_error") == "skip" {
 				s.OnError = engine.Skip
 			}

@@ -67,6 +67,7 @@ type Config struct {
 	Seed           uint64
 	SeedSet        bool
 	Rank, World    int
+	Elastic        bool
 	Batch          int
 	DropLast       bool
 	Workers        int // 0: one per core
@@ -173,10 +174,36 @@ func Index(stages []Stage, name string) int {
 }
 
 // Source makes a source stage from an opened source; it must be the first
-// stage. Its line names the source's data (Info().Identity): a source made
-// in Go has no .pipe line of its own.
+// stage. Its line is the .pipe source line that opens the same data
+// (sourceLine), from the source's Info().Args.
 func Source(src source.Source) Stage {
-	return Stage{name: "source", line: "source " + src.Info().Identity, src: src, apply: setSource}
+	return Stage{name: "source", line: sourceLine(src.Info()), src: src, apply: setSource}
+}
+
+// sourceLine is the canonical line of an opened source, as the registry's
+// source of that name writes it (every parameter with a value, defaults
+// filled in), so that the pipeline's String parses back. A source the
+// registry does not know, or one without Args, is written as its name
+// with its identity in a comment: parsing that back says which source is
+// unknown or which parameter is missing.
+func sourceLine(info source.Info) string {
+	spec := Lookup("source", info.Name)
+	if spec == nil || len(info.Args) == 0 {
+		return "source " + info.Name + " # " + info.Identity
+	}
+	a := Args{spec: spec, vals: map[string]string{}}
+	for _, p := range spec.Params {
+		if p.Default != "" {
+			a.vals[p.Name] = p.Default
+		}
+	}
+	for _, arg := range info.Args {
+		if spec.Param(arg.Name) == nil {
+			return "source " + info.Name + " # " + info.Identity
+		}
+		a.vals[arg.Name] = arg.Value
+	}
+	return a.Line()
 }
 
 // setSource records nothing: Compile takes the opened source from the stage,
@@ -235,9 +262,9 @@ func Map(op transform.Op) Stage {
 type DecodeConfig struct {
 	// FullScale turns off reduced-scale decoding (the .pipe parameter
 	// reduce=false): by default, where the first operation is resize or
-	// random_resized_crop, the jpegturbo build decodes at the smallest DCT
-	// scale of 1/8, 1/4 and 1/2 that still gives it at least as many pixels
-	// as it outputs.
+	// random_resized_crop, a JPEG is decoded at the smallest DCT scale of
+	// 1/8, 1/4 and 1/2 that still gives it at least as many pixels as it
+	// outputs, in every build.
 	FullScale bool
 	// MaxPixels is the largest image, width × height, decoded (the .pipe
 	// parameter max_pixels=); 0 means transform.DefaultMaxPixels, whose
@@ -250,8 +277,8 @@ type DecodeConfig struct {
 // Decode turns the encoded images of a source such as image_folder (JPEG,
 // PNG) into RGB pixels. It comes right after the source, before any image
 // operation; a cache after it stores decoded images, so later epochs skip
-// the decoding. In the jpegturbo build, when the first operation is resize
-// or random_resized_crop, only the window it reads is decoded.
+// the decoding. When the first operation is resize or random_resized_crop,
+// only the window of a JPEG it reads is decoded, in every build.
 func Decode(d DecodeConfig) Stage {
 	limit := d.MaxPixels
 	if limit == 0 {
@@ -331,6 +358,14 @@ type Settings struct {
 	// rank's share of every epoch, of World equal and disjoint shares.
 	// World 0 is 1.
 	Rank, World int
+	// Elastic makes the global batch (the file's batch in a training job,
+	// batch × world when streaming) the unit of an epoch: each rank reads
+	// its slice of every whole global batch of one global order, so any
+	// world size that divides it sees the same global stream and a run
+	// resumes on another number of ranks (sharding.WithElastic). The
+	// samples of a last, partial global batch sit out. Default false: the
+	// order of ranks' shares and an epoch's last samples depend on World.
+	Elastic bool
 }
 
 // Pipeline makes a stage of settings.
@@ -342,7 +377,7 @@ func Pipeline(s Settings) Stage {
 	if s.Seed != nil {
 		line += fmt.Sprintf(" seed=%d", *s.Seed)
 	}
-	line += fmt.Sprintf(" rank=%d world=%d", s.Rank, s.World)
+	line += fmt.Sprintf(" rank=%d world=%d elastic=%t", s.Rank, s.World, s.Elastic)
 	return Stage{name: "pipeline", line: line, apply: func(c *Config) error {
 		if s.Workers < 0 {
 			return fmt.Errorf("workers=%d: must be 0 (one per core) or more", s.Workers)
@@ -364,7 +399,7 @@ func Pipeline(s Settings) Stage {
 		if s.Workers > 0 {
 			c.Workers = s.Workers
 		}
-		c.OnError, c.Rank, c.World = s.OnError, s.Rank, s.World
+		c.OnError, c.Rank, c.World, c.Elastic = s.OnError, s.Rank, s.World, s.Elastic
 		return nil
 	}}
 }

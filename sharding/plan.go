@@ -20,6 +20,9 @@ type Plan struct {
 	// slice, when not 0, is the layout of a training job (WithSlices):
 	// rank takes slice rank of every global batch of world·slice.
 	slice int
+	// global, when not 0, is an elastic plan's global batch (WithElastic):
+	// an epoch is whole global batches, each sliced among the ranks.
+	global int
 
 	// A streaming plan (WithShuffleBuffer): shard sizes and buffer length,
 	// and the global order of the epochs asked for last, computed once.
@@ -104,6 +107,26 @@ func WithSlices(b int) Option {
 	}
 }
 
+// WithElastic makes the global batch the unit of the epoch, so that the
+// global stream of samples does not depend on the number of ranks: an epoch
+// is the ⌊n / global⌋ whole global batches of its order, and rank r of
+// world takes entries [r·s, (r+1)·s) of each, s = global / world (global
+// must divide by world). The n mod global entries left are the last of the
+// epoch's order (different ones each epoch when shuffling). Any world size
+// that divides global reads the same global batches, sample for sample, so
+// a run stopped at a global batch resumes there on another number of ranks.
+// It replaces WithSlices, whose last, shorter global batch depends on the
+// world size.
+func WithElastic(global int) Option {
+	return func(p *Plan) error {
+		if global < 1 {
+			return fmt.Errorf("sharding: elastic global batch %d: want at least 1", global)
+		}
+		p.global = global
+		return nil
+	}
+}
+
 // New returns the plan for a dataset of n samples.
 func New(n int, opts ...Option) (*Plan, error) {
 	p := &Plan{n: n, world: 1}
@@ -115,6 +138,15 @@ func New(n int, opts ...Option) (*Plan, error) {
 	if n < p.world {
 		return nil, fmt.Errorf("sharding: %d samples cannot give each of %d ranks one", n, p.world)
 	}
+	if p.global > 0 {
+		if p.global%p.world != 0 {
+			return nil, fmt.Errorf("sharding: an elastic global batch of %d does not divide among %d ranks", p.global, p.world)
+		}
+		if p.global > n {
+			return nil, fmt.Errorf("sharding: an elastic global batch of %d is more than the %d samples", p.global, n)
+		}
+		p.slice = p.global / p.world
+	}
 	if p.buffer > 0 && p.streamTotal != n {
 		return nil, fmt.Errorf("sharding: shards hold %d samples, the dataset %d", p.streamTotal, n)
 	}
@@ -124,8 +156,17 @@ func New(n int, opts ...Option) (*Plan, error) {
 // Buffer is the shuffle buffer's length, or 0 for a full permutation.
 func (p *Plan) Buffer() int { return p.buffer }
 
-// Len is the number of samples the rank reads per epoch: ⌊n / world⌋.
-func (p *Plan) Len() int { return p.n / p.world }
+// Len is the number of samples the rank reads per epoch: ⌊n / world⌋, or
+// in an elastic plan its slice of every whole global batch.
+func (p *Plan) Len() int {
+	if p.global > 0 {
+		return p.n / p.global * p.slice
+	}
+	return p.n / p.world
+}
+
+// Elastic is WithElastic's global batch, or 0.
+func (p *Plan) Elastic() int { return p.global }
 
 // Shuffled reports whether epochs are permuted.
 func (p *Plan) Shuffled() bool { return p.shuffle }

@@ -57,6 +57,9 @@ func TestPlanData(t *testing.T) {
 		if args["slices"] > 0 {
 			opts = append(opts, WithSlices(args["slices"]))
 		}
+		if args["elastic"] > 0 {
+			opts = append(opts, WithElastic(args["elastic"]))
+		}
 		if args["seed"] >= 0 {
 			opts = append(opts, WithShuffle(uint64(args["seed"])))
 		}
@@ -343,4 +346,55 @@ func seq(n int) []int {
 		s[i] = i
 	}
 	return s
+}
+
+// TestElasticStreamIsWorldFree: with WithElastic(g), the ranks' slices of
+// every global batch, put back together, are the same global stream for
+// every world size that divides g (1, 2, 4), shuffled or not, full
+// permutation or shuffle buffer; each rank reads whole slices, and an
+// epoch is the n/g whole global batches.
+func TestElasticStreamIsWorldFree(t *testing.T) {
+	for _, n := range []int{96, 100, 103} {
+		for _, buffer := range []int{0, 10} {
+			const g = 16
+			var want []int
+			for _, world := range []int{1, 2, 4} {
+				ranks := make([][]int, world)
+				for r := range world {
+					opts := []Option{WithRank(r, world), WithElastic(g)}
+					if buffer > 0 {
+						opts = append(opts, WithShuffleBuffer(5, []int{n / 3, n / 3, n - 2*(n/3)}, buffer))
+					} else {
+						opts = append(opts, WithShuffle(5))
+					}
+					p, err := New(n, opts...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ranks[r] = p.Epoch(1, nil)
+					if len(ranks[r]) != n/g*g/world {
+						t.Fatalf("n=%d world=%d: rank %d reads %d samples, want %d", n, world, r, len(ranks[r]), n/g*g/world)
+					}
+				}
+				var got []int
+				s := g / world
+				for b := range n / g {
+					for r := range world {
+						got = append(got, ranks[r][b*s:(b+1)*s]...)
+					}
+				}
+				if want == nil {
+					want = got
+				} else if !slices.Equal(got, want) {
+					t.Fatalf("n=%d buffer=%d: the global stream of %d ranks differs from one rank's", n, buffer, world)
+				}
+			}
+		}
+	}
+	if _, err := New(100, WithRank(0, 3), WithElastic(16)); err == nil || !strings.Contains(err.Error(), "does not divide among 3 ranks") {
+		t.Errorf("16 among 3 ranks: %v", err)
+	}
+	if _, err := New(10, WithElastic(16)); err == nil || !strings.Contains(err.Error(), "more than the 10 samples") {
+		t.Errorf("16 of 10 samples: %v", err)
+	}
 }

@@ -19,11 +19,21 @@ import (
 // ErrUnknownFormat means a file is not an image format a source reads.
 var ErrUnknownFormat = errors.New("unknown image format")
 
-// imageExts are the file name extensions image sources take, lower-case.
+// imageExts are the file name extensions image sources decode,
+// lower-case.
 var imageExts = []string{".jpg", ".jpeg", ".png"}
 
 func isImage(name string) bool {
 	return slices.Contains(imageExts, strings.ToLower(filepath.Ext(name)))
+}
+
+// folderImageExts are torchvision's IMG_EXTENSIONS, lower-case: the files
+// its ImageFolder takes as samples, and image_folder's class folders too;
+// other files there are passed over. Of these pipe decodes JPEG and PNG.
+var folderImageExts = []string{".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
+
+func isFolderImage(name string) bool {
+	return slices.Contains(folderImageExts, strings.ToLower(filepath.Ext(name)))
 }
 
 // Folder reads JPEG and PNG files from a directory: either one
@@ -32,14 +42,17 @@ func isImage(name string) bool {
 // whose labels come from a CSV file (ImageNet's validation set). Read gives
 // each file's bytes as Record.Enc; the decode stage makes them pixels.
 type Folder struct {
-	root    string
-	files   []string // relative to root, in index order
-	sizes   []int64
-	mtimes  []int64
-	labels  []int // -1 for a corrupt label
-	info    Info
-	corrupt []*RecordError
-	bad     map[int]*RecordError // corrupt by index
+	root   string
+	files  []string // relative to root, in index order
+	sizes  []int64
+	mtimes []int64
+	labels []int // -1 for a corrupt label
+	// nonImages counts files in class folders passed over for their
+	// extension.
+	nonImages int
+	info      Info
+	corrupt   []*RecordError
+	bad       map[int]*RecordError // corrupt by index
 }
 
 // FolderOption configures a Folder.
@@ -51,7 +64,9 @@ type folderConfig struct {
 
 // WithLabels makes the folder flat: path is a CSV of file,label lines (a
 // header line is skipped), with labels 0, 1, ...; the files it lists are
-// the samples, in its order. A line whose label is not a number in
+// the samples, in its order. Without [WithClassNames] the classes are
+// 0..the largest label; past 1,024 classes, labels that use fewer than
+// half of those are an error: they cannot be the class count. A line whose label is not a number in
 // 0..MaxClasses-1 (or, with [WithClassNames], one it names) makes its file
 // a corrupt record.
 func WithLabels(path string) FolderOption { return func(c *folderConfig) { c.labels = path } }
@@ -62,13 +77,18 @@ func WithLabels(path string) FolderOption { return func(c *folderConfig) { c.lab
 // folders' names, or the label numbers.
 func WithClassNames(path string) FolderOption { return func(c *folderConfig) { c.classes = path } }
 
-// OpenFolder lists the folder at root. Files with other extensions than
-// .jpg, .jpeg and .png (any case) inside class folders, empty files, and
-// files whose line of the labels CSV has a bad label are kept as corrupt
-// records (see Corrupt): with on_error=skip they are skipped and listed,
-// otherwise the run stops on the first. Dot files are ignored. Listing stats every file, which takes a while for a folder the
-// size of ImageNet; cancelling ctx stops it before the next file, and the
-// error wraps ctx's.
+// OpenFolder lists the folder at root. In class folders, as in
+// torchvision's ImageFolder, only files with an image extension (.jpg,
+// .jpeg, .png, .ppm, .bmp, .pgm, .tif, .tiff, .webp, in any case) are
+// samples; others (a notes.txt) are passed over and counted
+// (Info.NonImages), and dot files ignored. Images pipe does not decode
+// (the extensions after .png), empty files, and, in a flat folder, listed
+// files without a .jpg, .jpeg or .png extension and files whose line of
+// the labels CSV has a bad label, are kept as corrupt records (see
+// Corrupt): with on_error=skip they are skipped and listed, otherwise the
+// run stops on the first, before any batch. Listing stats every file,
+// which takes a while for a folder the size of ImageNet; cancelling ctx
+// stops it before the next file, and the error wraps ctx's.
 func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder, error) {
 	var cfg folderConfig
 	for _, o := range opts {
@@ -106,12 +126,15 @@ func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder
 		return nil, err
 	}
 	if len(f.files) == 0 {
-		return nil, fmt.Errorf("image_folder: %s: %w: no image files", root, ErrFormat)
+		return nil, fmt.Errorf("image_folder: %s: %w: no image files (files without an image extension, passed over: %d)", root, ErrFormat, f.nonImages)
 	}
 	for i, name := range f.files {
 		e, ok := f.bad[i]
 		switch {
 		case ok:
+		case !isImage(name) && isFolderImage(name):
+			e = &RecordError{File: filepath.Join(abs, name), Index: i,
+				Err: fmt.Errorf("%w: %s is an image format pipe does not decode (it decodes JPEG and PNG; convert the file, or skip it with on_error=skip)", ErrUnknownFormat, filepath.Ext(name))}
 		case !isImage(name):
 			e = &RecordError{File: filepath.Join(abs, name), Index: i,
 				Err: fmt.Errorf("%w: extension %q (want .jpg, .jpeg or .png)", ErrUnknownFormat, filepath.Ext(name))}
@@ -124,13 +147,16 @@ func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder
 		f.corrupt = append(f.corrupt, e)
 	}
 	id := "image_folder " + abs
+	args := []Arg{{"path", abs}}
 	if cfg.labels != "" {
 		id += " labels=" + cfg.labels
+		args = append(args, Arg{"labels", cfg.labels})
 	}
 	if cfg.classes != "" {
 		id += " classes=" + cfg.classes
+		args = append(args, Arg{"classes", cfg.classes})
 	}
-	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true}
+	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages, Args: args}
 	return f, nil
 }
 
@@ -161,6 +187,10 @@ func (f *Folder) listClasses(ctx context.Context) ([]string, error) {
 			}
 			path := filepath.Join(f.root, class, e.Name())
 			if strings.HasPrefix(e.Name(), ".") || entryIsDir(path, e) {
+				continue
+			}
+			if !isFolderImage(e.Name()) {
+				f.nonImages++
 				continue
 			}
 			// os.Stat, not the entry's own information: a symbolic link
@@ -204,7 +234,8 @@ func (s fileStat) Info() (os.FileInfo, error) { return os.Stat(s.path) }
 // listFlat reads the labels CSV: the samples are the files it lists. A
 // line whose label is not a number, or is not below len(names) (classes
 // from namesPath) or else MaxClasses, is a corrupt record; without names,
-// the classes are the numbers up to the largest good label. Each file costs
+// the classes are the numbers up to the largest good label, and at least
+// past 1,024 classes half of them must appear (denseLabels). Each file costs
 // a stat, so it looks at ctx before each.
 func (f *Folder) listFlat(ctx context.Context, csvPath string, names []string, namesPath string) ([]string, error) {
 	rows, err := readCSV(csvPath)
@@ -212,6 +243,7 @@ func (f *Folder) listFlat(ctx context.Context, csvPath string, names []string, n
 		return nil, err
 	}
 	maxLabel := -1
+	seen := make(map[int]bool)
 	for _, r := range rows {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("image_folder: %s: listing: %w", f.root, err)
@@ -237,9 +269,15 @@ func (f *Folder) listFlat(ctx context.Context, csvPath string, names []string, n
 			return nil, fmt.Errorf("%s:%d: %w", csvPath, r.line, err)
 		}
 		maxLabel = max(maxLabel, label)
+		if label >= 0 {
+			seen[label] = true
+		}
 	}
 	if names != nil {
 		return names, nil
+	}
+	if err := denseLabels("image_folder: "+csvPath, len(seen), maxLabel, "number the classes 0..%d, or name them with classes=FILE (label,name lines)"); err != nil {
+		return nil, err
 	}
 	return numbered(maxLabel + 1), nil
 }

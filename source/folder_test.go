@@ -49,14 +49,18 @@ func TestFolderFlatWithLabels(t *testing.T) {
 }
 
 // TestFolderClassDirectories: classes are the sorted sub-directory names;
-// files with other extensions and empty files are corrupt records that name
-// their path; dot files are ignored.
+// as in torchvision's ImageFolder, files without an image extension (a
+// zebra/notes.txt, a README) are passed over and counted, not samples
+// (issue 24: the run stopped on them); images pipe does not decode (.webp)
+// and empty files are corrupt records that name their path and the
+// problem; dot files are ignored.
 func TestFolderClassDirectories(t *testing.T) {
 	root := t.TempDir()
 	jpg := []byte{0xff, 0xd8, 0xff, 0xe0, 1, 2, 3}
 	files := map[string][]byte{
 		"dog/b.jpg": jpg, "dog/a.JPEG": jpg, "cat/x.png": []byte("\x89PNG\r\n\x1a\nrest"),
-		"cat/notes.txt": []byte("hi"), "cat/empty.jpg": nil, "cat/.DS_Store": []byte("x"),
+		"cat/empty.jpg": nil, "cat/.DS_Store": []byte("x"), "cat/y.WebP": []byte("RIFF"),
+		"zebra/notes.txt": []byte("hi"), "zebra/z.jpg": jpg, "dog/README": []byte("dogs"), "dog/c.jpg.bak": jpg,
 	}
 	for name, data := range files {
 		os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755)
@@ -68,11 +72,11 @@ func TestFolderClassDirectories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(f.Info().Classes, ","); got != "cat,dog" || f.Len() != 5 {
-		t.Fatalf("classes %s, %d samples", got, f.Len())
+	want := []string{"cat/empty.jpg", "cat/x.png", "cat/y.WebP", "dog/a.JPEG", "dog/b.jpg", "zebra/z.jpg"}
+	if got := strings.Join(f.Info().Classes, ","); got != "cat,dog,zebra" || f.Len() != len(want) || f.Info().NonImages != 3 {
+		t.Fatalf("classes %s, %d samples, %d non-image files; want cat,dog,zebra, %d and 3 (notes.txt, README, c.jpg.bak)", got, f.Len(), f.Info().NonImages, len(want))
 	}
-	want := []string{"cat/empty.jpg", "cat/notes.txt", "cat/x.png", "dog/a.JPEG", "dog/b.jpg"}
-	labels := []int{0, 0, 0, 1, 1}
+	labels := []int{0, 0, 0, 1, 1, 2}
 	var rec Record
 	for i, w := range want {
 		err := f.Read(i, &rec)
@@ -84,18 +88,26 @@ func TestFolderClassDirectories(t *testing.T) {
 		}
 	}
 	bad := f.Corrupt()
-	if len(bad) != 2 || !errors.Is(bad[0], ErrFormat) || !errors.Is(bad[1], ErrUnknownFormat) ||
-		!strings.HasSuffix(bad[0].File, "empty.jpg") || bad[1].Index != 1 {
+	if len(bad) != 2 || !errors.Is(bad[0], ErrFormat) || !strings.HasSuffix(bad[0].File, "empty.jpg") ||
+		!errors.Is(bad[1], ErrUnknownFormat) || bad[1].Index != 2 || !strings.HasSuffix(bad[1].File, "y.WebP") ||
+		!strings.Contains(bad[1].Error(), ".WebP is an image format pipe does not decode") {
 		t.Fatalf("corrupt: %v", bad)
 	}
-	if err := f.Read(1, &rec); !errors.Is(err, ErrUnknownFormat) {
-		t.Errorf("reading the .txt: %v", err)
+	if err := f.Read(2, &rec); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("reading the .webp: %v", err)
 	}
 	if _, err := OpenFolder(t.Context(), filepath.Join(root, "dog")); err == nil || !strings.Contains(err.Error(), "no class sub-directories") {
 		t.Errorf("a folder without classes: %v", err)
 	}
 	if _, err := OpenFolder(t.Context(), filepath.Join(root, "nope")); err == nil {
 		t.Error("a missing folder opened")
+	}
+	// A class folder of nothing but notes is no dataset.
+	notes := t.TempDir()
+	os.MkdirAll(filepath.Join(notes, "a"), 0o755)
+	os.WriteFile(filepath.Join(notes, "a", "notes.txt"), []byte("hi"), 0o644)
+	if _, err := OpenFolder(t.Context(), notes); err == nil || !strings.Contains(err.Error(), "no image files (files without an image extension, passed over: 1)") {
+		t.Errorf("a folder of notes: %v", err)
 	}
 }
 

@@ -32,6 +32,15 @@ type Feed interface {
 	Epoch(ctx context.Context, e int) (EpochFeed, error)
 }
 
+// FeedFrom is a Feed that can start an epoch at a global batch: the
+// batches Epoch would give from first on, without making the earlier ones.
+// A resumed epoch starts there; with a plain Feed the trainer takes the
+// batches done before the stop from it and drops them.
+type FeedFrom interface {
+	Feed
+	EpochFrom(ctx context.Context, e, first int) (EpochFeed, error)
+}
+
 // EpochFeed is one epoch of a Feed. Next(r) returns replica r's slices of
 // the global batches in order, io.EOF after the last; each replica may call
 // it from its own goroutine.
@@ -177,11 +186,15 @@ type Trainer struct {
 	reduceTime, waitTime time.Duration
 }
 
-// partial sums an epoch's steps.
+// partial sums an epoch's steps: the figures, the training time and each
+// replica's data stall, so that a resumed epoch reports the whole epoch's
+// throughput rather than all its images over the resumed part's time.
 type partial struct {
 	Loss    float64
 	Correct int
 	Images  int
+	Seconds float64
+	Stall   []float64 // seconds, per replica
 }
 
 type replica struct {
@@ -361,16 +374,20 @@ func (t *Trainer) Sync() error {
 // EpochStats are the figures of one epoch of training. In a job of several
 // ranks they are the job's: every rank's images, loss and stalls.
 type EpochStats struct {
-	Epoch         int       `json:"epoch"`
-	Steps         int       `json:"steps"`
-	Images        int       `json:"images"`
-	TrainLoss     float64   `json:"train_loss"`
-	TrainAccuracy float64   `json:"train_accuracy"`
-	LR            float64   `json:"lr"`
-	ImagesPerSec  float64   `json:"images_per_sec"`
-	Seconds       float64   `json:"seconds"`
-	StallPct      float64   `json:"stall_pct"`
-	DeviceStall   []float64 `json:"device_stall_pct"`
+	Epoch         int     `json:"epoch"`
+	Steps         int     `json:"steps"`
+	Images        int     `json:"images"`
+	TrainLoss     float64 `json:"train_loss"`
+	TrainAccuracy float64 `json:"train_accuracy"`
+	LR            float64 `json:"lr"`
+	ImagesPerSec  float64 `json:"images_per_sec"`
+	// Seconds is the epoch's training time; for an epoch resumed after a
+	// stop, PriorSeconds of it were trained before the stop (its images
+	// and stalls count too, so the figures are the whole epoch's).
+	Seconds      float64   `json:"seconds"`
+	PriorSeconds float64   `json:"prior_seconds,omitempty"`
+	StallPct     float64   `json:"stall_pct"`
+	DeviceStall  []float64 `json:"device_stall_pct"`
 	// ReduceSeconds is the time this process spent averaging gradients
 	// (the all-reduce); WaitSeconds, in a job of several ranks, the time it
 	// spent gathering the steps' figures, which is where a rank waits for
@@ -398,31 +415,61 @@ type StepStats struct {
 func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats)) (EpochStats, error) {
 	start := time.Now()
 	t.reduceTime, t.waitTime = 0, 0
-	ef, err := feed.Epoch(ctx, t.Epoch)
+	var ef EpochFeed
+	var err error
+	skip := t.InEpoch // the batches done before a stop, to take unused
+	if ff, ok := feed.(FeedFrom); ok && t.InEpoch > 0 {
+		ef, err = ff.EpochFrom(ctx, t.Epoch, t.InEpoch)
+		skip = 0
+	} else {
+		ef, err = feed.Epoch(ctx, t.Epoch)
+	}
 	if err != nil {
 		return EpochStats{}, t.abandon(ctx, err)
 	}
 	defer ef.Close()
-	st := EpochStats{Epoch: t.Epoch, Steps: t.InEpoch, Images: t.part.Images}
+	st := EpochStats{Epoch: t.Epoch, Steps: t.InEpoch, Images: t.part.Images, PriorSeconds: t.part.Seconds}
 	lossSum, correct := t.part.Loss, t.part.Correct
+	// stall is each replica's data stall in the epoch: before a stop (a
+	// resumed epoch's part), and in this run since stall0.
+	stall0 := make([]time.Duration, len(t.replicas))
+	stall := func() []float64 {
+		s := make([]float64, len(t.replicas))
+		for r := range s {
+			s[r] = (ef.Stall(r) - stall0[r]).Seconds()
+			if len(t.part.Stall) == len(s) {
+				s[r] += t.part.Stall[r]
+			}
+		}
+		return s
+	}
 	stop := func(err error) (EpochStats, error) {
 		// A checkpoint of the steps done reads the host model.
 		if serr := t.store(); serr != nil {
 			err = errors.Join(err, serr)
 		}
-		t.InEpoch, t.part = st.Steps, partial{Loss: lossSum, Correct: correct, Images: st.Images}
+		t.InEpoch, t.part = st.Steps, partial{Loss: lossSum, Correct: correct, Images: st.Images,
+			Seconds: t.part.Seconds + time.Since(start).Seconds(), Stall: stall()}
 		return st, err
 	}
 	// A resumed epoch: its first InEpoch batches were trained on before the
-	// stop; take them from the feed unused, so the next step sees the batch
-	// it would have.
-	for range t.InEpoch {
+	// stop; a feed that cannot start past them gives them, and they go
+	// unused, so the next step sees the batch it would have.
+	for range skip {
 		for r := range t.replicas {
 			b, err := ef.Next(r)
 			if err != nil {
 				return stop(t.abandon(ctx, fmt.Errorf("trainer: skipping the %d steps done before the stop: %w", t.InEpoch, err)))
 			}
 			b.Release()
+		}
+	}
+	if t.InEpoch > 0 {
+		// Skipping is the resume's cost, not the epoch's: the time and the
+		// stall count from here, added to the part's.
+		start = time.Now()
+		for r := range stall0 {
+			stall0[r] = ef.Stall(r)
 		}
 	}
 	for s := t.InEpoch; s < t.steps; s++ {
@@ -451,7 +498,7 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 			return stop(err)
 		}
 	}
-	st.Seconds = time.Since(start).Seconds()
+	st.Seconds = t.part.Seconds + time.Since(start).Seconds()
 	if st.Images > 0 {
 		st.TrainLoss, st.TrainAccuracy = lossSum/float64(st.Images), float64(correct)/float64(st.Images)
 	}
@@ -459,8 +506,8 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 	if st.Seconds > 0 {
 		st.ImagesPerSec = float64(st.Images) / st.Seconds
 	}
-	for r := range t.replicas {
-		st.DeviceStall = append(st.DeviceStall, 100*ef.Stall(r).Seconds()/st.Seconds)
+	for _, s := range stall() {
+		st.DeviceStall = append(st.DeviceStall, 100*s/st.Seconds)
 	}
 	if t.ranks > 1 {
 		all, err := t.cfg.Group.AllGather64(st.DeviceStall)

@@ -38,8 +38,9 @@ func (c *Chain) ApplyTo(dst, src *Image, r Rand) {
 
 // ApplyEncoded decodes data with d and runs the chain on the image, as
 // Apply on the decoded image would; when the first op is a [RegionOp], d
-// does its work while decoding ([Decoder.DecodeFor]). The result is valid
-// until the next call.
+// does its work while decoding ([Decoder.DecodeFor]). The decoded image is
+// d's; the result is valid until the next call, and d's next call or
+// Release.
 func (c *Chain) ApplyEncoded(d *Decoder, data []byte, r Rand) (*Image, error) {
 	return c.runEncoded(d, data, r, nil)
 }
@@ -61,10 +62,14 @@ func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image) (*Image
 		op, ok = c.ops[0].(RegionOp)
 	}
 	if !ok {
-		if err := d.Decode(&c.a, data); err != nil {
+		img, err := d.decodeWhole(data)
+		if err != nil {
 			return nil, err
 		}
-		return c.run(&c.a, c.r, last, 0), nil
+		if err := c.fits(d, img.Shape(), 0); err != nil {
+			return nil, err
+		}
+		return c.run(img, c.r, last, 0), nil
 	}
 	next := &c.a
 	if last != nil && len(c.ops) == 1 {
@@ -78,7 +83,28 @@ func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image) (*Image
 	if !applied {
 		cur = d.Decoded()
 	}
+	if err := c.fits(d, cur.Shape(), 1); err != nil {
+		return nil, err
+	}
 	return c.run(cur, c.r, last, 1), nil
+}
+
+// fits checks, from an image of shape s, the outputs of the ops from the
+// first'th on against the decoder's limits: sizes vary with encoded images,
+// so an operation's output (a resize of a long, thin strip) is bounded here,
+// before it is allocated.
+func (c *Chain) fits(d *Decoder, s Shape, first int) error {
+	for _, op := range c.ops[first:] {
+		out, err := op.OutShape(s)
+		if err != nil {
+			return err
+		}
+		if err := d.fits(op, s.W, s.H, out.W, out.H); err != nil {
+			return err
+		}
+		s = out
+	}
+	return nil
 }
 
 // run applies the ops from the first'th on, the last one into last when it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/color"
 	"image/png"
 )
 
@@ -20,37 +21,38 @@ var ErrDecode = errors.New("cannot decode image")
 // [DefaultMaxPixels] is refused from its header, before its pixels are
 // allocated, with [ErrTooLarge]. A [Decoder] has a configurable limit,
 // and keeps its memory from one image to the next.
-func Decode(dst *Image, data []byte) error {
-	if isJPEG(data) {
-		return NewDecoder(false).Decode(dst, data)
-	}
-	return decode(dst, data, DefaultMaxPixels)
-}
+func Decode(dst *Image, data []byte) error { return NewDecoder(false).Decode(dst, data) }
 
-// decode decodes a PNG with Go's decoder, with a limit of limit pixels.
-func decode(dst *Image, data []byte, limit int) error {
+// pngHeader reads a PNG's header: its size, within limit pixels, and the
+// bytes a pixel Go's decoder allocates for it.
+func pngHeader(data []byte, limit int) (w, h, bpp int, err error) {
 	switch {
 	case len(data) >= 8 && bytes.Equal(data[:8], []byte("\x89PNG\r\n\x1a\n")):
 	case len(data) == 0:
-		return fmt.Errorf("%w: empty", ErrDecode)
+		return 0, 0, 0, fmt.Errorf("%w: empty", ErrDecode)
 	default:
-		return fmt.Errorf("%w: not JPEG or PNG (starts % x)", ErrDecode, data[:min(len(data), 4)])
+		return 0, 0, 0, fmt.Errorf("%w: not JPEG or PNG (starts % x)", ErrDecode, data[:min(len(data), 4)])
 	}
 	// The header first: Go's decoder allocates the whole image as soon as
 	// it knows its size.
 	c, err := png.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrDecode, err)
+		return 0, 0, 0, fmt.Errorf("%w: %v", ErrDecode, err)
 	}
 	if err := checkSize(c.Width, c.Height, limit); err != nil {
-		return err
+		return 0, 0, 0, err
 	}
-	img, err := png.Decode(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrDecode, err)
+	switch c.ColorModel {
+	case color.GrayModel:
+		bpp = 1
+	case color.Gray16Model:
+		bpp = 2
+	case color.RGBAModel, color.NRGBAModel:
+		bpp = 4
+	default: // 16-bit colour; a palette takes 1 but is counted as 8
+		bpp = 8
 	}
-	planes(dst, img)
-	return nil
+	return c.Width, c.Height, bpp, nil
 }
 
 // planes writes img into dst as RGB planes.

@@ -1,7 +1,10 @@
 package transform
 
 import (
+	"bytes"
 	"fmt"
+	"image"
+	"image/png"
 	"math"
 
 	"github.com/pipefeed/pipe/transform/internal/jpegdec"
@@ -30,6 +33,10 @@ type RegionOp interface {
 // pixels.
 type jpegCodec interface {
 	Header(data []byte) (w, h int, err error)
+	// Need is the memory a decode of the window takes beside its output,
+	// or the error that decode would be, found before anything is
+	// allocated for it.
+	Need(num, x0, y0, cw, ch int) (int, error)
 	Decode(dst []byte, num, x0, y0, cw, ch int) error
 	Abort()
 }
@@ -38,7 +45,7 @@ type jpegCodec interface {
 // the libjpeg-turbo release of the jpegturbo build. Both decode to the
 // same pixels (see [DecodedPixels]).
 func DecoderName() string {
-	if jpegturbo.Available {
+	if jpegturbo.Compiled {
 		return jpegturbo.Version
 	}
 	return "pipe's JPEG decoder (Go)"
@@ -57,7 +64,7 @@ func DecodedPixels() string { return "libjpeg-turbo" }
 // in the default build.
 func DecoderModules() string {
 	switch {
-	case !jpegturbo.Available:
+	case !jpegturbo.Compiled:
 		return ""
 	case jpegturbo.LibjpegOnly:
 		return "libjpeg's own Huffman decoder and colour conversion (PIPE_LIBJPEG_ONLY=1)"
@@ -68,7 +75,7 @@ func DecoderModules() string {
 // DecodesInC reports whether JPEGs are decoded in C, through cgo (the
 // jpegturbo build): a worker in a C call holds its thread, which the
 // scheduler then has to work around.
-func DecodesInC() bool { return jpegturbo.Available }
+func DecodesInC() bool { return jpegturbo.Compiled }
 
 // DefaultMaxPixels is the largest image, in pixels (width × height), that
 // [Decode] and a [Decoder] whose MaxPixels is 0 decode: 2²⁶ = 67,108,864,
@@ -82,8 +89,9 @@ func DecodesInC() bool { return jpegturbo.Available }
 // at most 12 bytes a pixel plus 16 MiB for that same JPEG (its
 // coefficients, 8 bytes a pixel, and sample planes, 4), 512 MiB for a
 // 16-bit RGBA PNG, and a few bytes a pixel for other images. Twice
-// the pixels would double each figure, for every worker decoding such an
-// image at once.
+// the pixels would double each figure. What all workers decoding such
+// images hold at once is bounded by the decode memory budget
+// ([SetDecodeMemory]), which by default holds any one of them.
 const DefaultMaxPixels = 1 << 26
 
 // maxSide is the longest side decoded, whatever the pixel limit: the cache
@@ -97,8 +105,11 @@ var ErrTooLarge = fmt.Errorf("%w: too large", ErrDecode)
 
 // Decoder decodes JPEG and PNG images to 3-channel CHW RGB (see [Decode]),
 // reusing its memory and its JPEG decoder (in the jpegturbo build, a
-// libjpeg decompressor) from one image to the next. It is not safe for
-// concurrent use: keep one per worker.
+// libjpeg decompressor) from one image to the next: up to 8 MiB of buffers
+// and 8 MiB of decoded window of its own; a large image's memory comes
+// from the process's decode memory budget ([SetDecodeMemory]) and goes
+// back to it (see [Decoder.Release]). It is not safe for concurrent use:
+// keep one per worker.
 type Decoder struct {
 	// Reduce lets DecodeFor decode at a reduced DCT scale (M/8) when the
 	// op's output needs no more pixels than that gives. Without it
@@ -113,7 +124,10 @@ type Decoder struct {
 	// jpegturbo build, libjpeg's; see DefaultMaxPixels).
 	MaxPixels int
 	codec     jpegCodec
-	win       Image // the decoded window
+	win       Image  // the decoded window, in own or in lent memory
+	own       []byte // the decoder's own memory for windows, ownBytes at most
+	lent      *lent  // the budget's memory it holds: a large window
+	lentWin   bool   // win is in lent's memory
 }
 
 // NewDecoder returns a decoder with the default pixel limit; reduce sets
@@ -130,7 +144,7 @@ func (d *Decoder) maxPixels() int {
 
 func (d *Decoder) jpeg() (jpegCodec, error) {
 	if d.codec == nil {
-		if !jpegturbo.Available {
+		if !jpegturbo.Compiled {
 			d.codec = jpegdec.New()
 			return d.codec, nil
 		}
@@ -143,17 +157,177 @@ func (d *Decoder) jpeg() (jpegCodec, error) {
 	return d.codec, nil
 }
 
-// Decode decodes data into dst, as the package's Decode does.
+// Decode decodes data into dst, as the package's Decode does. dst is the
+// caller's memory; what decoding takes beside it comes from the process's
+// decode memory budget where it is large (see [SetDecodeMemory]).
 func (d *Decoder) Decode(dst *Image, data []byte) error {
+	d.Release()
 	if !isJPEG(data) {
-		return decode(dst, data, d.maxPixels())
+		return d.decodePNG(dst, data)
 	}
 	t, w, h, err := d.header(data)
 	if err != nil {
 		return err
 	}
-	dst.Resize(3, h, w)
-	return decodeErr(t.Decode(dst.Pix, 8, 0, 0, w, h))
+	return d.decodeJPEG(t, dst, 8, 0, 0, w, h)
+}
+
+// decodeWhole decodes data whole into the decoder's window, as Decode
+// would into an image of the caller's, and returns the window: valid until
+// the decoder's next call or Release.
+func (d *Decoder) decodeWhole(data []byte) (*Image, error) {
+	d.Release()
+	if !isJPEG(data) {
+		return &d.win, d.decodePNG(nil, data)
+	}
+	t, w, h, err := d.header(data)
+	if err != nil {
+		return nil, err
+	}
+	return &d.win, d.decodeJPEG(t, nil, 8, 0, 0, w, h)
+}
+
+// Release gives back to the process's decode memory budget (see
+// [SetDecodeMemory]) what the decoder holds of it between calls: the
+// window of a large image it decoded last, which [Decoder.Decoded] and the
+// results of [Decoder.DecodeFor] and [Chain.ApplyEncoded] may be, so they
+// are not to be used after it. The decoder's next call does the same. A
+// pipeline's workers call it after each chunk of samples, so that no
+// memory stays with a worker waiting for work; a goroutine that decodes
+// with several decoders releases each before decoding with another, since
+// a decode waiting for the budget must not wait on its own goroutine. A
+// decoder dropped without Release gives the memory back when it is
+// garbage collected.
+func (d *Decoder) Release() {
+	if d.lentWin {
+		decodeMemory.giveBack(d.lent)
+		d.win, d.lentWin = Image{}, false
+	}
+}
+
+// decodeJPEG decodes the window of cw×ch pixels at (x0, y0), at scale
+// num/8, of the image whose header t read, into dst, or into the
+// decoder's window when dst is nil. Memory beyond what the decoder keeps
+// for itself (ownBytes of each kind) comes from the budget, asked for
+// before any of it is allocated.
+func (d *Decoder) decodeJPEG(t jpegCodec, dst *Image, num, x0, y0, cw, ch int) error {
+	need, err := t.Need(num, x0, y0, cw, ch)
+	if err != nil {
+		return decodeErr(err)
+	}
+	var scratch, win int
+	var extra int64
+	if need > ownBytes {
+		if _, ok := t.(*jpegdec.Decoder); ok {
+			scratch = need
+		} else {
+			extra = int64(need) // libjpeg allocates it
+		}
+	}
+	if dst == nil && 3*cw*ch > ownBytes {
+		win = 3 * cw * ch
+	}
+	var bufs [2][]byte
+	if scratch > 0 || win > 0 || extra > 0 {
+		bufs = decodeMemory.get(scratch, win, extra)
+	}
+	if dst == nil {
+		dst = d.window(ch, cw, bufs[1])
+	} else {
+		dst.Resize(3, ch, cw)
+	}
+	if scratch > 0 {
+		t.(*jpegdec.Decoder).Scratch = bufs[0]
+	}
+	err = t.Decode(dst.Pix, num, x0, y0, cw, ch)
+	if scratch > 0 || extra > 0 {
+		decodeMemory.put(bufs[0], extra)
+	}
+	return decodeErr(err)
+}
+
+// decodePNG decodes a PNG into dst, or into the decoder's window when dst
+// is nil. Go's decoder allocates the image itself; where that is large,
+// the budget counts it while it decodes.
+func (d *Decoder) decodePNG(dst *Image, data []byte) error {
+	w, h, bpp, err := pngHeader(data, d.maxPixels())
+	if err != nil {
+		return err
+	}
+	var win int
+	var extra int64
+	if n := int64(bpp) * int64(w) * int64(h); n > ownBytes {
+		extra = n
+	}
+	if dst == nil && 3*w*h > ownBytes {
+		win = 3 * w * h
+	}
+	var bufs [2][]byte
+	if win > 0 || extra > 0 {
+		bufs = decodeMemory.get(0, win, extra)
+	}
+	if dst == nil {
+		dst = d.window(h, w, bufs[1])
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err == nil {
+		planes(dst, img)
+	}
+	if extra > 0 {
+		if p := pixStart(img); p != nil {
+			decodeMemory.leave(p, extra)
+		} else {
+			decodeMemory.put(nil, extra)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrDecode, err)
+	}
+	return nil
+}
+
+// pixStart is the first byte of the pixels of an image Go's PNG decoder
+// made, or nil.
+func pixStart(img image.Image) *byte {
+	var pix []byte
+	switch m := img.(type) {
+	case *image.Gray:
+		pix = m.Pix
+	case *image.Gray16:
+		pix = m.Pix
+	case *image.RGBA:
+		pix = m.Pix
+	case *image.NRGBA:
+		pix = m.Pix
+	case *image.RGBA64:
+		pix = m.Pix
+	case *image.NRGBA64:
+		pix = m.Pix
+	case *image.Paletted:
+		pix = m.Pix
+	}
+	if len(pix) == 0 {
+		return nil
+	}
+	return &pix[0]
+}
+
+// window makes the decoder's window a 3×h×w image in buf, memory of the
+// budget's that the decoder holds until its next call or Release, or, when
+// buf is nil, in memory of its own.
+func (d *Decoder) window(h, w int, buf []byte) *Image {
+	if buf != nil {
+		if d.lent == nil {
+			d.lent = newLent(d)
+		}
+		decodeMemory.lend(d.lent, buf)
+		d.win, d.lentWin = Image{Pix: buf[: 3*h*w : 3*h*w], C: 3, H: h, W: w}, true
+		return &d.win
+	}
+	d.win = Image{Pix: d.own}
+	d.win.Resize(3, h, w)
+	d.own = d.win.Pix
+	return &d.win
 }
 
 // header reads the JPEG header of data: the decoder, ready to decode, and
@@ -215,21 +389,31 @@ func checkSize(w, h, limit int) error {
 // It reports whether dst holds the result; false means op left the decoded
 // image as it was, and the result is in Decoded.
 func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool, error) {
+	d.Release()
 	if !isJPEG(data) {
-		if err := d.Decode(&d.win, data); err != nil {
+		img, err := d.decodeWhole(data)
+		if err != nil {
 			return false, err
 		}
-		return op.Apply(dst, &d.win, r), nil
+		if s, err := op.OutShape(img.Shape()); err == nil {
+			if err := d.fits(op, img.W, img.H, s.W, s.H); err != nil {
+				return false, err
+			}
+		}
+		return op.Apply(dst, img, r), nil
 	}
 	t, W, H, err := d.header(data)
 	if err != nil {
 		return false, err
 	}
 	reg := op.Region(H, W, r)
+	if err := d.fits(op, W, H, reg.OW, reg.OH); err != nil {
+		t.Abort()
+		return false, err
+	}
 	if reg.H == H && reg.W == W && reg.OH == H && reg.OW == W {
 		// The op changes nothing: decode the whole image, as Decode would.
-		d.win.Resize(3, H, W)
-		return false, decodeErr(t.Decode(d.win.Pix, 8, 0, 0, W, H))
+		return false, d.decodeJPEG(t, nil, 8, 0, 0, W, H)
 	}
 	num := 8
 	if d.Reduce {
@@ -241,8 +425,7 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	wh, ww := float64(reg.H)*fy, float64(reg.W)*fx
 	if num == 8 && reg.OH == reg.H && reg.OW == reg.W {
 		// A crop at full scale: decode the window straight into dst.
-		dst.Resize(3, reg.H, reg.W)
-		return true, decodeErr(t.Decode(dst.Pix, 8, reg.X, reg.Y, reg.W, reg.H))
+		return true, d.decodeJPEG(t, dst, 8, reg.X, reg.Y, reg.W, reg.H)
 	}
 	// The filter reads support·scale pixels either side of an output
 	// pixel's centre; with that margin (and one for rounding), every tap
@@ -252,16 +435,27 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	mx := int(math.Ceil(f.support()*max(1, ww/float64(reg.OW)))) + 1
 	y0, y1 := max(0, int(math.Floor(wy))-my), min(sh, int(math.Ceil(wy+wh))+my)
 	x0, x1 := max(0, int(math.Floor(wx))-mx), min(sw, int(math.Ceil(wx+ww))+mx)
-	d.win.Resize(3, y1-y0, x1-x0)
-	if err := decodeErr(t.Decode(d.win.Pix, num, x0, y0, x1-x0, y1-y0)); err != nil {
+	if err := d.decodeJPEG(t, nil, num, x0, y0, x1-x0, y1-y0); err != nil {
 		return false, err
 	}
 	resample(dst, &d.win, wy-float64(y0), wx-float64(x0), wh, ww, reg.OH, reg.OW, f)
 	return true, nil
 }
 
+// fits refuses an operation's output of ow×oh from a w×h image that is
+// over the limits an image decodes within (max_pixels, MaxSide): resize
+// shorter=256 of a 32768×1 strip would make 8,388,608×256 pixels, 6 GB.
+// The error wraps ErrTooLarge: the image is a corrupt record.
+func (d *Decoder) fits(op Op, w, h, ow, oh int) error {
+	if ow > maxSide || oh > maxSide || int64(ow)*int64(oh) > int64(d.maxPixels()) {
+		return fmt.Errorf("%w: %s would make a %dx%d image %dx%d, over the limit of %d pixels (max_pixels) or %d a side",
+			ErrTooLarge, op.Name(), w, h, ow, oh, d.maxPixels(), maxSide)
+	}
+	return nil
+}
+
 // Decoded is the image DecodeFor decoded, valid until the decoder's next
-// call: the result when DecodeFor returned false.
+// call or Release: the result when DecodeFor returned false.
 func (d *Decoder) Decoded() *Image { return &d.win }
 
 // scaleFor returns the smallest M of the DCT scales M/8 that pipe's decoder

@@ -7,10 +7,10 @@
 // tensor is a straight walk over memory.
 //
 // Determinism: an operation draws its random parameters only from the
-// [Rand] it is handed, and the pipeline keys that generator by
-// (seed, epoch, global sample index, stage position). The output of a
-// sample therefore does not depend on which worker ran it, in what
-// order, or how many workers there were.
+// [Rand] it is handed, and the pipeline keys that generator by (seed,
+// epoch, global sample index); a sample's operations draw from it in turn.
+// The output of a sample therefore does not depend on which worker ran
+// it, in what order, or how many workers there were.
 //
 // Allocation: operations write into a destination image whose buffer the
 // caller owns and reuses; in steady state nothing is allocated per sample.
@@ -27,5 +27,7 @@
 // Decoder.MaxPixels) before allocating anything for it, so what one image
 // can cost in memory is bounded whatever a few hundred bytes claim. Such an
 // image, like any unreadable one, is an [ErrDecode] error, which a pipeline
-// treats as a corrupt record.
+// treats as a corrupt record. What all decoders of the process hold at
+// once is bounded too: large images take their memory from one budget
+// ([SetDecodeMemory]), so the bound does not grow with the workers.
 package transform

@@ -10,10 +10,13 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pipefeed/pipe/internal/shareddata"
 )
 
 // greyJPEG is a greyscale JPEG of about 150 bytes whose frame header claims
@@ -51,6 +54,82 @@ func greyJPEG(progressive bool, w, h, data int, eoi bool) []byte {
 		b = append(b, 0xff, 0xd9)
 	}
 	return b
+}
+
+// flatJPEG is a valid w×h progressive YCbCr 4:2:0 JPEG of one flat grey,
+// made as Pillow makes one, with the scans of libjpeg's simple progression
+// that matter here: an interleaved DC scan (every block's difference a
+// 2-bit code, the least a standard table spends: about 3 bits a 16×16
+// MCU, so 394 KB at 8192×8192), then one AC scan per component, all
+// end-of-block runs. It decodes to 128 everywhere, and its whole-image
+// coefficients (2 bytes each) are what a progressive JPEG costs a decoder.
+func flatJPEG(w, h int) []byte {
+	b := []byte{0xff, 0xd8}
+	seg := func(marker byte, payload ...byte) {
+		n := len(payload) + 2
+		b = append(b, 0xff, marker, byte(n>>8), byte(n))
+		b = append(b, payload...)
+	}
+	dqt := bytes.Repeat([]byte{1}, 65)
+	dqt[0] = 0
+	seg(0xdb, dqt...)
+	seg(0xc2, 8, byte(h>>8), byte(h), byte(w>>8), byte(w), 3, 1, 0x22, 0, 2, 0x11, 0, 3, 0x11, 0)
+	// DC table 0: symbol 0 (no difference) as 00; AC table 0: EOB14 (an
+	// end-of-block run of 2^14 plus 14 bits) as 0.
+	dht := append([]byte{0x00, 0, 1}, make([]byte, 14)...)
+	dht = append(dht, 0)
+	dht = append(append(dht, 0x10, 1), make([]byte, 15)...)
+	dht = append(dht, 0xe0)
+	seg(0xc4, dht...)
+	var bits bitWriter
+	seg(0xda, 3, 1, 0x00, 2, 0x00, 3, 0x00, 0, 0, 0)
+	for range ((w + 15) / 16) * ((h + 15) / 16) * 6 {
+		bits.put(0, 2)
+	}
+	b = append(b, bits.flush()...)
+	for i, sub := range []int{1, 2, 2} {
+		seg(0xda, 1, byte(i+1), 0x00, 1, 63, 0)
+		for n := (((w+sub-1)/sub + 7) / 8) * (((h+sub-1)/sub + 7) / 8); n > 0; {
+			run := min(n, 1<<15-1)
+			bits.put(0, 1)
+			bits.put(uint32(run-1<<14), 14)
+			n -= run
+		}
+		b = append(b, bits.flush()...)
+	}
+	return append(b, 0xff, 0xd9)
+}
+
+// bitWriter writes entropy-coded data, most significant bit first, with
+// 0xFF bytes stuffed.
+type bitWriter struct {
+	out  []byte
+	acc  uint32
+	bits int
+}
+
+func (w *bitWriter) put(v uint32, n int) {
+	for i := n - 1; i >= 0; i-- {
+		w.acc = w.acc<<1 | v>>i&1
+		if w.bits++; w.bits == 8 {
+			w.out = append(w.out, byte(w.acc))
+			if byte(w.acc) == 0xff {
+				w.out = append(w.out, 0)
+			}
+			w.acc, w.bits = 0, 0
+		}
+	}
+}
+
+// flush pads the last byte with 1 bits and returns the data, leaving the
+// writer empty.
+func (w *bitWriter) flush() []byte {
+	for w.bits != 0 {
+		w.put(1, 1)
+	}
+	out := w.out
+	w.out = nil
+	return out
 }
 
 // pngChunk appends a PNG chunk with its CRC.
@@ -97,19 +176,30 @@ func TestDecodeRefusesHugeHeaders(t *testing.T) {
 		"PNG 8200x8200":                           hugePNG(t, 8200, 8200),
 	}
 	libjpegRefuses := func(name string) bool { return DecodesInC() && strings.Contains(name, "JPEG 65535") }
+	checkRefused(t, files, func(name string, err error) bool {
+		return errors.Is(err, ErrDecode) && (errors.Is(err, ErrTooLarge) || libjpegRefuses(name))
+	})
+}
+
+// checkRefused decodes each of files every way there is (Decode,
+// Decoder.Decode, DecodeFor at full and reduced scale): each must be an
+// error that refused(name, err) accepts, found at once, without
+// allocating the image in Go or (peak RSS) in libjpeg.
+func checkRefused(t *testing.T, files map[string][]byte, refused func(name string, err error) bool) {
+	t.Helper()
 	rrc, _ := RandomResizedCrop(32, [2]float64{0.5, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
 	ways := map[string]func(data []byte) error{
 		"Decode":         func(data []byte) error { var m Image; return Decode(&m, data) },
 		"Decoder.Decode": func(data []byte) error { var m Image; return NewDecoder(false).Decode(&m, data) },
 		"DecodeFor": func(data []byte) error {
 			var m Image
-			r := NewRand(1, 0, 0, 0)
+			r := NewRand(1, 0, 0)
 			_, err := NewDecoder(false).DecodeFor(&m, data, rrc, &r)
 			return err
 		},
 		"DecodeFor reduced": func(data []byte) error {
 			var m Image
-			r := NewRand(1, 0, 0, 0)
+			r := NewRand(1, 0, 0)
 			_, err := NewDecoder(true).DecodeFor(&m, data, rrc, &r)
 			return err
 		},
@@ -123,8 +213,8 @@ func TestDecodeRefusesHugeHeaders(t *testing.T) {
 			err := decode(data)
 			took := time.Since(start)
 			runtime.ReadMemStats(&after)
-			if !errors.Is(err, ErrDecode) || !errors.Is(err, ErrTooLarge) && !libjpegRefuses(name) {
-				t.Errorf("%s (%d bytes), %s: %v, want ErrTooLarge", name, len(data), way, err)
+			if !refused(name, err) {
+				t.Errorf("%s (%d bytes), %s: %v", name, len(data), way, err)
 			}
 			if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
 				t.Errorf("%s, %s: allocated %d bytes refusing it", name, way, n)
@@ -137,6 +227,33 @@ func TestDecodeRefusesHugeHeaders(t *testing.T) {
 	if rss1, _ := peakRSS(); rssKnown && rss1-rss0 > 256<<20 {
 		t.Errorf("peak RSS grew by %d MiB refusing the files", (rss1-rss0)>>20)
 	}
+}
+
+// TestHeaderOnlyJPEGs: JPEGs within the pixel limit whose scan data is
+// too short to hold the blocks their headers claim, such as a 171-byte
+// file claiming 8192×8192 pixels (issue 24), are refused alike in both
+// builds, from the header, before anything is allocated for them: the
+// jpegturbo build decoded that file as a grey image, and the default
+// build allocated its 192 MiB of pixels before refusing it.
+func TestHeaderOnlyJPEGs(t *testing.T) {
+	files := map[string][]byte{
+		"baseline JPEG 8192x8192":                           greyJPEG(false, 8192, 8192, 35, true),
+		"progressive JPEG 8192x8192":                        greyJPEG(true, 8192, 8192, 35, true),
+		"baseline JPEG 8192x8192, no EOI":                   greyJPEG(false, 8192, 8192, 37, false),
+		"4:2:0 progressive JPEG 8192x8192, its DC scan cut": flatJPEG(8192, 8192)[:4000],
+	}
+	if n := len(files["baseline JPEG 8192x8192"]); n != 171 {
+		t.Fatalf("the baseline file is %d bytes, want 171", n)
+	}
+	// The progressive one whole is a valid image.
+	var m Image
+	if err := Decode(&m, flatJPEG(100, 60)); err != nil || m.Shape() != (Shape{3, 60, 100}) || bytes.Count(m.Pix, []byte{128}) != len(m.Pix) {
+		t.Fatalf("flatJPEG(100, 60) decodes to %s (%v), not flat grey", m.Shape(), err)
+	}
+	checkRefused(t, files, func(name string, err error) bool {
+		return errors.Is(err, ErrDecode) && !errors.Is(err, ErrTooLarge) &&
+			strings.Contains(err.Error(), "premature end of JPEG file: ") && strings.Contains(err.Error(), "bytes of scan data cannot hold the")
+	})
 }
 
 // TestDecoderMaxPixels: an image of exactly MaxPixels decodes, one pixel
@@ -158,7 +275,7 @@ func TestDecoderMaxPixels(t *testing.T) {
 			d := &Decoder{Reduce: true, MaxPixels: limit}
 			var m Image
 			err := d.Decode(&m, data)
-			r := NewRand(1, 0, 0, 0)
+			r := NewRand(1, 0, 0)
 			_, errFor := d.DecodeFor(&m, data, rrc, &r)
 			switch {
 			case limit == 1000 && (err != nil || errFor != nil):
@@ -192,4 +309,68 @@ func TestTruncatedProgressive(t *testing.T) {
 	if err := d.Decode(&m, data); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// midScan returns the middle of data's longest scan of entropy-coded data:
+// where to cut a JPEG so that a scan runs out (half the file may be a
+// progressive JPEG's marker segment between two scans).
+func midScan(data []byte) int {
+	best, at := 0, 0
+	for p := 0; p+3 < len(data); {
+		if data[p] != 0xff || data[p+1] != 0xda {
+			p++
+			continue
+		}
+		start := p + 2 + (int(data[p+2])<<8 | int(data[p+3]))
+		end := start
+		for end+1 < len(data) && !(data[end] == 0xff && data[end+1] != 0 && (data[end+1] < 0xd0 || data[end+1] > 0xd7)) {
+			end++
+		}
+		if end-start > best {
+			best, at = end-start, (start+end)/2
+		}
+		p = end
+	}
+	return at
+}
+
+// TestTruncatedScanData: a JPEG whose scan data runs out before its blocks
+// do, cut in the middle of a scan (in half, for a baseline file), with or
+// without an EOI marker appended, is an error
+// naming the problem in both builds, not an image grey from the cut down
+// (issue 24: libjpeg warns and carries on, and pipe's decoder did as it
+// does where the cut file ends with a marker).
+func TestTruncatedScanData(t *testing.T) {
+	want := regexp.MustCompile(`premature end of JPEG file: truncated scan data: \d+ of \d+ MCU rows`)
+	check := func(t *testing.T, name string, data []byte) {
+		t.Helper()
+		cut := data[:midScan(data)]
+		d := NewDecoder(false)
+		var m Image
+		for _, c := range []struct {
+			how  string
+			data []byte
+		}{{"cut in half", cut}, {"cut in half, then EOI", append(bytes.Clone(cut), 0xff, 0xd9)}} {
+			if err := d.Decode(&m, c.data); !errors.Is(err, ErrDecode) || !want.MatchString(err.Error()) {
+				t.Errorf("%s %s: %v, want an error saying %q", name, c.how, err, want)
+			}
+		}
+		if err := d.Decode(&m, data); err != nil {
+			t.Fatalf("%s whole: %v", name, err)
+		}
+	}
+	names, _ := filepath.Glob(filepath.Join("testdata", "*.jpg"))
+	for _, n := range names {
+		data, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, filepath.Base(n), data)
+	}
+	t.Run("ImageNet", func(t *testing.T) {
+		names, data := shareddata.ImageNetJPEGs(t)
+		for i := range data {
+			check(t, names[i], data[i])
+		}
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/feed"
 )
 
 // usageError marks errors in how pipe was called or in the .pipe file.
@@ -49,7 +50,11 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, errorLine(err))
+	// An error pipe feed sent its loader is raised there, in pipe's words,
+	// and pipe's stderr is the loader's: said here too, it is said twice.
+	if !errors.As(err, new(feed.ToldError)) {
+		fmt.Fprintln(os.Stderr, errorLine(err))
+	}
 	os.Exit(exitCode(ctx, err))
 }
 

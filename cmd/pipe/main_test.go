@@ -8,6 +8,7 @@ import (
 	"crypto/md5"
 	"encoding/json"
 	"fmt"
+	"image"
 	"image/png"
 	"net/http"
 	"net/http/httptest"
@@ -82,16 +83,26 @@ func jsonLines(t *testing.T, out string) []map[string]any {
 
 func TestBenchJSONInterface(t *testing.T) {
 	f := writePipe(t, small)
+	for _, m := range benchJSON(t, f, "--epochs", "1", "--json", "--consume", "1ms") {
+		if _, ok := m["stall_seconds"]; !ok {
+			t.Errorf("stall_seconds lacking with --consume: %v", m)
+		}
+	}
 	one := benchJSON(t, f, "--epochs", "2", "--workers", "1", "--json", "--checksum")
 	eight := benchJSON(t, f, "--epochs", "2", "--workers", "8", "--json", "--checksum")
 	if len(one) != 2 {
 		t.Fatalf("%d objects for 2 epochs", len(one))
 	}
 	for i, m := range one {
-		for _, k := range []string{"epoch", "images", "seconds", "images_per_sec", "checksum", "stall_seconds"} {
+		for _, k := range []string{"epoch", "images", "seconds", "images_per_sec", "checksum", "slab_wait_seconds"} {
 			if _, ok := m[k]; !ok {
 				t.Errorf("epoch object lacks %q: %v", k, m)
 			}
+		}
+		// Without a consumer the stall says only that batches were dropped
+		// at once: it is left out.
+		if _, ok := m["stall_seconds"]; ok {
+			t.Errorf("stall_seconds without --consume: %v", m)
 		}
 		if m["images"].(float64) != 600 || m["epoch"].(float64) != float64(i) {
 			t.Errorf("epoch %d: %v", i, m)
@@ -128,6 +139,34 @@ func TestRunPrintsSummary(t *testing.T) {
 	out, errs, code = pipeCmd(t, "bench", writePipe(t, small), "--epochs", "1", "--consume", "1ms")
 	if code != 0 || !strings.Contains(out, "consumer stalled ") || !strings.Contains(out, "the consumer waited for data ") {
 		t.Errorf("with --consume: exit %d, %s\n%s", code, errs, out)
+	}
+}
+
+// TestNonImageFilesCounted: an image folder with stray files (issue 24: a
+// zebra/notes.txt stopped the run) is read without them, and check and run
+// say how many they passed over on the source line.
+func TestNonImageFilesCounted(t *testing.T) {
+	root := t.TempDir()
+	var img bytes.Buffer
+	if err := png.Encode(&img, image.NewGray(image.Rect(0, 0, 8, 8))); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cat/a.png", "cat/b.PNG", "zebra/c.png", "zebra/notes.txt", "zebra/Thumbs.db", "cat/labels"} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, name), img.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := writePipe(t, "source image_folder path="+root+"\ndecode\ncenter_crop 4\nbatch 3\nto_tensor layout=nchw dtype=uint8\n")
+	for _, cmd := range []string{"check", "run"} {
+		out, errs, code := pipeCmd(t, cmd, f)
+		if code != 0 || !strings.Contains(out, ": 3 samples, 2 classes, 3 non-image files skipped\n") {
+			t.Errorf("pipe %s: exit %d, %s\n%s", cmd, code, errs, out)
+		}
+	}
+	out, _, _ := pipeCmd(t, "check", writePipe(t, small))
+	if strings.Contains(out, "non-image") {
+		t.Errorf("a source with no files passed over speaks of them:\n%s", out)
 	}
 }
 

@@ -142,7 +142,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 				bar.Clear()
 			}
 			if f.json {
-				enc.Encode(s)
+				enc.Encode(streamEpoch(s, f.consume > 0))
 				return
 			}
 			fmt.Fprintln(out, epochLine(s, f.consume > 0))
@@ -166,6 +166,29 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	return nil
 }
 
+// streamEpoch is a streamed epoch as --json prints it: without a consumer
+// (--consume), the stall figures, which would say only that batches were
+// dropped at once, are left out.
+func streamEpoch(s pipe.EpochStats, consumed bool) any {
+	if consumed {
+		return s
+	}
+	type device struct {
+		pipe.DeviceStats
+		StallSeconds *float64 `json:"stall_seconds,omitempty"`
+		StallPct     *float64 `json:"stall_pct,omitempty"`
+	}
+	var devs []device
+	for _, d := range s.Devices {
+		devs = append(devs, device{DeviceStats: d})
+	}
+	return struct {
+		pipe.EpochStats
+		StallSeconds *float64 `json:"stall_seconds,omitempty"`
+		Devices      []device `json:"devices,omitempty"`
+	}{EpochStats: s, Devices: devs}
+}
+
 // warnings writes the cache's warnings after the first said to w, one
 // "pipe: warning:" line each: what --json leaves out of stdout.
 func warnings(w io.Writer, p *pipe.Pipeline, said int) {
@@ -186,7 +209,14 @@ func describe(p *pipe.Pipeline) string {
 	s := p.Summary()
 	t := s.Tensor
 	d := t.Dims(s.BatchSize)
-	fmt.Fprintf(&b, "source   %s: %d samples, %d classes\n", s.Source, s.SourceSamples, s.Classes)
+	fmt.Fprintf(&b, "source   %s: %d samples, %d classes", s.Source, s.SourceSamples, s.Classes)
+	switch n := p.Source().Info().NonImages; {
+	case n == 1:
+		b.WriteString(", 1 non-image file skipped")
+	case n > 1:
+		fmt.Fprintf(&b, ", %d non-image files skipped", n)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "plan     %d samples in %d batches of %d per epoch, seed %d", s.Samples, s.Batches, s.BatchSize, s.Seed)
 	if s.FileBatch > s.GlobalBatch {
 		fmt.Fprintf(&b, "; the batch stage's %d exceeds the epoch's %d samples, so each epoch is one batch of them", s.FileBatch, s.Samples)
@@ -199,6 +229,9 @@ func describe(p *pipe.Pipeline) string {
 		if s.GlobalBatch != s.BatchSize {
 			fmt.Fprintf(&b, ", each a slice of every global batch of %d", s.GlobalBatch)
 		}
+	}
+	if s.Elastic {
+		fmt.Fprintf(&b, "; elastic: whole global batches of %d, the same for any number of ranks that divides it", s.GlobalBatch)
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "output   %s %s [%d %d %d %d], %d bytes per batch", t.Layout, t.DType, d[0], d[1], d[2], d[3], s.BatchSize*t.SampleBytes())
@@ -232,25 +265,29 @@ func describe(p *pipe.Pipeline) string {
 	return b.String()
 }
 
-// epochLine is a streamed epoch's line. The consumer's stall is a figure
-// only when there is a consumer (consumed: --consume); a stream that drops
-// each batch at once waits for nearly every one, which says nothing.
+// epochLine is a streamed epoch's line. The consumer's stall and the
+// producer's wait are figures only when there is a consumer (consumed:
+// --consume): a stream that drops each batch at once waits for nearly every
+// one, and its producer waits only for the workers, which says nothing.
 func epochLine(s pipe.EpochStats, consumed bool) string {
-	line := fmt.Sprintf("epoch %d: %d images in %.3f s = %.0f images/s (", s.Epoch, s.Images, s.Seconds, s.ImagesPerSec)
+	line := fmt.Sprintf("epoch %d: %d images in %.3f s = %.0f images/s", s.Epoch, s.Images, s.Seconds, s.ImagesPerSec)
+	var notes []string
 	if consumed {
-		line += fmt.Sprintf("consumer stalled %.3f s, ", s.StallSeconds)
+		notes = append(notes, fmt.Sprintf("consumer stalled %.3f s", s.StallSeconds), fmt.Sprintf("producer waited %.3f s for slabs", s.SlabWaitSeconds))
 	}
-	line += fmt.Sprintf("producer waited %.3f s for slabs", s.SlabWaitSeconds)
 	if s.Skipped > 0 {
-		line += fmt.Sprintf(", %d skipped", s.Skipped)
+		notes = append(notes, fmt.Sprintf("%d skipped", s.Skipped))
 	}
 	if s.CacheHits+s.CacheMisses > 0 || s.CacheCorrupt > 0 {
-		line += fmt.Sprintf(", cache: %d read, %d computed", s.CacheHits, s.CacheMisses)
+		c := fmt.Sprintf("cache: %d read, %d computed", s.CacheHits, s.CacheMisses)
 		if s.CacheCorrupt > 0 {
-			line += fmt.Sprintf(", %d damaged and rewritten", s.CacheCorrupt)
+			c += fmt.Sprintf(", %d damaged and rewritten", s.CacheCorrupt)
 		}
+		notes = append(notes, c)
 	}
-	line += ")"
+	if len(notes) > 0 {
+		line += " (" + strings.Join(notes, ", ") + ")"
+	}
 	if s.Checksum != "" {
 		line += " checksum " + s.Checksum
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 		fmt.Fprint(out, describe(p))
 	}
 	enc := json.NewEncoder(out)
-	var bar *progressbar.ProgressBar
+	var bar *stepBar
 	started := time.Now()
 	dir := p.Summary().TrainOut
 	ran := 0 // epochs trained by this process (a resume may have none left)
@@ -60,22 +61,18 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 				fmt.Fprintln(out)
 			}
 			if !f.quiet && isTerminal(errw) && rank0() {
-				bar = progressbar.NewOptions64(int64(tr.StepsPerEpoch()), progressbar.OptionSetWriter(errw),
-					progressbar.OptionSetDescription("steps"), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(),
-					progressbar.OptionThrottle(200*time.Millisecond))
+				bar = newStepBar(errw, tr.StepsPerEpoch(), tr.InEpoch)
 			}
 		},
 		OnStep: func(s trainer.StepStats) {
 			if bar != nil {
-				bar.Add(1)
-				bar.Describe(fmt.Sprintf("epoch %d, loss %.3f", s.Epoch, s.Loss))
+				bar.step(s)
 			}
 		},
 		OnEpoch: func(e pipe.TrainEpoch) {
 			ran++
 			if bar != nil {
-				bar.Reset()
-				bar.Clear()
+				bar.epochDone()
 			}
 			if f.json {
 				enc.Encode(e)
@@ -86,7 +83,7 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 	}
 	res, err := p.Fit(c.Context(), opts)
 	if bar != nil {
-		bar.Clear()
+		bar.clear()
 	}
 	var files []string
 	if res != nil && len(res.History) > 0 && dir != "" && rank0() {
@@ -107,6 +104,37 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 	}
 	return nil
 }
+
+// stepBar is the steps of an epoch as a progress bar on a terminal, cleared
+// at the end of each epoch before its line is printed.
+type stepBar struct{ *progressbar.ProgressBar }
+
+// newStepBar shows steps steps, done of them already (a resumed epoch).
+func newStepBar(w io.Writer, steps, done int) *stepBar {
+	b := &stepBar{progressbar.NewOptions64(int64(steps), progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("steps"), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(200*time.Millisecond))}
+	if done > 0 {
+		b.Set(done)
+	}
+	return b
+}
+
+func (b *stepBar) step(s trainer.StepStats) {
+	b.Add(1)
+	b.Describe(fmt.Sprintf("epoch %d, loss %.3f", s.Epoch, s.Loss))
+}
+
+// epochDone clears the bar, then starts the next epoch's at 0. (Reset
+// first forgot how wide the bar was, so that the clear wrote nothing and
+// the epoch line was printed over a bar that had not finished: a resumed
+// epoch's.)
+func (b *stepBar) epochDone() {
+	b.clear()
+	b.Reset()
+}
+
+func (b *stepBar) clear() { b.Clear() }
 
 func trainLine(e pipe.TrainEpoch) string {
 	line := fmt.Sprintf("epoch %d: train loss %.4f acc %.2f%%", e.Epoch, e.TrainLoss, 100*e.TrainAccuracy)

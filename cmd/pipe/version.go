@@ -49,7 +49,7 @@ func versionText(b pipe.Build) string {
 	if b.CUDA {
 		cuda = "compiled in"
 	}
-	mpi := "not compiled in (no release has multi-process training yet)"
+	mpi := "not compiled in (build with -tags mpi, which needs Open MPI: scripts/openmpi installs it)"
 	if b.MPI {
 		mpi = "compiled in"
 	}

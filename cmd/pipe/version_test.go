@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipefeed/pipe/prefetch"
+	"github.com/pipefeed/pipe/trainer/mpi"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -19,7 +21,14 @@ func TestVersion(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("pipe %s: exit %d: %s", args[0], code, errs)
 		}
-		for _, want := range []string{"pipe github.com/pipefeed/pipe ", "go    " + runtime.Version(), "tags  ", "jpeg  " + transform.DecoderName(), "cuda  not compiled in", "mpi   not compiled in"} {
+		cuda, mpiLine := "cuda  not compiled in (build with -tags cuda)", "mpi   not compiled in (build with -tags mpi, which needs Open MPI"
+		if prefetch.CUDACompiled {
+			cuda = "cuda  compiled in"
+		}
+		if mpi.Compiled {
+			mpiLine = "mpi   compiled in"
+		}
+		for _, want := range []string{"pipe github.com/pipefeed/pipe ", "go    " + runtime.Version(), "tags  ", "jpeg  " + transform.DecoderName(), cuda, mpiLine} {
 			if !strings.Contains(out, want) {
 				t.Errorf("pipe %s: no %q in\n%s", args[0], want, out)
 			}
@@ -37,7 +46,7 @@ func TestVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("pipe version --json: %v\n%s", err, out)
 	}
-	if v.Module != "github.com/pipefeed/pipe" || v.Version == "" || v.Go != runtime.Version() || v.JPEG != transform.DecoderName() || v.Tags == nil || v.CUDA == nil || *v.CUDA || v.MPI == nil {
+	if v.Module != "github.com/pipefeed/pipe" || v.Version == "" || v.Go != runtime.Version() || v.JPEG != transform.DecoderName() || v.Tags == nil || v.CUDA == nil || *v.CUDA != prefetch.CUDACompiled || v.MPI == nil || *v.MPI != mpi.Compiled {
 		t.Errorf("pipe version --json: %+v", v)
 	}
 	if _, _, code := pipeCmd(t, "version", "extra"); code != 2 {

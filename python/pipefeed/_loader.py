@@ -1,73 +1,19 @@
 """The loader: the Python end of `pipe feed` (see package feed in Go)."""
 
 import collections
-import json
-import mmap
 import os
-import shutil
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 
-import numpy as np
-
-PROTOCOL = 1
-"""The feed protocol version this package speaks; pipe refuses another."""
-
-_MAGIC = b"PIPEFEED"
-
-# Message types and layouts (little-endian), as in Go's package feed.
-_HELLO, _START, _BATCH, _RELEASE, _END, _STOP, _ERROR = 1, 2, 3, 4, 5, 6, 7
-_HEAD = struct.Struct("<II")
-_START_MSG = struct.Struct("<IIqq")
-_BATCH_MSG = struct.Struct("<IIIIqqqd")
-_END_HEAD = struct.Struct("<IIq")
-_HEADER = struct.Struct("<8sIIQQQQQ")
-
-_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
-
-# Launchers and the environment variables that carry a process's rank and
-# the number of ranks, in the order they are tried.
-_LAUNCHERS = [
-    ("RANK", "WORLD_SIZE"),  # torchrun, torch.distributed
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),  # Open MPI
-    ("PMI_RANK", "PMI_SIZE"),  # MPICH, Intel MPI
-    ("SLURM_PROCID", "SLURM_NTASKS"),  # Slurm srun
-]
-
-
-class PipeError(RuntimeError):
-    """An error from pipe, in pipe's own words: a malformed .pipe file
-    (with its file:line:col), a corrupt record under on_error=fail, …"""
-
-
-class PipeDied(PipeError):
-    """pipe exited (or was killed) while the loader needed it; the message
-    carries its exit status and its last lines on stderr."""
-
-
-def _launcher_rank():
-    for r, w in _LAUNCHERS:
-        if r in os.environ and w in os.environ:
-            return int(os.environ[r]), int(os.environ[w])
-    return None, None
-
-
-def _find_pipe(pipe_bin):
-    if pipe_bin:
-        return pipe_bin
-    if os.environ.get("PIPE_BIN"):
-        return os.environ["PIPE_BIN"]
-    found = shutil.which("pipe")
-    if found is None:
-        raise FileNotFoundError(
-            "the pipe command is not on PATH: install it (go install github.com/pipefeed/pipe/cmd/pipe@latest), "
-            "or pass pipe_bin= or set PIPE_BIN"
-        )
-    return found
+from . import _protocol as proto
+from ._cuda import CudaCopier, check_device
+from ._errors import PipeDied, PipeError
+from ._launch import find_pipe, launcher_rank, stopped
+from ._protocol import PROTOCOL
+from ._ring import Ring
 
 
 class Loader:
@@ -75,7 +21,7 @@ class Loader:
 
     ``Loader(pipe_file, epoch=0, rank=None, world=None, workers=None,
     framework="torch", device=None, pin_memory=False, copy=False, env=None,
-    pipe_bin=None)``
+    pipe_bin=None, timeout=300.0)``
 
     Iterating yields ``(x, y)``: ``x`` the batch in the pipeline's shape,
     layout and dtype (a ``torch.Tensor``, or a ``numpy.ndarray`` with
@@ -87,16 +33,27 @@ class Loader:
     batch into it after that. Keep it longer with ``copy=True`` (owned
     arrays), or ``.clone()`` / ``.copy()`` it. With ``device="cuda:N"`` each
     batch is copied to that GPU on a side stream (asynchronously with
-    ``pin_memory=True``, which registers the ring with CUDA once, in place)
-    and the yielded tensors are the caller's; the slab goes back to pipe
-    once its copy has completed.
+    ``pin_memory=True``, which registers the ring with CUDA once, in place,
+    on that GPU) and the yielded tensors are the caller's; the slab goes
+    back to pipe once its copy has completed. pipe sends no more while the
+    loader holds ``info["ahead"]`` slabs (3), so with that many copies in
+    flight the loader waits for the oldest before it waits for a batch: a
+    loop that never synchronises with the GPU does not stall.
 
-    Epochs: an iteration streams one epoch; ``set_epoch(e)`` selects it (as
-    with a ``DistributedSampler``), and a completed iteration moves on to
-    the next epoch by itself. ``state_dict()`` / ``load_state_dict(d)``
-    resume in the middle of an epoch at the exact next batch, with the
-    augmentations an uninterrupted run would have had: augmentations depend
-    on the seed, the epoch and the sample, not on workers or timing.
+    Epochs: an iteration streams one epoch from its first batch;
+    ``set_epoch(e)`` selects it (as with a ``DistributedSampler``), and a
+    completed iteration moves on to the next epoch by itself. As with a
+    ``DataLoader``, every ``iter()`` starts over: a ``for`` loop after a
+    ``break``, or a second ``next(iter(loader))``, streams the selected
+    epoch from its beginning again. ``state_dict()`` says where the loader
+    stands (the batch after the last one yielded), and
+    ``load_state_dict(d)`` makes the next iteration, and only it, resume
+    there, at the exact next batch, with the augmentations an uninterrupted
+    run would have had: augmentations depend on the seed, the epoch and the
+    sample, not on workers or timing. A state carries the pipeline's
+    fingerprint (``info["fingerprint"]``, from pipe: a hash of the data's
+    identity, every stage that shapes the batches with its parameters, and
+    the seed), and a loader of another pipeline refuses it.
 
     ``rank`` and ``world`` default to the launcher's environment
     (``RANK``/``WORLD_SIZE`` of torchrun, ``OMPI_COMM_WORLD_RANK``/``SIZE``,
@@ -106,16 +63,26 @@ class Loader:
     depend on it). ``env`` adds variables for the file's ``${VAR}``s.
     ``pipe_bin`` (or ``PIPE_BIN``, else ``PATH``) names the pipe command.
 
+    ``timeout`` (seconds; default 300) bounds every single wait on pipe:
+    for its hello, which comes once it has loaded the file (downloads and
+    index builds included), and for each batch. A pipe that sends nothing
+    for that long, stopped (SIGSTOP) or hung, raises ``PipeError`` naming
+    its pid and whether it is stopped; ``0`` or ``None`` waits for ever.
+    The default is far beyond a batch of any recipe here; raise it for a
+    first run that downloads or indexes a large dataset.
+
     ``stats()`` gives images/s, how long Python waited for batches (the
     stall: "is the GPU starved?") and how long pipe waited for a free slab.
-    Errors are ``PipeError`` with pipe's own text; a malformed file raises
+    Errors are ``PipeError`` with pipe's own text (pipe sends it rather
+    than print it, so it is said once; pipe's other stderr lines pass
+    through); a malformed file, or one with a ``prefetch`` stage, raises
     here, before the first batch. ``close()`` (or a ``with`` block) stops
     pipe; if Python dies, pipe notices and exits, and the shared memory,
     which has no name, is freed with the last process that maps it.
     """
 
     def __init__(self, pipe_file, *, epoch=0, rank=None, world=None, workers=None, framework="torch",
-                 device=None, pin_memory=False, copy=False, env=None, pipe_bin=None):
+                 device=None, pin_memory=False, copy=False, env=None, pipe_bin=None, timeout=300.0):
         if framework not in ("torch", "numpy"):
             raise ValueError(f"framework={framework!r}: want 'torch' or 'numpy'")
         if device is not None and framework != "torch":
@@ -123,13 +90,16 @@ class Loader:
         if (rank is None) != (world is None):
             raise ValueError("rank= and world= go together")
         if rank is None:
-            rank, world = _launcher_rank()
+            rank, world = launcher_rank()
         if world is not None and not 0 <= rank < world:
             raise ValueError(f"rank {rank} of {world}: want 0 <= rank < world")
         if workers is not None and workers < 0:
             raise ValueError(f"workers={workers}: must be 0 or more")
         if epoch < 0:
             raise ValueError(f"epoch={epoch}: must be 0 or more")
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout={timeout}: must be 0 or more (0 or None: wait for ever)")
+        self._timeout = timeout or None
         self._closed = True
         self._copy = copy
         self._torch = None
@@ -137,7 +107,13 @@ class Loader:
             import torch
 
             self._torch = torch
-        self._epoch, self._next = epoch, 0
+        if device is not None:
+            check_device(self._torch, device)  # before pipe starts
+        self._copier = None
+        self._pending = collections.deque()  # (event, slab, seq): copies to the device in flight
+        self._epoch = epoch  # the epoch the next iteration streams
+        self._resume = None  # its first batch, from load_state_dict: for that iteration only
+        self._pos = (epoch, 0)  # the epoch and batch after the last one yielded: state_dict
         self._token = 0
         self._iterating = False
         self._stall = 0.0
@@ -149,7 +125,7 @@ class Loader:
         self._last_end = None
         self._tail = collections.deque(maxlen=20)
 
-        bin_ = _find_pipe(pipe_bin)
+        bin_ = find_pipe(pipe_bin)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         args = [bin_, "feed", os.fspath(pipe_file), "--fd", str(theirs.fileno()), "--protocol", str(PROTOCOL)]
         if world is not None:
@@ -166,19 +142,18 @@ class Loader:
             theirs.close()
             raise FileNotFoundError(f"cannot start {bin_}: {e}") from e
         theirs.close()
+        ours.settimeout(self._timeout)
         self._sock = ours
         self._stderr = threading.Thread(target=self._read_stderr, name="pipefeed-stderr", daemon=True)
         self._stderr.start()
         self._closed = False
         try:
             self._hello()
+            if device is not None:
+                self._copier = CudaCopier(self._torch, device, self._ring.mm, pin_memory)
         except BaseException:
-            self.close()
+            self.close()  # pipe with it, whatever failed
             raise
-        if device is not None:
-            self._setup_device(device, pin_memory)
-        else:
-            self._device = None
 
     # -- start-up ------------------------------------------------------------
 
@@ -193,61 +168,17 @@ class Loader:
             data, fds, _, _ = socket.recv_fds(self._sock, 1 << 16, 1)
         except ConnectionResetError:
             data, fds = b"", []
+        except socket.timeout:
+            raise self._unresponsive() from None
         if not data:
             raise self._died("before it could serve")
-        typ, version = _HEAD.unpack_from(data)
-        if typ == _ERROR:
-            raise PipeError(data[_HEAD.size:].decode(errors="replace"))
-        if typ != _HELLO or not fds:
-            raise PipeError(f"pipe feed sent message type {typ} where the hello belongs: is {self._proc.args[0]} pipe?")
-        if version != PROTOCOL:
-            for fd in fds:
-                os.close(fd)
-            raise PipeError(f"pipe speaks feed protocol {version} and pipefeed speaks {PROTOCOL}: install the pipe and pipefeed of one release")
-        h = json.loads(data[_HEAD.size:])
-        self.info = h
-        ring = h["ring"]
         try:
-            self._mm = mmap.mmap(fds[0], ring["size"], mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            h = proto.read_hello(data, fds, self._proc.args[0])
+            self._ring = Ring(fds[0], h, self._torch)
         finally:
             for fd in fds:
                 os.close(fd)  # the mapping keeps the memory
-        magic, ver, slabs, stride, offset, rows, sample_bytes, labels = _HEADER.unpack_from(self._mm)
-        if magic != _MAGIC or ver != PROTOCOL or slabs != ring["slabs"] or stride != ring["stride"]:
-            raise PipeError(f"the shared ring's header ({magic!r}, version {ver}) does not match pipe's hello")
-        c, hh, w = h["shape"]
-        per = (c, hh, w) if h["layout"] == "nchw" else (hh, w, c)
-        dtype = _DTYPES[h["dtype"]]
-        itemsize = np.dtype(dtype).itemsize
-        if sample_bytes != c * hh * w * itemsize:
-            raise PipeError(f"pipe's samples are {sample_bytes} bytes, {h['dtype']} {per} is {c * hh * w * itemsize}")
-        self._x, self._y = [], []
-        for i in range(slabs):
-            at = offset + i * stride
-            x = np.frombuffer(self._mm, dtype=dtype, count=rows * c * hh * w, offset=at).reshape((rows,) + per)
-            y = np.frombuffer(self._mm, dtype=np.int64, count=rows, offset=at + labels)
-            if self._torch is not None:
-                x, y = self._torch.from_numpy(x), self._torch.from_numpy(y)
-            self._x.append(x)
-            self._y.append(y)
-
-    def _setup_device(self, device, pin_memory):
-        torch = self._torch
-        self._device = torch.device(device)
-        if self._device.type != "cuda":
-            raise ValueError(f"device={device!r}: want a CUDA device (for the CPU, leave device= out)")
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"device={device!r}, but torch sees no CUDA device")
-        self._stream = torch.cuda.Stream(self._device)
-        self._pinned = False
-        if pin_memory:
-            base = np.frombuffer(self._mm, dtype=np.uint8)
-            err = torch.cuda.cudart().cudaHostRegister(base.ctypes.data, len(self._mm), 0)
-            if int(err) != 0:
-                raise RuntimeError(f"cudaHostRegister of the {len(self._mm)}-byte ring failed: {err}")
-            self._pinned_ptr = base.ctypes.data
-            self._pinned = True
-        self._pending = collections.deque()  # (event, slab) copies in flight
+        self.info = h
 
     # -- the iteration -------------------------------------------------------
 
@@ -255,52 +186,94 @@ class Loader:
         return self.info["batches"]
 
     def set_epoch(self, epoch):
-        """Select the epoch the next iteration streams, from its first batch."""
+        """Select the epoch the next iteration streams, from its first batch
+        (dropping a state loaded and not yet iterated from)."""
         if epoch < 0:
             raise ValueError(f"epoch={epoch}: must be 0 or more")
-        self._epoch, self._next = epoch, 0
+        self._epoch, self._resume, self._pos = epoch, None, (epoch, 0)
 
     def state_dict(self):
-        """Where the loader stands: the next iteration starts at the batch
-        after the last one yielded (or at the next epoch after a complete
-        one). load_state_dict of it, in this or a new loader over the same
-        file, rank and world, resumes exactly there."""
+        """Where the loader stands: the batch after the last one yielded (or
+        the next epoch's first after a complete one, or what set_epoch or
+        load_state_dict said since). load_state_dict of it, in this or a new
+        loader over the same pipeline, rank and world, makes the next
+        iteration resume exactly there; with ``pipeline elastic=true``, on
+        any number of ranks that divides the same global batch."""
         h = self.info
-        return {"version": PROTOCOL, "epoch": self._epoch, "batch": self._next, "batches": h["batches"],
-                "samples": h["samples"], "rank": h["rank"], "world": h["world"], "seed": h["seed"]}
+        epoch, batch = self._pos
+        return {"version": PROTOCOL, "epoch": epoch, "batch": batch, "batches": h["batches"],
+                "samples": h["samples"], "rank": h["rank"], "world": h["world"], "seed": h["seed"],
+                "elastic": h.get("elastic", False), "global_batch": h.get("global_batch"),
+                "fingerprint": h["fingerprint"]}
 
     def load_state_dict(self, state):
+        """Resume at state (from state_dict): the next iteration streams its
+        epoch from its batch; the iterations after it start their epoch
+        from the beginning, as ever. A state of another pipeline (another
+        fingerprint: data, stages with their parameters, seed; or another
+        rank, world or epoch size) is refused with ValueError. With
+        ``pipeline elastic=true`` a state saved by any number of ranks
+        carries over to another, at the same global batch: batch k of every
+        rank is its slice of global batch k, whatever the number of ranks."""
         h = self.info
-        for k in ("batches", "samples", "rank", "world", "seed"):
-            if state.get(k) != h[k]:
-                raise ValueError(f"state_dict is of another pipeline: its {k} is {state.get(k)!r}, this loader's {h[k]!r}")
+        elastic = bool(state.get("elastic")) and h.get("elastic", False)
+        if elastic:
+            keys = ("batches", "global_batch", "seed")
+        else:
+            keys = ("batches", "samples", "rank", "world", "seed")
+            if state.get("world") != h["world"]:
+                raise ValueError(f"state_dict is of {state.get('world')!r} ranks and this loader is one of {h['world']}: "
+                                 "a position carries over to another number of ranks only with pipeline elastic=true "
+                                 "(the ranks slice whole global batches of one order), at the same global batch")
+        for k in keys:
+            if state.get(k) != h.get(k):
+                raise ValueError(f"state_dict is of another pipeline: its {k} is {state.get(k)!r}, this loader's {h.get(k)!r}")
+        if "fingerprint" not in state:
+            raise ValueError("state_dict has no pipeline fingerprint (an older pipefeed saved it): "
+                             "whether it is of this pipeline cannot be checked")
+        if state["fingerprint"] != h["fingerprint"]:
+            raise ValueError(f"state_dict is of another pipeline: its fingerprint is {state['fingerprint']}, "
+                             f"this loader's {h['fingerprint']} (the data, a stage's parameters or the seed differ: "
+                             "the batches after its position would not be the ones it expects)")
         if not 0 <= state["batch"] <= h["batches"] or state["epoch"] < 0:
             raise ValueError(f"state_dict: batch {state['batch']} of epoch {state['epoch']} is outside the epochs")
-        self._epoch, self._next = state["epoch"], state["batch"]
+        self._epoch, self._resume = state["epoch"], state["batch"]
+        self._pos = (self._epoch, self._resume)
 
     def __iter__(self):
+        """An iteration over the selected epoch, from its first batch (or
+        from a loaded state's batch, once), as a DataLoader's: a loop after
+        a break, or another next(iter(loader)), starts the epoch over."""
         if self._closed:
             raise ValueError("the loader is closed")
         if self._iterating:
             raise RuntimeError("the loader is already being iterated: finish or break out of that loop first")
-        return self._iterate()
+        first, self._resume = self._resume or 0, None
+        return self._iterate(self._epoch, first)
 
     def _send(self, *msg):
         try:
             self._sock.send(b"".join(msg))
         except (BrokenPipeError, ConnectionResetError):
             raise self._died("while it was serving") from None
+        except socket.timeout:
+            raise self._unresponsive() from None
 
     def _recv(self):
         try:
             data = self._sock.recv(1 << 16)
         except ConnectionResetError:
             data = b""
+        except socket.timeout:
+            raise self._unresponsive() from None
         if not data:
             raise self._died("while it was serving")
         return data
 
     def _died(self, when):
+        text = self._last_error()
+        if text is not None:
+            return PipeError(text)
         try:
             code = self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -310,55 +283,88 @@ class Loader:
         how = f"exit status {code}" if code is not None and code >= 0 else f"signal {-code}" if code else "still running"
         return PipeDied(f"pipe stopped {when} ({how}); its last words:\n{tail}")
 
-    def _iterate(self):
+    def _last_error(self):
+        """The text of the error message pipe sent before it went, if it
+        is still waiting in the socket: a send to the gone pipe, or a reset
+        (pipe left messages of ours unread), can come before it is read."""
+        reset = False
+        while True:
+            try:
+                data = self._sock.recv(1 << 16, socket.MSG_DONTWAIT)
+            except ConnectionResetError:
+                if reset:
+                    return None
+                reset = True  # said once; the messages queued before it follow
+                continue
+            except OSError:
+                return None  # nothing waits
+            if len(data) < proto.HEAD.size:
+                return None
+            if proto.kind(data) == proto.ERROR:
+                return proto.error_text(data)
+
+    def _unresponsive(self):
+        pid = self._proc.pid
+        if stopped(pid):
+            why = f"it is stopped (SIGSTOP, or a debugger; kill -CONT {pid} resumes it)"
+        else:
+            why = "it is running but does not answer"
+        return PipeError(f"pipe (pid {pid}) sent nothing for {self._timeout:g} s: {why}; "
+                         "Loader(timeout=...) sets how long to wait, None for ever")
+
+    def _iterate(self, epoch, first):
         self._iterating = True
         self._token = (self._token + 1) & 0xFFFFFFFF
-        token, epoch = self._token, self._epoch
-        self._send(_START_MSG.pack(_START, token, epoch, self._next))
+        token = self._token
+        self._send(proto.start(token, epoch, first))
         self._slab_wait = 0.0
-        held = None  # the slab of the batch last yielded
+        held = None  # the slab of the batch last yielded, and its seq
         done = False
         started = time.perf_counter()
         try:
             while True:
-                if held is not None and self._device is None:
-                    self._send(_HEAD.pack(_RELEASE, held))
+                if held is not None and self._copier is None:
+                    self._send(proto.release(*held))
                     held = None
-                if self._device is not None:
-                    self._reap(block=False)
+                if self._copier is not None:
+                    # pipe sends nothing more while the loader holds
+                    # "ahead" slabs: with that many copies in flight, wait
+                    # for the oldest before waiting for a batch.
+                    self._reap(wait=len(self._pending) + 1 - self.info["ahead"])
                 t = time.perf_counter()
                 data = self._recv()
                 self._stall += time.perf_counter() - t
-                typ = _HEAD.unpack_from(data)[0]
-                if typ == _BATCH:
-                    _, slab, tok, _, ep, index, n, wait = _BATCH_MSG.unpack_from(data)
+                typ = proto.kind(data)
+                if typ == proto.BATCH:
+                    slab, tok, seq, ep, index, n, wait = proto.read_batch(data)
                     if tok != token:
                         continue  # of an epoch stopped earlier; pipe took its slab back
                     self._slab_wait = wait
-                    self._next = index + 1
+                    self._pos = (epoch, index + 1)
                     self._images += n
                     self._batches += 1
-                    x, y = self._x[slab], self._y[slab]
+                    x, y = self._ring.x[slab], self._ring.y[slab]
                     if n != len(y):  # a short batch (slicing a tensor costs µs: not for full ones)
                         x, y = x[:n], y[:n]
-                    if self._device is not None:
-                        x, y = self._to_device(slab, x, y)
+                    if self._copier is not None:
+                        x, y, ev = self._copier.copy(x, y)
+                        self._pending.append((ev, slab, seq))
                     else:
-                        held = slab
+                        held = slab, seq
                         if self._copy:
                             x, y = (x.clone(), y.clone()) if self._torch else (x.copy(), y.copy())
                     yield x, y
-                elif typ == _END:
-                    _, tok, ep = _END_HEAD.unpack_from(data)
+                elif typ == proto.END:
+                    tok, ep, figures = proto.read_end(data)
                     if tok != token:
                         continue
-                    self._last_end = json.loads(data[_END_HEAD.size:])
-                    self._epoch, self._next = epoch + 1, 0
+                    self._last_end = figures
+                    self._epoch, self._pos = epoch + 1, (epoch + 1, 0)
                     done = True
                     return
-                elif typ == _ERROR:
+                elif typ == proto.ERROR:
                     done = True  # pipe stops; nothing to stop
-                    raise PipeError(data[_HEAD.size:].decode(errors="replace"))
+                    raise PipeError(proto.error_text(data))
                 else:
                     raise PipeError(f"pipe feed sent message type {typ} during an epoch")
         finally:
@@ -368,37 +374,27 @@ class Loader:
             self._iterating = False
             if not self._closed and self._proc.poll() is None:
                 try:
-                    if self._device is not None:
-                        self._reap(block=True)
+                    if self._copier is not None:
+                        self._reap(wait=len(self._pending))
                     if not done:
-                        self._send(_HEAD.pack(_STOP, 0))  # pipe takes back every slab
+                        self._send(proto.stop())  # pipe takes back every slab
                     elif held is not None:
-                        self._send(_HEAD.pack(_RELEASE, held))
-                except PipeDied:
-                    pass
+                        self._send(proto.release(*held))
+                except PipeError:
+                    pass  # pipe died, or does not answer: close() ends it
+            # Copies not handed back (pipe failed meanwhile) still finish
+            # before a later start lets pipe reuse their slabs.
+            while self._pending:
+                self._pending.popleft()[0].synchronize()
 
-    def _to_device(self, slab, x, y):
-        torch = self._torch
-        with torch.cuda.stream(self._stream):
-            xd = torch.empty(x.shape, dtype=x.dtype, device=self._device)
-            yd = torch.empty(y.shape, dtype=y.dtype, device=self._device)
-            xd.copy_(x, non_blocking=self._pinned)
-            yd.copy_(y, non_blocking=self._pinned)
-            ev = torch.cuda.Event()
-            ev.record(self._stream)
-        current = torch.cuda.current_stream(self._device)
-        current.wait_event(ev)
-        xd.record_stream(current)
-        yd.record_stream(current)
-        self._pending.append((ev, slab))
-        return xd, yd
-
-    def _reap(self, block):
-        """Release the slabs whose copies to the device have completed."""
-        while self._pending and (block or self._pending[0][0].query()):
-            ev, slab = self._pending.popleft()
+    def _reap(self, wait=0):
+        """Hand back to pipe the slabs whose copies to the device have
+        completed, having waited for the oldest wait copies to complete."""
+        while self._pending and (wait > 0 or self._pending[0][0].query()):
+            ev, slab, seq = self._pending.popleft()
             ev.synchronize()
-            self._send(_HEAD.pack(_RELEASE, slab))
+            wait -= 1
+            self._send(proto.release(slab, seq))
 
     # -- figures and the end -------------------------------------------------
 
@@ -427,21 +423,18 @@ class Loader:
             return
         self._closed = True
         self._sock.close()  # pipe reads EOF and exits
+        if stopped(self._proc.pid):
+            self._proc.kill()  # a stopped pipe reads nothing
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
         self._stderr.join(timeout=1)
-        if getattr(self, "_pinned", False):
-            self._torch.cuda.cudart().cudaHostUnregister(self._pinned_ptr)
-        self._x = self._y = None
-        mm = getattr(self, "_mm", None)
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:
-                pass  # the caller still holds a view: the mapping goes with it
+        if getattr(self, "_copier", None) is not None:
+            self._copier.close()
+        if getattr(self, "_ring", None) is not None:
+            self._ring.close()
 
     def __enter__(self):
         return self

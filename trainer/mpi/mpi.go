@@ -80,6 +80,9 @@ import (
 	"unsafe"
 )
 
+// Compiled reports whether this build has MPI (the mpi build tag).
+const Compiled = true
+
 // Comm is the job's processes, MPI_COMM_WORLD's ranks: a trainer.Group and
 // a trainer.AllReducer over them. Its calls are collective (every rank
 // makes the same ones in the same order) and it makes one at a time. MPI

@@ -8,6 +8,9 @@ import "os"
 // one (Init returns ErrNoMPI), and its methods return ErrNoMPI.
 type Comm struct{}
 
+// Compiled reports whether this build has MPI (the mpi build tag).
+const Compiled = false
+
 // Init returns ErrNoMPI: this build has no MPI.
 func Init(Options) (*Comm, error) { return nil, ErrNoMPI }
 

@@ -3,80 +3,140 @@ package jpegdec
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // Abort forgets the image whose header was read.
 func (d *Decoder) Abort() { d.data = nil }
 
-// Decode decodes the window of cw×ch pixels at (x0, y0) of the image whose
-// header Header read, at scale num/8 (1, 2, 4 or 8; the window is in
-// scaled pixels), into dst as R, G and B planes; dst holds at least
-// 3·cw·ch bytes.
-func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
-	defer d.Abort()
+// Need returns the bytes of memory that decoding the window of cw×ch
+// pixels at (x0, y0), at scale num/8, of the image whose header Header
+// read, takes beside dst and a row of each component: the sample planes
+// the window needs and, for a progressive or multi-scan image, the whole
+// image's coefficients. It is what Decode would refuse, found before
+// anything is allocated: a window outside the image, an image whose blocks
+// cannot fit in the scan bytes it has (every block costs at least one bit
+// of the scans, so a header claiming millions of them over a few hundred
+// bytes is refused), and one whose buffers would exceed MaxMemory.
+func (d *Decoder) Need(num, x0, y0, cw, ch int) (int, error) {
+	p, err := d.plan(num, x0, y0, cw, ch)
+	if err != nil {
+		d.Abort()
+		return 0, err
+	}
+	return p.scratch(), nil
+}
+
+// plan is a decode worked out from the headers, before anything is
+// allocated for it.
+type plan struct {
+	m0, m1 int // the iMCU rows decoded
+	sc     scanInfo
+	next   int // the offset of the first scan's data
+	multi  bool
+	sizes  [4]int // each component's plane, in bytes
+	planes int    // their sum
+	coef   int    // coefficients of a multi-scan image, 0 for one scan
+}
+
+// scratch is the bytes of the buffers the decode takes, as Scratch lays
+// them out: the coefficients (int16), then the planes.
+func (p *plan) scratch() int { return 2*p.coef + p.planes }
+
+func (d *Decoder) plan(num, x0, y0, cw, ch int) (plan, error) {
+	var p plan
 	if d.data == nil {
-		return errors.New("Decode without a header")
+		return p, errors.New("Decode without a header")
 	}
 	if num != 1 && num != 2 && num != 4 && num != 8 {
-		return fmt.Errorf("scale %d/8: only 1/8, 2/8, 4/8 and 8/8 are decoded", num)
+		return p, fmt.Errorf("scale %d/8: only 1/8, 2/8, 4/8 and 8/8 are decoded", num)
 	}
-	if cw <= 0 || ch <= 0 || len(dst) < 3*cw*ch {
-		return fmt.Errorf("%d bytes for a %dx%d window", len(dst), cw, ch)
+	if cw <= 0 || ch <= 0 {
+		return p, fmt.Errorf("a %dx%d window", cw, ch)
 	}
 	if err := d.geometry(num); err != nil {
-		return err
+		return p, err
 	}
 	if x0 < 0 || y0 < 0 || x0+cw > d.outW || y0+ch > d.outH {
-		return fmt.Errorf("window %dx%d+%d+%d outside the %dx%d output", cw, ch, x0, y0, d.outW, d.outH)
+		return p, fmt.Errorf("window %dx%d+%d+%d outside the %dx%d output", cw, ch, x0, y0, d.outW, d.outH)
 	}
-	m0, m1 := d.window(x0, y0, cw, ch)
-
-	sc, next, err := d.readSOS(d.sos)
-	if err != nil {
-		return err
+	p.m0, p.m1 = d.window(x0, y0, cw, ch)
+	var err error
+	if p.sc, p.next, err = d.readSOS(d.sos); err != nil {
+		return p, err
 	}
-	multi := d.progressive || sc.n != d.nc
-
-	// What the image needs, checked before any of it is allocated: every
-	// block costs at least one bit of the scans, and the buffers must fit
-	// under MaxMemory.
-	blocks, planes := 0, 0
-	var sizes [4]int
+	p.multi = d.progressive || p.sc.n != d.nc
+	blocks := 0
 	for i := range d.nc {
 		c := &d.comp[i]
 		blocks += c.bw * c.bh
 		c.stride = c.bw * c.ss
-		c.py0 = m0 * c.v * c.ss
-		sizes[i] = c.stride * (m1 + 1 - m0) * c.v * c.ss
-		planes += sizes[i]
+		c.py0 = p.m0 * c.v * c.ss
+		p.sizes[i] = c.stride * (p.m1 + 1 - p.m0) * c.v * c.ss
+		p.planes += p.sizes[i]
 	}
-	if blocks > 8*(len(d.data)-next) {
-		return fmt.Errorf("%w: %d bytes of scan data cannot hold the %d blocks of a %dx%d image", ErrTruncated, len(d.data)-next, blocks, d.w, d.h)
+	if blocks > 8*(len(d.data)-p.next) {
+		return p, fmt.Errorf("%w: %d bytes of scan data cannot hold the %d blocks of a %dx%d image", ErrTruncated, len(d.data)-p.next, blocks, d.w, d.h)
 	}
-	need := planes + 2*cw
-	if multi {
-		need += 128 * blocks
+	if p.multi {
+		p.coef = 64 * blocks
 	}
-	if d.MaxMemory > 0 && need > d.MaxMemory {
-		return fmt.Errorf("the image's buffers need %d bytes, more than the %d allowed", need, d.MaxMemory)
+	if need := p.scratch() + 2*cw; d.MaxMemory > 0 && need > d.MaxMemory {
+		return p, fmt.Errorf("the image's buffers need %d bytes, more than the %d allowed", need, d.MaxMemory)
 	}
-	if cap(d.mem) < planes {
-		d.mem = make([]byte, planes)
+	return p, nil
+}
+
+// Decode decodes the window of cw×ch pixels at (x0, y0) of the image whose
+// header Header read, at scale num/8 (1, 2, 4 or 8; the window is in
+// scaled pixels), into dst as R, G and B planes; dst holds at least
+// 3·cw·ch bytes. It refuses what Need refuses, before allocating.
+func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
+	defer d.Abort()
+	scratch := d.Scratch
+	d.Scratch = nil
+	p, err := d.plan(num, x0, y0, cw, ch)
+	if err != nil {
+		return err
 	}
-	mem := d.mem[:planes]
+	if len(dst) < 3*cw*ch {
+		return fmt.Errorf("%d bytes for a %dx%d window", len(dst), cw, ch)
+	}
+	var mem []byte
+	var coef []int16
+	if n := p.scratch(); n > 0 && len(scratch) >= n {
+		// The coefficients first, where scratch is aligned for them.
+		if p.coef > 0 {
+			coef = unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(scratch))), p.coef)
+		}
+		mem = scratch[2*p.coef : n : n]
+		defer func() {
+			// Scratch is the caller's again once Decode returns.
+			for i := range d.nc {
+				d.comp[i].plane, d.comp[i].coef = nil, nil
+			}
+		}()
+	} else {
+		if cap(d.mem) < p.planes {
+			d.mem = make([]byte, p.planes)
+		}
+		if cap(d.coefMem) < p.coef {
+			d.coefMem = make([]int16, p.coef)
+		}
+		mem, coef = d.mem[:p.planes], d.coefMem[:p.coef]
+	}
 	for i := range d.nc {
 		c := &d.comp[i]
-		n := sizes[i]
+		n := p.sizes[i]
 		c.plane, mem = mem[:n:n], mem[n:]
 		if cap(c.row) < cw+8 {
 			c.row = make([]byte, cw+8)
 		}
 	}
-
-	if multi {
-		err = d.decodeMulti(m0, m1)
+	if p.multi {
+		err = d.decodeMulti(p.m0, p.m1, coef)
 	} else {
-		err = d.decodeBaseline(&sc, next, m0, m1)
+		err = d.decodeBaseline(&p.sc, p.next, p.m0, p.m1)
 	}
 	if err != nil {
 		return err
@@ -275,20 +335,15 @@ func (d *Decoder) decodeBaseline(sc *scanInfo, at, m0, m1 int) error {
 	d.blocks = [10][64]int16{}
 	var br bitReader
 	br.reset(d.data, at)
-	iv := restarts{br: &br, sc: sc, ri: d.ri, togo: d.ri}
+	iv := restarts{br: &br, sc: sc, ri: d.ri, togo: d.ri, rows: d.mcusY}
 	for my := 0; my <= m1; my++ {
 		for mx := range d.mcusX {
-			decode, _, err := iv.next()
-			if err != nil {
+			if _, err := iv.next(my); err != nil {
 				return err
 			}
-			// An MCU not decoded (past a marker in the data) keeps its
-			// zero blocks: libjpeg leaves the rest of the interval grey.
-			if decode {
-				br.baselineMCU(&d.blocks, nb, &comps, &dcs, &acs)
-				if err := iv.done(); err != nil {
-					return err
-				}
+			br.baselineMCU(&d.blocks, nb, &comps, &dcs, &acs)
+			if err := iv.done(my); err != nil {
+				return err
 			}
 			if my < m0 {
 				for i := range nb {
@@ -312,24 +367,27 @@ func (d *Decoder) decodeBaseline(sc *scanInfo, at, m0, m1 int) error {
 	return nil
 }
 
-// restarts follows a scan's restart intervals, and the data running out,
-// as libjpeg does.
+// restarts follows a scan's restart intervals, and the data running out.
 type restarts struct {
 	br   *bitReader
 	sc   *scanInfo
-	ri   int  // the restart interval in MCUs, 0 for none
-	togo int  // MCUs left in the interval
-	skip bool // the rest of the interval is not decoded
+	ri   int // the restart interval in MCUs, 0 for none
+	togo int // MCUs left in the interval
+	rows int // the image's iMCU rows, for errors
 }
 
-// next is called before each MCU. Where an interval begins it moves past the RSTn marker and resets
-// the DC predictions (restarted). It reports whether the MCU is to be
-// decoded: not after the data hit a marker it should not have, until the
-// next interval, nor once it has ended, which is an error.
-func (r *restarts) next() (decode, restarted bool, err error) {
+// next is called before each MCU, in iMCU row row. Where an interval
+// begins it moves past the RSTn marker and resets the DC predictions
+// (restarted). A marker other than RSTn there, or the end of the data,
+// means the scan's data ran out before its blocks did: an error. libjpeg
+// warns (JWRN_HIT_MARKER) and leaves the rest of the image grey, which a
+// pipeline would take for a good image.
+func (r *restarts) next(row int) (restarted bool, err error) {
 	if r.ri > 0 {
 		if r.togo == 0 {
-			r.skip = !r.br.restart()
+			if !r.br.restart() {
+				return false, r.truncated(row)
+			}
 			for i := range r.sc.n {
 				r.sc.comps[i].pred = 0
 			}
@@ -337,21 +395,18 @@ func (r *restarts) next() (decode, restarted bool, err error) {
 		}
 		r.togo--
 	}
-	if r.skip && r.br.eof {
-		return false, restarted, fmt.Errorf("%w: the data ends inside the scan", ErrTruncated)
-	}
-	return !r.skip, restarted, nil
+	return restarted, nil
 }
 
-// done is called after each decoded MCU: a reader that used zero bits from
-// past the end of the data is an error; from past a marker, the rest of
-// the interval is skipped.
-func (r *restarts) done() error {
+// done is called after each MCU: a reader that used zero bits from past a
+// marker or the end of the data has run out of data, an error.
+func (r *restarts) done(row int) error {
 	if r.br.overrun() {
-		if r.br.eof {
-			return fmt.Errorf("%w: the data ends inside the scan", ErrTruncated)
-		}
-		r.skip = true
+		return r.truncated(row)
 	}
 	return nil
+}
+
+func (r *restarts) truncated(row int) error {
+	return fmt.Errorf("%w: truncated scan data: %d of %d MCU rows", ErrTruncated, row, r.rows)
 }

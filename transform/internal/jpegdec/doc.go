@@ -8,9 +8,13 @@
 // jpeg_skip_scanlines: only the blocks the window needs go through the
 // IDCT, and a baseline scan is read no further than the window's last row.
 //
-// Memory is bounded by the header: a decoder refuses, before allocating,
-// an image whose scans could not fit in the bytes it was given (every block
-// costs at least one bit), and whose buffers would exceed MaxMemory.
+// Memory is bounded by the header: Need says, before anything is
+// allocated, what a decode will take beside its output, and refuses an
+// image whose scans could not fit in the bytes it was given (every block
+// costs at least one bit) or whose buffers would exceed MaxMemory; so the
+// caller can refuse such a file before allocating its pixels too. The
+// buffers come from the decoder's own memory, kept from one image to the
+// next, or from Scratch, memory the caller lends for one image.
 //
 // Arithmetic-coded, lossless, hierarchical and 12-bit JPEGs are refused
 // with ErrUnsupported. Progressive files whose scans leave some of the

@@ -52,7 +52,9 @@ func TestBadData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	restart := testJPEG(t, "420-64x48-q50-pfalse-sfalse-r3.jpg")
 	lastSOS := bytes.LastIndex(prog, []byte{0xFF, mSOS})
+	eoi := func(data []byte) []byte { return append(bytes.Clone(data), 0xFF, mEOI) }
 	cases := []struct {
 		name string
 		data []byte
@@ -63,9 +65,14 @@ func TestBadData(t *testing.T) {
 		{"not a JPEG", []byte("GIF89a"), nil, "no SOI"},
 		{"SOI only", []byte{0xFF, 0xD8}, ErrTruncated, ""},
 		{"header cut", base[:40], ErrTruncated, ""},
-		{"baseline scan cut", base[:len(base)-200], ErrTruncated, "ends inside the scan"},
+		{"baseline scan cut", base[:len(base)-200], ErrTruncated, "truncated scan data: 2 of 3 MCU rows"},
+		// A file cut short and given an EOI: libjpeg warns and leaves the
+		// rest grey; here it is an error.
+		{"baseline scan cut, then EOI", eoi(base[:len(base)-200]), ErrTruncated, "truncated scan data: 2 of 3 MCU rows"},
+		{"restart intervals cut, then EOI", eoi(restart[:len(restart)/2]), ErrTruncated, "truncated scan data: "},
 		{"progressive before its last scan", prog[:lastSOS], ErrTruncated, "before the image's last scan"},
-		{"progressive inside a scan", prog[:lastSOS+20], ErrTruncated, ""},
+		{"progressive inside a scan", prog[:lastSOS+20], ErrTruncated, "truncated scan data: "},
+		{"progressive inside a scan, then EOI", eoi(prog[:lastSOS+20]), ErrTruncated, "truncated scan data: "},
 		{"arithmetic coding", setSOF(t, base, func(s []byte) { s[1] = 0xC9 }), ErrUnsupported, "arithmetic"},
 		{"lossless", setSOF(t, base, func(s []byte) { s[1] = 0xC3 }), ErrUnsupported, "lossless"},
 		{"12-bit", setSOF(t, base, func(s []byte) { s[4] = 12 }), ErrUnsupported, "12-bit"},

@@ -75,6 +75,12 @@ type Decoder struct {
 	// a multi-scan image's coefficients) may take; 0 is no cap. An image
 	// needing more is an error before anything is allocated.
 	MaxMemory int
+	// Scratch, when it holds at least the bytes Need gives, is the memory
+	// the next Decode takes the image's buffers from, instead of memory of
+	// the decoder's own, which it keeps for the next image. That Decode
+	// sets Scratch back to nil and keeps no reference to it once it
+	// returns.
+	Scratch []byte
 
 	data        []byte
 	w, h        int

@@ -144,7 +144,6 @@ type bitReader struct {
 	n    int
 	pad  int
 	hit  bool // p stands at a marker, or at the end of the data
-	eof  bool // the data ended inside the scan
 }
 
 func (b *bitReader) reset(data []byte, p int) {
@@ -163,7 +162,7 @@ func (b *bitReader) fillSlow() {
 		case b.hit:
 			b.pad += 8
 		case p >= len(data):
-			b.hit, b.eof = true, true
+			b.hit = true
 			b.pad += 8
 		case data[p] != 0xFF:
 			c = data[p]
@@ -178,7 +177,6 @@ func (b *bitReader) fillSlow() {
 				p = q + 1
 			} else {
 				b.hit = true // a marker: p stays on it
-				b.eof = q >= len(data)
 				b.pad += 8
 			}
 		}
@@ -250,7 +248,6 @@ func (b *bitReader) restart() bool {
 	}
 	b.p = p
 	b.hit = true
-	b.eof = p+1 >= len(data)
 	return false
 }
 

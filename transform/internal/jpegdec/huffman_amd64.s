@@ -264,14 +264,11 @@ fsstuffed: \
 	JMP   fsadd; \
 fsmarker: \
 	MOVB  $1, bitReader_hit(DX); \
-	CMPQ  CX, dlen-32(SP); \
-	SETGE bitReader_eof(DX); \
 	XORL  AX, AX; \
 	ADDQ  $8, bitReader_pad(DX); \
 	JMP   fsadd; \
 fsend: \
 	MOVB  $1, bitReader_hit(DX); \
-	MOVB  $1, bitReader_eof(DX); \
 fspad: \
 	ADDQ  $8, bitReader_pad(DX); \
 fsadd: \

@@ -3,17 +3,10 @@ package jpegdec
 import "fmt"
 
 // decodeMulti decodes a progressive or multi-scan image: every scan into
-// the whole image's coefficients, then the blocks the window needs through
-// the IDCT.
-func (d *Decoder) decodeMulti(m0, m1 int) error {
-	n := 0
-	for i := range d.nc {
-		n += 64 * d.comp[i].bw * d.comp[i].bh
-	}
-	if cap(d.coefMem) < n {
-		d.coefMem = make([]int16, n)
-	}
-	mem := d.coefMem[:n]
+// the whole image's coefficients, coef, then the blocks the window needs
+// through the IDCT.
+func (d *Decoder) decodeMulti(m0, m1 int, coef []int16) error {
+	mem := coef
 	clear(mem)
 	for i := range d.nc {
 		c := &d.comp[i]
@@ -60,7 +53,7 @@ func (d *Decoder) scan(sc *scanInfo, at int) (int, error) {
 	for i := range sc.n {
 		sc.comps[i].pred = 0
 	}
-	iv := restarts{br: &br, sc: sc, ri: d.ri, togo: d.ri}
+	iv := restarts{br: &br, sc: sc, ri: d.ri, togo: d.ri, rows: d.mcusY}
 	eobrun := 0
 	block := func(c *component, bx, by int) {
 		blk := c.coef[(by*c.bw+bx)*64:][:64:64]
@@ -84,17 +77,20 @@ func (d *Decoder) scan(sc *scanInfo, at int) (int, error) {
 		cols = ((d.w*c.h+d.hmax-1)/d.hmax + 7) / 8
 		rows = ((d.h*c.v+d.vmax-1)/d.vmax + 7) / 8
 	}
+	// Errors give the iMCU row, as libjpeg counts them: a component's
+	// block rows are v to one.
+	perRow := 1
+	if sc.n == 1 {
+		perRow = sc.comps[0].v
+	}
 	for m := range cols * rows {
 		mx, my := m%cols, m/cols
-		decode, restarted, err := iv.next()
+		restarted, err := iv.next(my / perRow)
 		if err != nil {
 			return 0, err
 		}
 		if restarted {
 			eobrun = 0
-		}
-		if !decode {
-			continue // libjpeg leaves the rest of the interval as it is
 		}
 		if sc.n == 1 {
 			block(sc.comps[0], mx, my)
@@ -108,7 +104,7 @@ func (d *Decoder) scan(sc *scanInfo, at int) (int, error) {
 				}
 			}
 		}
-		if err := iv.done(); err != nil {
+		if err := iv.done(my / perRow); err != nil {
 			return 0, err
 		}
 	}

@@ -94,7 +94,7 @@ static void pj_fill(pj_huff *h) {
 		if (h->hit) {
 			h->pad += 8;
 		} else if (p >= h->end) {
-			h->hit = h->eof = 1;
+			h->hit = 1;
 			h->pad += 8;
 		} else if (*p != 0xFF) {
 			b = *p++;
@@ -106,7 +106,6 @@ static void pj_fill(pj_huff *h) {
 				p = q + 1;
 			} else {
 				h->hit = 1; // a marker: p stays on it
-				h->eof = q >= h->end;
 				h->pad += 8;
 			}
 		}
@@ -191,6 +190,13 @@ static inline int pj_slow(const pj_htab *t, uint64_t bits, int *n) {
 	return 0;
 }
 
+// pj_ran_out records that the scan's data ran out, the first time.
+static void pj_ran_out(j_decompress_ptr d, pj_huff *h) {
+	if (h->truncated) return;
+	h->truncated = 1;
+	h->row = d->input_iMCU_row;
+}
+
 static void pj_restart(j_decompress_ptr d, pj_huff *h) {
 	const unsigned char *p = h->p, *end = h->end;
 	h->bits = 0;
@@ -202,8 +208,10 @@ static void pj_restart(j_decompress_ptr d, pj_huff *h) {
 	if (p + 1 < end && p[1] >= 0xD0 && p[1] <= 0xD7) {
 		p += 2; // any RSTn: a wrong number resynchronises here
 	} else {
-		h->hit = 1; // the scan ends early: the rest stays grey
-		h->eof = p + 1 >= end;
+		// Another marker, or the end: the scan's data ran out before its
+		// blocks did, an error (pj_decode stops at it).
+		h->hit = 1;
+		pj_ran_out(d, h);
 	}
 	h->p = p;
 	memset(h->last_dc, 0, sizeof h->last_dc);
@@ -278,10 +286,11 @@ static inline __attribute__((always_inline)) boolean pj_mcu(j_decompress_ptr d, 
 	h->bits = bits;
 	h->nbits = nbits;
 	if (h->pad > nbits) {
-		// The MCU used zeros from past a marker or the end: like libjpeg,
-		// leave the rest of the segment grey.
+		// The MCU used zeros from past a marker or the end: the data ran
+		// out, an error (pj_decode stops at it). Like libjpeg, leave the
+		// rest of the segment zero until then.
 		h->pub.insufficient_data = TRUE;
-		if (h->eof) h->truncated = 1;
+		pj_ran_out(d, h);
 	}
 	return TRUE;
 }
@@ -334,7 +343,7 @@ int pj_huff_install(j_decompress_ptr d, pj_huff *h) {
 	h->bits = 0;
 	h->nbits = 0;
 	h->pad = 0;
-	h->hit = h->eof = h->truncated = 0;
+	h->hit = h->truncated = 0;
 	memset(h->last_dc, 0, sizeof h->last_dc);
 	h->restarts_to_go = d->restart_interval;
 	d->entropy = (struct jpeg_entropy_decoder *)&h->pub;

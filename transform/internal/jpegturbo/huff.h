@@ -34,8 +34,8 @@ typedef struct {
 	int nbits;                    // bits in bits
 	int pad;                      // zero bits past the data (a marker or its end) at the bottom of bits
 	int hit;                      // p stands at a marker, or at the end of the data
-	int eof;                      // the data ended inside the scan
-	int truncated;                // eof, and the decoder used the zeros past it
+	int truncated;                // the data ran out before the scan's blocks did
+	unsigned row;                 // the iMCU row where it did
 	int last_dc[4];
 	unsigned restarts_to_go;
 	int blocks;

@@ -59,7 +59,8 @@ static void pj_split3(const unsigned char *s, unsigned char *r, unsigned char *g
 typedef struct {
 	struct jpeg_error_mgr pub;
 	jmp_buf jump;
-	int truncated;
+	int truncated;          // the scan data ran out before the blocks did
+	unsigned row, rows;     // the iMCU row where it did, of the image's
 	char msg[JMSG_LENGTH_MAX];
 } pj_err;
 
@@ -85,11 +86,35 @@ static void pj_error_exit(j_common_ptr c) {
 	longjmp(e->jump, 1);
 }
 
-// Warnings (level -1) are corrupt data libjpeg worked around; only the end
-// of the data arriving early is an error, as a truncated file is.
+// pj_short records that the scan data ran out in iMCU row row of rows,
+// the first time.
+static void pj_short(pj_err *e, unsigned row, unsigned rows) {
+	if (e->truncated) return;
+	e->truncated = 1;
+	e->row = row;
+	e->rows = rows;
+}
+
+// Warnings (level -1) are corrupt data libjpeg worked around. The scan
+// data running out before its blocks are decoded is an error, as the file
+// it comes from is truncated: the end of the file (JWRN_JPEG_EOF), or a
+// marker where more data should be (JWRN_HIT_MARKER: a file cut short and
+// given an EOI), for which libjpeg leaves the rest grey.
 static void pj_emit_message(j_common_ptr c, int level) {
 	pj_err *e = (pj_err *)c->err;
-	if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) e->truncated = 1;
+	if (level < 0 && (c->err->msg_code == JWRN_JPEG_EOF || c->err->msg_code == JWRN_HIT_MARKER) && c->is_decompressor) {
+		j_decompress_ptr d = (j_decompress_ptr)c;
+		pj_short(e, d->input_iMCU_row, d->total_iMCU_rows);
+	}
+}
+
+// pj_truncated reports whether the scan data has run out, through libjpeg's
+// warnings or huff.c's (own: it decodes), with the error in pj_msg.
+static int pj_truncated(pj_dec *p, int own) {
+	if (own && p->huff.truncated) pj_short(&p->err, p->huff.row, p->d.total_iMCU_rows);
+	if (!p->err.truncated) return 0;
+	snprintf(p->err.msg, sizeof p->err.msg, "premature end of JPEG file: truncated scan data: %u of %u MCU rows", p->err.row, p->err.rows);
+	return 1;
 }
 
 static pj_dec *pj_new(void) {
@@ -139,6 +164,29 @@ static int pj_header(pj_dec *p, const unsigned char *buf, unsigned long n, long 
 	return 0;
 }
 
+// pj_frame reports, of the header read, what pj_need's arithmetic needs:
+// the blocks the scans must code (over the grid of whole MCUs, a single
+// component's MCU being one block, as pipe's decoder counts them), whether
+// the image has several scans (so a whole-image coefficient buffer), and
+// the bytes after the first scan's header.
+static void pj_frame(pj_dec *p, long *blocks, int *multi, long *avail) {
+	struct jpeg_decompress_struct *d = &p->d;
+	long w = d->image_width, h = d->image_height;
+	if (d->num_components == 1) {
+		*blocks = ((w + 7) / 8) * ((h + 7) / 8);
+	} else {
+		long mx = (w + 8L * d->max_h_samp_factor - 1) / (8L * d->max_h_samp_factor);
+		long my = (h + 8L * d->max_v_samp_factor - 1) / (8L * d->max_v_samp_factor);
+		*blocks = 0;
+		for (int i = 0; i < d->num_components; i++)
+			*blocks += mx * d->comp_info[i].h_samp_factor * my * d->comp_info[i].v_samp_factor;
+	}
+	*multi = d->progressive_mode || d->comps_in_scan < d->num_components;
+	*avail = (long)d->src->bytes_in_buffer;
+}
+
+static int pj_components(pj_dec *p) { return p->d.num_components; }
+
 static void pj_abort(pj_dec *p) {
 	if (p->started) jpeg_abort_decompress(&p->d);
 	p->started = 0;
@@ -166,10 +214,9 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 	int cmyk = d->jpeg_color_space == JCS_CMYK || d->jpeg_color_space == JCS_YCCK;
 	d->out_color_space = gray ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_RGB;
 	jpeg_start_decompress(d);
-	if (p->err.truncated) {
+	if (pj_truncated(p, 0)) {
 		// A progressive or multi-scan JPEG has been read whole: its
 		// missing scans would only give grey rows.
-		snprintf(p->err.msg, sizeof p->err.msg, "Premature end of JPEG file");
 		jpeg_abort_decompress(d);
 		p->started = 0;
 		return -1;
@@ -215,10 +262,9 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 			p->started = 0;
 			return -1;
 		}
-		if (p->err.truncated || (own && p->huff.truncated)) {
+		if (pj_truncated(p, own)) {
 			// The data has ended: every row left would be grey, and the
 			// result is an error anyway.
-			snprintf(p->err.msg, sizeof p->err.msg, "Premature end of JPEG file");
 			free(row);
 			jpeg_abort_decompress(d);
 			p->started = 0;
@@ -247,13 +293,10 @@ static int pj_decode(pj_dec *p, int num, int x0, int y0, int cw, int ch, unsigne
 		}
 	}
 	free(row);
-	int truncated = p->err.truncated || (own && p->huff.truncated);
+	int truncated = pj_truncated(p, own);
 	jpeg_abort_decompress(d);
 	p->started = 0;
-	if (truncated) {
-		snprintf(p->err.msg, sizeof p->err.msg, "Premature end of JPEG file");
-		return -1;
-	}
+	if (truncated) return -1;
 	return 0;
 }
 
@@ -333,8 +376,8 @@ import (
 var Version = fmt.Sprintf("libjpeg-turbo %d.%d.%d", C.LIBJPEG_TURBO_VERSION_NUMBER/1000000,
 	C.LIBJPEG_TURBO_VERSION_NUMBER/1000%1000, C.LIBJPEG_TURBO_VERSION_NUMBER%1000)
 
-// Available reports whether this build decodes with libjpeg-turbo.
-const Available = true
+// Compiled reports whether this build decodes with libjpeg-turbo.
+const Compiled = true
 
 // Decoder is one libjpeg decompressor, reused image after image. It is not
 // safe for concurrent use: give each worker its own.
@@ -349,6 +392,7 @@ type Decoder struct {
 	d         *C.pj_dec
 	pin       runtime.Pinner
 	buf       []byte // the data whose header was read, pinned until Decode
+	w, h      int    // its size
 }
 
 // New returns a decoder. Its C memory is freed when it is garbage
@@ -388,16 +432,55 @@ func (d *Decoder) Header(data []byte) (w, h int, err error) {
 		d.Abort()
 		return 0, 0, err
 	}
-	return int(cw), int(ch), nil
+	d.w, d.h = int(cw), int(ch)
+	return d.w, d.h, nil
+}
+
+// Need returns about how many bytes libjpeg will allocate decoding the
+// image whose header Header read, the window of cw×ch pixels at (x0, y0)
+// at scale num/8: the whole-image coefficient buffer of a progressive or
+// multi-scan JPEG (2 bytes a coefficient), and rows of samples. It refuses,
+// before anything is allocated, what pipe's own decoder refuses then: an
+// image whose blocks cannot fit in the scan bytes it has (every block
+// costs at least one bit of the scans) and one whose coefficients would
+// exceed MaxMemory.
+func (d *Decoder) Need(num, x0, y0, cw, ch int) (int, error) {
+	n, err := d.need()
+	if err != nil {
+		d.Abort()
+	}
+	return n, err
+}
+
+func (d *Decoder) need() (int, error) {
+	if d.buf == nil {
+		return 0, errors.New("libjpeg: Decode without a header")
+	}
+	var blocks, avail C.long
+	var multi C.int
+	C.pj_frame(d.d, &blocks, &multi, &avail)
+	if int64(blocks) > 8*int64(avail) {
+		return 0, fmt.Errorf("premature end of JPEG file: %d bytes of scan data cannot hold the %d blocks of a %dx%d image", avail, blocks, d.w, d.h)
+	}
+	n := 64 * d.w * int(C.pj_components(d.d))
+	if multi != 0 {
+		coef := 128 * int(blocks)
+		if d.MaxMemory > 0 && coef > d.MaxMemory {
+			return 0, fmt.Errorf("the image's coefficient buffer needs %d bytes, more than the %d bytes allowed", coef, d.MaxMemory)
+		}
+		n += coef
+	}
+	return n, nil
 }
 
 // Decode decodes the window of cw×ch pixels at (x0, y0) of the image whose
 // header Header read, at scale num/8 (1 ≤ num ≤ 8; the window is in scaled
 // pixels), into dst as R, G and B planes; dst holds at least 3·cw·ch bytes.
+// It refuses what Need refuses, before libjpeg allocates anything.
 func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error {
 	defer d.Abort()
-	if d.buf == nil {
-		return errors.New("libjpeg: Decode without a header")
+	if _, err := d.need(); err != nil {
+		return err
 	}
 	if num < 1 || num > 8 {
 		return fmt.Errorf("libjpeg: scale %d/8 outside 1/8..8/8", num)
