@@ -340,6 +340,45 @@ func TestEventsOrderStreams(t *testing.T) {
 	})
 }
 
+// TestMissingWaitSeen: the plant of a missing stream wait. Without
+// b.WaitEvent the copy back on stream b may run before the copy in on
+// stream a, and the emulator's random stream delays make it do so: over
+// 200 rounds some copy back reads what was there before.
+func TestMissingWaitSeen(t *testing.T) {
+	d := newDriver(t)
+	on(t, d, 0, func(c *Context) {
+		a := must[*Stream](t)(d.StreamCreate())
+		b := must[*Stream](t)(d.StreamCreate())
+		p := must[Ptr](t)(d.MemAlloc(1 << 12))
+		stale := 0
+		for round := range 200 {
+			src := make([]byte, 1<<12)
+			for i := range src {
+				src[i] = byte(round + i + 1)
+			}
+			if err := d.CopyHtoDAsync(p, src, a); err != nil {
+				t.Fatal(err)
+			}
+			dst := make([]byte, 1<<12)
+			if err := d.CopyDtoHAsync(dst, p, b); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range []*Stream{a, b} {
+				if err := s.Synchronize(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if string(dst) != string(src) {
+				stale++
+			}
+		}
+		t.Logf("%d of 200 copies back ran before their copy in", stale)
+		if stale == 0 {
+			t.Error("without the wait every copy back still saw its copy in: the streams did not run out of order")
+		}
+	})
+}
+
 // TestPeerCopy moves bytes between the two emulated GPUs.
 func TestPeerCopy(t *testing.T) {
 	d := newDriver(t)
