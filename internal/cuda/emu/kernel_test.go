@@ -345,6 +345,9 @@ func TestEventsOrderStreams(t *testing.T) {
 // stream a, and the emulator's random stream delays make it do so: over
 // 200 rounds some copy back reads what was there before.
 func TestMissingWaitSeen(t *testing.T) {
+	if raceBuild {
+		t.Skip("the streams' copies race in Go's memory too, which the race detector reports as a failure of its own")
+	}
 	d := newDriver(t)
 	on(t, d, 0, func(c *Context) {
 		a := must[*Stream](t)(d.StreamCreate())
