@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"regexp"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +17,12 @@ import (
 // onEmulator runs f with a fresh emulated GPU's context current, the
 // kernels loaded and a stream, in every build.
 func onEmulator(t testing.TB, f func(d *emu.Driver, m *emu.LoadedModule, s *emu.Stream)) {
+	t.Helper()
+	onEmulatorPTX(t, kernelsPTX, f)
+}
+
+// onEmulatorPTX is onEmulator with the kernels of ptx.
+func onEmulatorPTX(t testing.TB, ptx string, f func(d *emu.Driver, m *emu.LoadedModule, s *emu.Stream)) {
 	t.Helper()
 	d, err := emu.New(emu.Config{Devices: 1, Seed: 1})
 	if err != nil {
@@ -31,7 +39,7 @@ func onEmulator(t testing.TB, f func(d *emu.Driver, m *emu.LoadedModule, s *emu.
 		t.Fatal(err)
 	}
 	defer d.SetCurrent(nil)
-	m, err := d.LoadModule("kernels.ptx", kernelsPTX)
+	m, err := d.LoadModule("kernels.ptx", ptx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,4 +161,80 @@ func cpuTime() time.Duration {
 	var u syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &u)
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// TestPlantedBugsFound plants, in the shipped kernels and their launches,
+// the bugs the emulator exists to catch, and checks that each stops the
+// kernel with an error naming it: an index one past the end (relu_fwd
+// reading x[i+1]), a missing __syncthreads (the GEMM reading its tile
+// before every thread has written it), and a launch with two arguments
+// swapped (bias_rows with n and out exchanged). A missing stream wait is
+// internal/cuda/emu's TestMissingWaitSeen.
+func TestPlantedBugsFound(t *testing.T) {
+	launch := func(t *testing.T, ptx, kernel string, grid emu.Dim3, args func(d *emu.Driver, s *emu.Stream) []any) error {
+		var err error
+		onEmulatorPTX(t, ptx, func(d *emu.Driver, m *emu.LoadedModule, s *emu.Stream) {
+			fn, ferr := m.Function(kernel)
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			if err = fn.Launch(grid, emu.Dim3{256, 1, 1}, 0, s, args(d, s)...); err == nil {
+				err = s.Synchronize()
+			}
+		})
+		return err
+	}
+	buf := func(t *testing.T, d *emu.Driver, s *emu.Stream, n int) emu.Ptr {
+		p, err := d.MemAlloc(int64(4 * n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.CopyHtoDAsync(p, float32Bytes(make([]float32, n)), s); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	t.Run("out-of-range index", func(t *testing.T) {
+		k := entry(kernelsPTX, "relu_fwd")
+		planted := regexp.MustCompile(`(ld\.global\.f32\s+%f\d+, \[%rd\d+)\]`).ReplaceAllString(k, "$1+4]")
+		if planted == k {
+			t.Fatal("relu_fwd has no load to plant in")
+		}
+		err := launch(t, strings.Replace(kernelsPTX, k, planted, 1), "relu_fwd", emu.Dim3{4, 1, 1}, func(d *emu.Driver, s *emu.Stream) []any {
+			return []any{buf(t, d, s, 1000), buf(t, d, s, 1000), int64(1000)}
+		})
+		if err == nil || !strings.Contains(err.Error(), "kernel relu_fwd") || !strings.Contains(err.Error(), "out of bounds") {
+			t.Fatalf("relu_fwd reading x[i+1]: %v, want an out-of-bounds error naming relu_fwd", err)
+		}
+		t.Log(err)
+	})
+
+	t.Run("missing __syncthreads", func(t *testing.T) {
+		k := entry(kernelsPTX, "gemm_nn_16")
+		planted := strings.Replace(k, "\tbar.sync \t0;\n", "", 1)
+		if planted == k {
+			t.Fatal("gemm_nn_16 has no barrier to remove")
+		}
+		const M, N, K = 16, 64, 40
+		err := launch(t, strings.Replace(kernelsPTX, k, planted, 1), "gemm_nn_16", emu.Dim3{1, 1, 1}, func(d *emu.Driver, s *emu.Stream) []any {
+			return []any{int32(M), int32(N), int32(K), buf(t, d, s, M*K), int32(K), int64(M * K), buf(t, d, s, K*N), int32(N), int64(K * N),
+				buf(t, d, s, M*N), int32(N), int64(M * N), int32(0)}
+		})
+		if err == nil || !strings.Contains(err.Error(), "kernel gemm_nn_16") || !strings.Contains(err.Error(), "shared-memory race") {
+			t.Fatalf("gemm_nn_16 without its first barrier: %v, want a shared-memory race naming gemm_nn_16", err)
+		}
+		t.Log(err)
+	})
+
+	t.Run("swapped launch argument", func(t *testing.T) {
+		const n, out = 64, 10
+		err := launch(t, kernelsPTX, "bias_rows", emu.Dim3{1, 1, 1}, func(d *emu.Driver, s *emu.Stream) []any {
+			return []any{buf(t, d, s, n*out), buf(t, d, s, out), int32(out), int32(n)} // n and out swapped
+		})
+		if err == nil || !strings.Contains(err.Error(), "kernel bias_rows") || !strings.Contains(err.Error(), "out of bounds") {
+			t.Fatalf("bias_rows with n and out swapped: %v, want an out-of-bounds error naming bias_rows", err)
+		}
+		t.Log(err)
+	})
 }
