@@ -89,6 +89,10 @@ var ErrClosed = errors.New("prefetch: device closed")
 // ErrNoCUDA is returned for GPU devices in a build without the cuda tag.
 var ErrNoCUDA = errors.New("GPU devices need the cuda build (go build -tags cuda, on a machine with the CUDA driver)")
 
+// Both twins, cuda.go (the cuda and cudaemu builds) and cuda_off.go,
+// define CUDACompiled: a build whose twin lacks it fails here.
+const _ = CUDACompiled
+
 // op is an operation on a device's stream; done closes when it completes.
 type op struct {
 	done chan struct{}
