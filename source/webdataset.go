@@ -65,6 +65,7 @@ type WebDatasetOption func(*wdsConfig)
 type wdsConfig struct {
 	labelField string
 	indexDir   string
+	remote     *Remote
 }
 
 // WithJSONLabel takes labels from field of each sample's .json member when
@@ -75,8 +76,16 @@ func WithJSONLabel(field string) WebDatasetOption { return func(c *wdsConfig) { 
 // $PIPE_CACHE/webdataset.
 func WithWDSIndexDir(dir string) WebDatasetOption { return func(c *wdsConfig) { c.indexDir = dir } }
 
-// OpenWebDataset opens the shards matching pattern (a glob), in sorted
-// order. Samples without an image or a label, with a label that is not a
+// WithWDSRemote sets where shards named by URLs are fetched from and
+// cached. Default: the environment's S3 settings and the default shard
+// cache.
+func WithWDSRemote(r *Remote) WebDatasetOption { return func(c *wdsConfig) { c.remote = r } }
+
+// OpenWebDataset opens the shards pattern names: its brace groups expanded
+// (shard-{000000..001023}.tar), each then a glob of local files, in sorted
+// order, or a URL (s3://bucket/train-*.tar, https://host/shard-0.tar) whose
+// objects are fetched into the shard cache (see [Remote]) and read from
+// there; errors name the URL. Samples without an image or a label, with a label that is not a
 // number in 0..MaxClasses-1, with a .json that does not parse, with an
 // image past MaxRecordBytes, or with a member cut short by a truncated
 // shard are corrupt records (see Corrupt). So is the rest of a shard from a
@@ -92,38 +101,46 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("webdataset: %w", err)
 	}
-	names, err := shardFiles("webdataset", pattern, &cfg.indexDir)
+	files, err := shardFiles(ctx, "webdataset", pattern, cfg.remote, &cfg.indexDir)
 	if err != nil {
 		return nil, err
 	}
+	defer closeShards(files)
 	w := &WebDataset{}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00", cfg.labelField)
 	maxLabel := -1
-	for si, name := range names {
-		fp, err := fileFingerprint(name)
+	for si := range files {
+		name := files[si].name
+		fp, err := files[si].fingerprint()
 		if err != nil {
 			w.Close()
 			return nil, fmt.Errorf("webdataset: %w", err)
 		}
 		h.WriteString(fp)
-		plain := name
-		if gz, err := isGzip(name); err != nil {
+		fh, err := files[si].open()
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("webdataset: %w", err)
+		}
+		if gz, err := isGzip(fh); err != nil {
+			fh.Close()
 			w.Close()
 			return nil, fmt.Errorf("webdataset: %w", err)
 		} else if gz {
-			plain = filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.tar", filepath.Base(name), xxhash.Sum64String(fp)))
+			plain := filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.tar", filepath.Base(name), xxhash.Sum64String(fp)))
 			if _, err := os.Stat(plain); err != nil {
-				if err := gunzipCopy(ctx, name, plain, "webdataset"); err != nil {
+				if err := gunzipCopy(ctx, fh, name, plain, "webdataset"); err != nil {
+					fh.Close()
 					w.Close()
 					return nil, err
 				}
 			}
-		}
-		fh, err := os.Open(plain)
-		if err != nil {
-			w.Close()
-			return nil, fmt.Errorf("webdataset: %w", err)
+			fh.Close()
+			if fh, err = os.Open(plain); err != nil {
+				w.Close()
+				return nil, fmt.Errorf("webdataset: %w", err)
+			}
 		}
 		w.shards = append(w.shards, &wdsShard{name: name, fh: fh})
 		if err := w.index(ctx, si, fh, cfg.labelField); err != nil {
@@ -157,18 +174,17 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 		classes[i] = strconv.Itoa(i)
 	}
 	w.fp = fmt.Sprintf("%016x", h.Sum64())
-	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, len(names)), C: 3, Classes: classes, Encoded: true}
+	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, len(files)), C: 3, Classes: classes, Encoded: true}
 	return w, nil
 }
 
-func isGzip(name string) (bool, error) {
-	f, err := os.Open(name)
-	if err != nil {
+// isGzip reports whether f starts with gzip's magic number.
+func isGzip(f *os.File) (bool, error) {
+	var magic [2]byte
+	n, err := f.ReadAt(magic[:], 0)
+	if err != nil && err != io.EOF {
 		return false, err
 	}
-	defer f.Close()
-	var magic [2]byte
-	n, _ := io.ReadFull(f, magic[:])
 	return n == 2 && magic == [2]byte{0x1f, 0x8b}, nil
 }
 

@@ -1,0 +1,187 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/pipefeed/pipe/source/remote"
+)
+
+// Remote is where sources fetch shards named by URLs (s3://, http://,
+// https://) and where they keep them: a store and a shard cache on local
+// disk. The zero value, or a nil *Remote, uses the environment's S3
+// settings ([remote.Options] defaults) and the default cache directory.
+type Remote struct {
+	Store *remote.Store
+	Cache *remote.Cache
+}
+
+var (
+	defaultStoreOnce sync.Once
+	defaultStore     *remote.Store
+)
+
+func (r *Remote) parts() (*remote.Store, *remote.Cache) {
+	var s *remote.Store
+	var c *remote.Cache
+	if r != nil {
+		s, c = r.Store, r.Cache
+	}
+	if s == nil {
+		defaultStoreOnce.Do(func() { defaultStore = remote.New(remote.Options{}) })
+		s = defaultStore
+	}
+	if c == nil {
+		c = &remote.Cache{}
+	}
+	return s, c
+}
+
+// shardFile is one file of a sharded source.
+type shardFile struct {
+	name string   // as the user knows it: a local path or a URL, for errors
+	path string   // the local file holding its bytes (a cached copy for a URL)
+	fh   *os.File // for a URL, path opened while the cache's lock was held; else nil
+	fp   string   // for a URL, its fingerprint (URL, size, ETag); else found from the file
+}
+
+// open returns the shard's file, opened now unless it was already.
+func (s *shardFile) open() (*os.File, error) {
+	if s.fh != nil {
+		fh := s.fh
+		s.fh = nil
+		return fh, nil
+	}
+	return os.Open(s.path)
+}
+
+// fingerprint describes the shard's data for Fingerprint and index keys.
+func (s *shardFile) fingerprint() (string, error) {
+	if s.fp != "" {
+		return s.fp, nil
+	}
+	return fileFingerprint(s.path)
+}
+
+func closeShards(files []shardFile) {
+	for _, f := range files {
+		if f.fh != nil {
+			f.fh.Close()
+		}
+	}
+}
+
+// shardFiles returns the files pattern names and sets an empty *dir to the
+// default index directory, $PIPE_CACHE/<what>. Braces are expanded first
+// (shard-{000..099}.tar, {train,extra}-*); then a local name is a glob
+// (sorted matches), and a URL's objects are listed and fetched into the
+// shard cache, in parallel up to the store's concurrency, each opened
+// before its cache lock is let go.
+func shardFiles(ctx context.Context, what, pattern string, rem *Remote, dir *string) ([]shardFile, error) {
+	if *dir == "" {
+		root, err := DefaultCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (or set index_dir)", what, err)
+		}
+		*dir = filepath.Join(root, what)
+	}
+	if remote.IsURL(pattern) {
+		files, err := fetchShards(ctx, pattern, rem)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return files, nil
+	}
+	globs, err := remote.ExpandBraces(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var files []shardFile
+	for _, g := range globs {
+		names, err := filepath.Glob(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%s: %s: no such files", what, g)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			files = append(files, shardFile{name: n, path: n})
+		}
+	}
+	return files, nil
+}
+
+// fetchShards lists the objects pattern names and brings each into the
+// shard cache. The first error cancels the other fetches.
+func fetchShards(ctx context.Context, pattern string, rem *Remote) ([]shardFile, error) {
+	store, cache := rem.parts()
+	objs, err := store.List(ctx, pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDownload, err)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	files := make([]shardFile, len(objs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range min(store.Options().Concurrency, len(objs)) {
+		wg.Go(func() {
+			for i := range next {
+				f, err := fetchShard(ctx, store, cache, objs[i])
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+						cancel(err)
+					}
+					mu.Unlock()
+					continue
+				}
+				files[i] = f
+			}
+		})
+	}
+feed:
+	for i := range objs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first == nil {
+		first = context.Cause(ctx)
+	}
+	if first != nil {
+		closeShards(files)
+		if errors.Is(first, context.Canceled) || errors.Is(first, context.DeadlineExceeded) {
+			return nil, first
+		}
+		return nil, fmt.Errorf("%w: %w", ErrDownload, first)
+	}
+	return files, nil
+}
+
+func fetchShard(ctx context.Context, store *remote.Store, cache *remote.Cache, obj remote.Object) (shardFile, error) {
+	p, _, release, err := cache.Fetch(ctx, store, obj)
+	if err != nil {
+		return shardFile{}, err
+	}
+	defer release()
+	fh, err := os.Open(p)
+	if err != nil {
+		return shardFile{}, fmt.Errorf("%s: shard cache: %w", obj.URL, err)
+	}
+	return shardFile{name: obj.URL, path: p, fh: fh, fp: fmt.Sprintf("%s size=%d etag=%s", obj.URL, obj.Size, obj.ETag)}, nil
+}
