@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -198,4 +200,24 @@ func safeBase(u string) string {
 		b = b[len(b)-100:]
 	}
 	return string(b)
+}
+
+// ParseSize reads a size in bytes: digits, then optionally K, M, G or T
+// (powers of 1024; any case, with or without a trailing B or iB). "" is 0.
+func ParseSize(s string) (int64, error) {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	if u == "" {
+		return 0, nil
+	}
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "B"), "I")
+	shift := 0
+	if k := strings.IndexByte("KMGT", u[len(u)-1]); k >= 0 && len(u) > 1 {
+		shift = 10 * (k + 1)
+		u = u[:len(u)-1]
+	}
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q is not a size (like 500G)", s)
+	}
+	return n << shift, nil
 }

@@ -325,6 +325,13 @@ func (s *Store) Stat(ctx context.Context, u string) (Object, error) {
 				return err
 			}
 			info, err := c.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
+			if me := minio.ToErrorResponse(err); me.StatusCode == http.StatusNotFound {
+				// A HEAD's 404 has no body to say which is missing.
+				if ok, berr := c.BucketExists(ctx, bucket); berr == nil && !ok {
+					return &statusError{code: http.StatusNotFound, msg: "404 NoSuchBucket: bucket " + bucket + " does not exist"}
+				}
+				return &statusError{code: http.StatusNotFound, msg: "404 NoSuchKey: no object " + key + " in bucket " + bucket}
+			}
 			if err != nil {
 				return err
 			}
