@@ -383,13 +383,13 @@ var builtin = []*Spec{
 			remoteParams[0], remoteParams[1], remoteParams[2], remoteParams[3], remoteParams[4], remoteParams[5],
 		},
 		Build: func(a Args) (Stage, error) {
-			return opener(a, func(ctx context.Context, _ *OpenOptions) (source.Source, error) {
+			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 				opts := []source.TFRecordOption{source.WithFeatureKeys(a.String("image_key"), a.String("label_key")),
 					source.WithLabelOffset(a.Int("label_offset"))}
 				if a.Has("index_dir") {
 					opts = append(opts, source.WithIndexDir(a.String("index_dir")))
 				}
-				rem, err := remoteArgs(a)
+				rem, err := remoteArgs(a, o)
 				if err != nil {
 					return nil, err
 				}
@@ -411,12 +411,12 @@ var builtin = []*Spec{
 			remoteParams[0], remoteParams[1], remoteParams[2], remoteParams[3], remoteParams[4], remoteParams[5],
 		},
 		Build: func(a Args) (Stage, error) {
-			return opener(a, func(ctx context.Context, _ *OpenOptions) (source.Source, error) {
+			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 				opts := []source.WebDatasetOption{source.WithJSONLabel(a.String("label_field"))}
 				if a.Has("index_dir") {
 					opts = append(opts, source.WithWDSIndexDir(a.String("index_dir")))
 				}
-				rem, err := remoteArgs(a)
+				rem, err := remoteArgs(a, o)
 				if err != nil {
 					return nil, err
 				}
@@ -698,12 +698,16 @@ var remoteParams = []Param{
 }
 
 // remoteArgs makes the store and shard cache a source's params ask for.
-func remoteArgs(a Args) (*source.Remote, error) {
+func remoteArgs(a Args, o *OpenOptions) (*source.Remote, error) {
 	size, err := remote.ParseSize(a.String("cache_size"))
 	if err != nil {
 		return nil, fmt.Errorf("cache_size: %w", err)
 	}
 	store := remote.New(remote.Options{Endpoint: a.String("endpoint"), Region: a.String("region"),
 		PathStyle: a.Bool("path_style"), Concurrency: a.Int("concurrency")})
-	return &source.Remote{Store: store, Cache: &remote.Cache{Dir: a.String("cache_dir"), Limit: size}}, nil
+	rem := &source.Remote{Store: store, Cache: &remote.Cache{Dir: a.String("cache_dir"), Limit: size}}
+	if o != nil {
+		rem.Progress = o.Progress
+	}
+	return rem, nil
 }

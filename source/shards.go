@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/pipefeed/pipe/source/remote"
 )
@@ -19,12 +20,23 @@ import (
 type Remote struct {
 	Store *remote.Store
 	Cache *remote.Cache
+	// Progress, when set, is told the bytes of the shards in the cache so
+	// far and their total while a source fetches them, every 100 ms and
+	// at the end.
+	Progress func(done, total int64)
 }
 
 var (
 	defaultStoreOnce sync.Once
 	defaultStore     *remote.Store
 )
+
+func (r *Remote) progress() func(done, total int64) {
+	if r == nil {
+		return nil
+	}
+	return r.Progress
+}
 
 func (r *Remote) parts() (*remote.Store, *remote.Cache) {
 	var s *remote.Store
@@ -128,6 +140,10 @@ func fetchShards(ctx context.Context, pattern string, rem *Remote) ([]shardFile,
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	if progress := rem.progress(); progress != nil {
+		stop := reportFetch(objs, progress)
+		defer stop()
+	}
 	files := make([]shardFile, len(objs))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -171,6 +187,40 @@ feed:
 		return nil, fmt.Errorf("%w: %w", ErrDownload, first)
 	}
 	return files, nil
+}
+
+// reportFetch tells progress the bytes received since it was called (a
+// process-wide count, so other fetches at once count too, up to the total)
+// every 100 ms, until stop, which reports once more.
+func reportFetch(objs []remote.Object, progress func(done, total int64)) (stop func()) {
+	var total int64
+	for _, o := range objs {
+		total += o.Size
+	}
+	start := remote.Totals()
+	report := func() {
+		t := remote.Totals()
+		progress(min(t.Bytes-start.Bytes, total), total)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				report()
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		report()
+	}
 }
 
 func fetchShard(ctx context.Context, store *remote.Store, cache *remote.Cache, obj remote.Object) (shardFile, error) {
