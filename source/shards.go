@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pipefeed/pipe/source/remote"
@@ -80,8 +81,55 @@ func (s *shardFile) fingerprint() (string, error) {
 	return fileFingerprint(s.path)
 }
 
-func closeShards(files []shardFile) {
-	for _, f := range files {
+// shardList is the files of a sharded source, in index order. For a URL
+// pattern they are fetched in the background, in order, several at once,
+// and get hands each out as soon as it is in the cache, so a source
+// indexes the first shards while the later ones still arrive.
+type shardList struct {
+	files []shardFile
+	ready []chan struct{} // closed when files[i] is fetched or failed; nil for local files
+	errs  []error
+
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+	stop   func() // ends progress reports
+	mu     sync.Mutex
+	first  error // the first fetch's error, which cancelled the others
+}
+
+func (l *shardList) len() int { return len(l.files) }
+
+// get waits until shard i is ready and returns it, or the first error of
+// any fetch (wrapping ErrDownload unless it is the context's).
+func (l *shardList) get(i int) (*shardFile, error) {
+	if l.ready == nil {
+		return &l.files[i], nil
+	}
+	<-l.ready[i]
+	if l.errs[i] == nil {
+		return &l.files[i], nil
+	}
+	l.mu.Lock()
+	err := l.first
+	l.mu.Unlock()
+	if err == nil {
+		err = l.errs[i]
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: %w", ErrDownload, err)
+}
+
+// close cancels the fetches still under way, waits for them, and closes
+// the files no source took.
+func (l *shardList) close() {
+	if l.cancel != nil {
+		l.cancel(context.Canceled)
+		l.wg.Wait()
+		l.stop()
+	}
+	for _, f := range l.files {
 		if f.fh != nil {
 			f.fh.Close()
 		}
@@ -92,9 +140,9 @@ func closeShards(files []shardFile) {
 // default index directory, $PIPE_CACHE/<what>. Braces are expanded first
 // (shard-{000..099}.tar, {train,extra}-*); then a local name is a glob
 // (sorted matches), and a URL's objects are listed and fetched into the
-// shard cache, in parallel up to the store's concurrency, each opened
-// before its cache lock is let go.
-func shardFiles(ctx context.Context, what, pattern string, rem *Remote, dir *string) ([]shardFile, error) {
+// shard cache in the background (see shardList), each opened before its
+// cache lock is let go. The caller closes the list.
+func shardFiles(ctx context.Context, what, pattern string, rem *Remote, dir *string) (*shardList, error) {
 	if *dir == "" {
 		root, err := DefaultCacheDir()
 		if err != nil {
@@ -103,11 +151,11 @@ func shardFiles(ctx context.Context, what, pattern string, rem *Remote, dir *str
 		*dir = filepath.Join(root, what)
 	}
 	if remote.IsURL(pattern) {
-		files, err := fetchShards(ctx, pattern, rem)
+		l, err := fetchShards(ctx, pattern, rem)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		return files, nil
+		return l, nil
 	}
 	globs, err := remote.ExpandBraces(pattern)
 	if err != nil {
@@ -127,66 +175,52 @@ func shardFiles(ctx context.Context, what, pattern string, rem *Remote, dir *str
 			files = append(files, shardFile{name: n, path: n})
 		}
 	}
-	return files, nil
+	return &shardList{files: files}, nil
 }
 
-// fetchShards lists the objects pattern names and brings each into the
-// shard cache. The first error cancels the other fetches.
-func fetchShards(ctx context.Context, pattern string, rem *Remote) ([]shardFile, error) {
+// fetchShards lists the objects pattern names and starts bringing each
+// into the shard cache, in order, up to the store's concurrency at once.
+// The first error cancels the other fetches.
+func fetchShards(ctx context.Context, pattern string, rem *Remote) (*shardList, error) {
 	store, cache := rem.parts()
 	objs, err := store.List(ctx, pattern)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDownload, err)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if progress := rem.progress(); progress != nil {
-		stop := reportFetch(objs, progress)
-		defer stop()
+	l := &shardList{files: make([]shardFile, len(objs)), ready: make([]chan struct{}, len(objs)), errs: make([]error, len(objs)), stop: func() {}}
+	for i := range l.ready {
+		l.ready[i] = make(chan struct{})
 	}
-	files := make([]shardFile, len(objs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
+	ctx, l.cancel = context.WithCancelCause(ctx)
+	if progress := rem.progress(); progress != nil {
+		l.stop = reportFetch(objs, progress)
+	}
+	var next atomic.Int64
 	for range min(store.Options().Concurrency, len(objs)) {
-		wg.Go(func() {
-			for i := range next {
-				f, err := fetchShard(ctx, store, cache, objs[i])
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-						cancel(err)
-					}
-					mu.Unlock()
-					continue
+		l.wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(objs) {
+					return
 				}
-				files[i] = f
+				if ctx.Err() != nil {
+					l.errs[i] = context.Cause(ctx)
+				} else {
+					l.files[i], l.errs[i] = fetchShard(ctx, store, cache, objs[i])
+				}
+				if l.errs[i] != nil {
+					l.mu.Lock()
+					if l.first == nil {
+						l.first = l.errs[i]
+						l.cancel(l.errs[i])
+					}
+					l.mu.Unlock()
+				}
+				close(l.ready[i])
 			}
 		})
 	}
-feed:
-	for i := range objs {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if first == nil {
-		first = context.Cause(ctx)
-	}
-	if first != nil {
-		closeShards(files)
-		if errors.Is(first, context.Canceled) || errors.Is(first, context.DeadlineExceeded) {
-			return nil, first
-		}
-		return nil, fmt.Errorf("%w: %w", ErrDownload, first)
-	}
-	return files, nil
+	return l, nil
 }
 
 // reportFetch tells progress the bytes received since it was called (a

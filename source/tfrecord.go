@@ -119,18 +119,23 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (
 	if err != nil {
 		return nil, err
 	}
-	defer closeShards(files)
+	defer files.close()
 	t := &TFRecord{imageKey: cfg.imageKey, labelKey: cfg.labelKey, textKey: cfg.textKey, offset: cfg.labelOffset}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", cfg.imageKey, cfg.labelKey, cfg.labelOffset)
-	for i := range files {
-		fp, err := files[i].fingerprint()
+	for i := range files.len() {
+		sf, err := files.get(i)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("tfrecord: %w", err)
+		}
+		fp, err := sf.fingerprint()
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("tfrecord: %w", err)
 		}
 		h.WriteString(fp)
-		f, err := openTFFile(ctx, &files[i], fp, cfg.indexDir)
+		f, err := openTFFile(ctx, sf, fp, cfg.indexDir)
 		if err != nil {
 			t.Close()
 			return nil, err
@@ -149,7 +154,7 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (
 		t.Close()
 		return nil, err
 	}
-	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, len(files)), C: 3, Classes: classes, Encoded: true}
+	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, files.len()), C: 3, Classes: classes, Encoded: true}
 	return t, nil
 }
 

@@ -105,20 +105,25 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 	if err != nil {
 		return nil, err
 	}
-	defer closeShards(files)
+	defer files.close()
 	w := &WebDataset{}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00", cfg.labelField)
 	maxLabel := -1
-	for si := range files {
-		name := files[si].name
-		fp, err := files[si].fingerprint()
+	for si := range files.len() {
+		sf, err := files.get(si)
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("webdataset: %w", err)
+		}
+		name := sf.name
+		fp, err := sf.fingerprint()
 		if err != nil {
 			w.Close()
 			return nil, fmt.Errorf("webdataset: %w", err)
 		}
 		h.WriteString(fp)
-		fh, err := files[si].open()
+		fh, err := sf.open()
 		if err != nil {
 			w.Close()
 			return nil, fmt.Errorf("webdataset: %w", err)
@@ -174,7 +179,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 		classes[i] = strconv.Itoa(i)
 	}
 	w.fp = fmt.Sprintf("%016x", h.Sum64())
-	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, len(files)), C: 3, Classes: classes, Encoded: true}
+	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, files.len()), C: 3, Classes: classes, Encoded: true}
 	return w, nil
 }
 
