@@ -108,3 +108,49 @@ func TestRemoteCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteWebDatasetIndexKept: a URL shard's member index is stored in
+// the index directory, so a later open reads it instead of walking the
+// shard: with the cached shard's first header wiped, the stored index
+// still finds every sample, and without it the walk finds the damage.
+func TestRemoteWebDatasetIndexKept(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.Bucket(t, "data")
+	png := "\x89PNG\r\n\x1a\nfake"
+	srv.Put(t, "data", "a.tar", writeTar(t, filepath.Join(t.TempDir(), "a.tar"), map[string]string{"0.png": png, "0.cls": "1", "1.png": png, "1.cls": "2"}, []string{"0.png", "0.cls", "1.png", "1.cls"}))
+	cache, index := t.TempDir(), t.TempDir()
+	rem := &Remote{Store: remote.New(remote.Options{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3server.AccessKey, SecretKey: s3server.SecretKey}),
+		Cache: &remote.Cache{Dir: cache}}
+	open := func() *WebDataset {
+		t.Helper()
+		w, err := OpenWebDataset(t.Context(), "s3://data/a.tar", WithWDSRemote(rem), WithWDSIndexDir(index))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		return w
+	}
+	if w := open(); w.Len() != 2 || len(w.Corrupt()) != 0 {
+		t.Fatalf("%d samples, corrupt %v", w.Len(), w.Corrupt())
+	}
+	saved, _ := filepath.Glob(filepath.Join(index, "a.tar-*.wdsindex"))
+	shards, _ := filepath.Glob(filepath.Join(cache, "*-a.tar"))
+	if len(saved) != 1 || len(shards) != 1 {
+		t.Fatalf("index files %v, cached shards %v", saved, shards)
+	}
+	f, err := os.OpenFile(shards[0], os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(make([]byte, 512), 0) // the first member's header: the data is untouched
+	f.Close()
+	w := open()
+	var rec Record
+	if err := w.Read(1, &rec); w.Len() != 2 || len(w.Corrupt()) != 0 || err != nil || string(rec.Enc) != png || rec.Label != 2 {
+		t.Fatalf("from the stored index: %d samples, corrupt %v, sample 1 %q label %d, %v", w.Len(), w.Corrupt(), rec.Enc, rec.Label, err)
+	}
+	os.Remove(saved[0])
+	if w := open(); w.Len() == 2 && len(w.Corrupt()) == 0 {
+		t.Fatal("walking the damaged shard found nothing wrong: the test proves nothing")
+	}
+}

@@ -148,9 +148,23 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 			}
 		}
 		w.shards = append(w.shards, &wdsShard{name: name, fh: fh})
+		// A URL shard's index is kept beside its other indexes, keyed
+		// by URL, ETag and label field, so a later open does not walk
+		// the shard again.
+		var saved string
+		if sf.fp != "" {
+			saved = filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.wdsindex", filepath.Base(name), xxhash.Sum64String(fp+"\x00"+cfg.labelField)))
+			if w.loadIndex(saved, si, fh) {
+				continue
+			}
+		}
+		start := len(w.samples)
 		if err := w.index(ctx, si, fh, cfg.labelField); err != nil {
 			w.Close()
 			return nil, err
+		}
+		if saved != "" {
+			w.saveIndex(saved, w.samples[start:])
 		}
 	}
 	for i := range w.samples {
@@ -355,4 +369,66 @@ func (w *WebDataset) Shards() []int {
 		n[s.shard]++
 	}
 	return n
+}
+
+// wdsIndexEntry is one sample of a stored shard index.
+type wdsIndexEntry struct {
+	Key      string `json:"k"`
+	First    int64  `json:"f"`
+	Off      int64  `json:"o"`
+	Size     int64  `json:"s"`
+	Label    int    `json:"l"`
+	Image    string `json:"i"`
+	HasLabel bool   `json:"h"`
+}
+
+// saveIndex stores the samples of one shard at path, whole or not at all
+// and best effort, unless one of them has a problem (whose error would not
+// survive the trip): such a shard is walked on every open.
+func (w *WebDataset) saveIndex(path string, samples []wdsSample) {
+	entries := make([]wdsIndexEntry, len(samples))
+	for i, s := range samples {
+		if s.err != nil {
+			return
+		}
+		entries[i] = wdsIndexEntry{s.key, s.first, s.off, s.size, s.label, s.imageName, s.labelFound}
+	}
+	b, err := json.Marshal(entries)
+	if err != nil {
+		return
+	}
+	writeAtomic(path, func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	})
+}
+
+// loadIndex appends shard si's samples from the index stored at path and
+// reports whether it could: the file must parse and every member must lie
+// within the shard.
+func (w *WebDataset) loadIndex(path string, si int, fh *os.File) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		return false
+	}
+	var entries []wdsIndexEntry
+	if json.Unmarshal(b, &entries) != nil {
+		return false
+	}
+	size := st.Size()
+	for _, e := range entries {
+		if e.First < 0 || e.First > size || e.Off < 0 || e.Size < 0 || e.Size > MaxRecordBytes || e.Off > size-e.Size ||
+			e.Label < 0 || e.Label >= MaxClasses {
+			return false
+		}
+	}
+	for _, e := range entries {
+		w.samples = append(w.samples, wdsSample{shard: si, key: e.Key, first: e.First, off: e.Off, size: e.Size,
+			label: e.Label, imageName: e.Image, labelFound: e.HasLabel})
+	}
+	return true
 }
