@@ -90,6 +90,7 @@ type shardList struct {
 	ready []chan struct{} // closed when files[i] is fetched or failed; nil for local files
 	errs  []error
 
+	store  *remote.Store
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
 	stop   func() // ends progress reports
@@ -128,6 +129,9 @@ func (l *shardList) close() {
 		l.cancel(context.Canceled)
 		l.wg.Wait()
 		l.stop()
+		// Every shard is on disk now: the connections' goroutines need
+		// not wait out their idle timeout.
+		l.store.Close()
 	}
 	for _, f := range l.files {
 		if f.fh != nil {
@@ -187,7 +191,7 @@ func fetchShards(ctx context.Context, pattern string, rem *Remote) (*shardList, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDownload, err)
 	}
-	l := &shardList{files: make([]shardFile, len(objs)), ready: make([]chan struct{}, len(objs)), errs: make([]error, len(objs)), stop: func() {}}
+	l := &shardList{store: store, files: make([]shardFile, len(objs)), ready: make([]chan struct{}, len(objs)), errs: make([]error, len(objs)), stop: func() {}}
 	for i := range l.ready {
 		l.ready[i] = make(chan struct{})
 	}

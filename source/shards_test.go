@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipefeed/pipe/internal/s3server"
 	"github.com/pipefeed/pipe/source/remote"
+	"go.uber.org/goleak"
 )
 
 // TestRemoteFingerprint: a WebDataset over S3 reads what the local shard
@@ -114,6 +115,8 @@ func TestRemoteCancel(t *testing.T) {
 // shard: with the cached shard's first header wiped, the stored index
 // still finds every sample, and without it the walk finds the damage.
 func TestRemoteWebDatasetIndexKept(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after every other cleanup: no fetch or connection outlives the opens
 	srv := s3server.Start(t)
 	srv.Bucket(t, "data")
 	png := "\x89PNG\r\n\x1a\nfake"
