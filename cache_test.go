@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipefeed/pipe/sharding"
+	"github.com/pipefeed/pipe/cache/store"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -120,7 +120,7 @@ func TestCacheEchoes(t *testing.T) {
 		a, _, ia, _ := p.Augmented(0, i)
 		b, _, ib, _ := p.Augmented(2, i)
 		var m transform.Image
-		r := transform.NewRand(0, 0, 0, 0)
+		r := transform.NewRand(0, 0, 0)
 		flip.Apply(&m, a, &r)
 		if ia != ib || (string(b.Pix) != string(a.Pix) && string(b.Pix) != string(m.Pix)) {
 			t.Fatalf("position %d: epoch 2 is not epoch 0's image or its mirror", i)
@@ -213,7 +213,7 @@ func TestCacheUnusableDirectories(t *testing.T) {
 
 	// Locked by another process (here: another open handle): warn, compute live.
 	dir := t.TempDir()
-	other, err := sharding.OpenCache(dir)
+	other, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestCacheReadOnly(t *testing.T) {
 func TestCacheDiskFull(t *testing.T) {
 	plain := mustNew(t, cached(synth(t, 300), nil)...)
 	want, _ := runSums(t, plain, 1)
-	full := []sharding.CacheOption{sharding.WithReserve(1 << 60)}
+	full := []store.Option{store.WithReserve(1 << 60)}
 	p := mustNew(t, cached(synth(t, 300), &CacheConfig{Dir: t.TempDir(), ShardSize: 100, Options: full})...)
 	got, _ := runSums(t, p, 1)
 	info := p.CacheInfo()

@@ -2,9 +2,7 @@ package pipe_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log"
 
 	"github.com/pipefeed/pipe"
@@ -50,20 +48,15 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer epoch.Close() // stops the workers if the loop ends early
-	for {
-		b, err := epoch.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for b, err := range epoch.All() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		x, err := b.Float32() // [b.N, 3, 32, 32], valid until Release
+		x, err := b.Float32() // [b.N, 3, 32, 32], valid until the body returns
 		if err != nil {
 			log.Fatal(err)
 		}
 		fmt.Println(b.Index, b.N, len(x), b.Labels[:3])
-		b.Release()
 	}
 	if err := epoch.Close(); err != nil {
 		log.Fatal(err)

@@ -547,7 +547,9 @@ func (p *Pipeline) Devices() int {
 }
 
 // String lists the stages as a .pipe file would: every parameter written
-// out, so that parsing it builds the same pipeline.
+// out, so that parsing it builds the same pipeline, sources opened in Go
+// included (their Info().Args). A source of the program's own, which no
+// .pipe line opens, is written as "source NAME # IDENTITY".
 func (p *Pipeline) String() string {
 	lines := make([]string, len(p.stages))
 	for i, s := range p.stages {

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipefeed/pipe/internal/shareddata"
 	"github.com/pipefeed/pipe/pipefile"
+	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
 )
 
 // summaryText is a pipeline's Summary and compiled configuration with
@@ -170,5 +173,91 @@ func TestLoadChecksBeforeOpening(t *testing.T) {
 	_, err := Load(context.Background(), name)
 	if err == nil || !strings.Contains(err.Error(), "x.pipe:3:1: random_crop") || !strings.Contains(err.Error(), "must come before batch") {
 		t.Fatalf("want the order error at line 3, got %v", err)
+	}
+}
+
+// TestGoBuiltStringRoundTrip (issue 24): a pipeline built in Go, from
+// sources opened in Go, writes a String that parses back to an equal
+// pipeline: its source line names the source's parameters, not its
+// identity ("unexpected value /…tar.gz" before).
+func TestGoBuiltStringRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("PIPE_CACHE", t.TempDir())
+	rest := func(src source.Source) []Stage {
+		return imagenetRecipe(src, 4)
+	}
+	cifarRest := func(src source.Source) []Stage {
+		return []Stage{Source(src), Shuffle(3), Batching(8, false), ToTensor(transform.NCHW, transform.Float32)}
+	}
+	cases := map[string]func(t *testing.T) []Stage{
+		"synthetic": func(t *testing.T) []Stage {
+			s, err := source.NewSynthetic(40, source.Test, 9, source.WithShuffledLabels())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cifarRest(s)
+		},
+		"cifar10": func(t *testing.T) []Stage {
+			s, err := source.CIFAR10(ctx, smallCIFAR(t), source.Test)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cifarRest(s)
+		},
+		"image_folder": func(t *testing.T) []Stage {
+			dir := shareddata.Path(t, "imagenet-sample")
+			s, err := source.OpenFolder(ctx, dir, source.WithLabels(filepath.Join(dir, "labels.csv")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rest(s)
+		},
+		"tfrecord": func(t *testing.T) []Stage {
+			dir := shareddata.Path(t, "tfrecord")
+			s, err := source.OpenTFRecord(ctx, filepath.Join(dir, "train-*"), source.WithLabelOffset(1), source.WithIndexDir(t.TempDir()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rest(s)
+		},
+		"webdataset": func(t *testing.T) []Stage {
+			s, err := source.OpenWebDataset(ctx, shareddata.Path(t, "webdataset/sample.tgz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rest(s)
+		},
+	}
+	for name, stages := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := mustNew(t, stages(t)...)
+			if first, _, _ := strings.Cut(p.String(), "\n"); !strings.HasPrefix(first, "source "+name+" ") || strings.Contains(first, "#") {
+				t.Errorf("source line %q", first)
+			}
+			roundTrip(t, name, p, nil)
+		})
+	}
+}
+
+// ownSource is a source of a program's own, which no .pipe line opens.
+type ownSource struct{ *source.Synthetic }
+
+func (s ownSource) Info() source.Info {
+	return source.Info{Name: "mine", Identity: "mine from the database", C: 3, H: 32, W: 32, Classes: source.SyntheticClasses}
+}
+
+// TestOwnSourceString: a source of the program's own is written as its
+// name with its identity in a comment, and parsing that says the source is
+// unknown rather than taking the identity for parameters.
+func TestOwnSourceString(t *testing.T) {
+	s, _ := source.NewSynthetic(8, source.Train, 0)
+	p := mustNew(t, Source(ownSource{s}), Batching(4, false), ToTensor(transform.NCHW, transform.Float32))
+	defer p.Close()
+	first, _, _ := strings.Cut(p.String(), "\n")
+	if first != "source mine # mine from the database" {
+		t.Fatalf("source line %q", first)
+	}
+	if _, err := pipefile.Parse("x", p.String(), nil); err == nil || !strings.Contains(err.Error(), "mine") {
+		t.Errorf("parsing it: %v", err)
 	}
 }

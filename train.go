@@ -214,7 +214,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 		if ckpt == "" {
 			return nil, errors.New("pipe: --resume needs the train stage's out= directory, where the checkpoint is")
 		}
-		hist, err := tr.Load(ckpt, identity)
+		hist, err := loadCheckpoint(tr, ckpt, identity)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +245,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 			stopped := ctx.Err() != nil || errors.Is(err, context.Canceled)
 			if writes && stopped && tr.InEpoch > 0 {
 				hist, _ := json.Marshal(res.History)
-				if serr := tr.Save(ckpt, identity, hist); serr != nil {
+				if serr := saveCheckpoint(tr, ckpt, identity, hist); serr != nil {
 					return res, errors.Join(err, serr)
 				}
 			}
@@ -266,7 +266,7 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 		res.History = append(res.History, ep)
 		if writes {
 			hist, _ := json.Marshal(res.History)
-			if err := tr.Save(ckpt, identity, hist); err != nil {
+			if err := saveCheckpoint(tr, ckpt, identity, hist); err != nil {
 				return res, err
 			}
 			if err := appendJSONLine(metrics, ep, st.Epoch == 0 && !o.Resume); err != nil {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pipefeed/pipe/sharding"
+	"github.com/pipefeed/pipe/cache/store"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -35,10 +35,10 @@ type Config struct {
 	// 128 MiB: most of a CIFAR-10 epoch. Caches after random stages are
 	// read in order and keep at most 32 MiB whatever this says.
 	Memory int64
-	// Options tune the Badger store (sharding.WithMemTableSize,
+	// Options tune the Badger store (store.WithMemTableSize,
 	// WithIndexCacheSize, WithReserve); the defaults keep Badger's own
 	// memory near 50 MB.
-	Options []sharding.CacheOption
+	Options []store.Option
 }
 
 // The defaults of Config.Epochs and Config.Memory.
@@ -93,10 +93,10 @@ const orderedBudget = 32 << 20
 // concurrent use by the workers of an epoch.
 type Cache struct {
 	cfg      Config
-	fp       sharding.Fingerprint
-	store    *sharding.Cache // nil when the cache could not be opened
-	openErr  error           // why, when it could not
-	readOnly atomic.Bool     // set when a write failed: go on without writing
+	fp       store.Fingerprint
+	store    *store.Store // nil when the cache could not be opened
+	openErr  error        // why, when it could not
+	readOnly atomic.Bool  // set when a write failed: go on without writing
 	ordered  bool
 	samples  int
 	shards   *shardLRU
@@ -111,7 +111,7 @@ type Cache struct {
 // fingerprint and Info are known but nothing is read or written (for tools
 // that work on the directory themselves, like pipe cache gc).
 func Describe(s Spec) *Cache {
-	c := &Cache{cfg: s.Config, fp: sharding.NewFingerprint(s.Parts...), ordered: s.Ordered, samples: s.Samples,
+	c := &Cache{cfg: s.Config, fp: store.NewFingerprint(s.Parts...), ordered: s.Ordered, samples: s.Samples,
 		warned: map[string]bool{}}
 	budget := s.Memory
 	if c.ordered {
@@ -124,15 +124,15 @@ func Describe(s Spec) *Cache {
 // Open opens the cache s describes. Errors that leave the data readable (a
 // locked, read-only or unwritable directory) become warnings and a live
 // recompute; a directory of a newer format is an error. A damaged store is
-// repaired (sharding.WithRepair) with a warning that says what was done; one
+// repaired (store.WithRepair) with a warning that says what was done; one
 // that cannot be (read-only) is warned about and the run computes live.
 func Open(s Spec) (*Cache, error) {
 	c := Describe(s)
-	store, err := sharding.OpenCache(s.Dir, append([]sharding.CacheOption{sharding.WithRepair(true)}, s.Options...)...)
+	st, err := store.Open(s.Dir, append([]store.Option{store.WithRepair(true)}, s.Options...)...)
 	switch {
-	case errors.Is(err, sharding.ErrNewerFormat):
+	case errors.Is(err, store.ErrNewerFormat):
 		return nil, err
-	case errors.Is(err, sharding.ErrDamaged):
+	case errors.Is(err, store.ErrDamaged):
 		c.openErr = err
 		c.Warn("damaged", fmt.Sprintf("%v: computing live", err))
 		return c, nil
@@ -141,28 +141,28 @@ func Open(s Spec) (*Cache, error) {
 		c.Warn("open", fmt.Sprintf("cache disabled, computing live: %v", err))
 		return c, nil
 	}
-	for i, r := range store.Repairs() {
+	for i, r := range st.Repairs() {
 		c.Warn(fmt.Sprintf("repair %d", i), r)
 	}
-	c.store = store
-	if store.ReadOnly() {
+	c.store = st
+	if st.ReadOnly() {
 		c.readOnly.Store(true)
 		c.Warn("write", fmt.Sprintf("cache %s is read-only: reading what it holds, computing the rest live", s.Dir))
 		return c, nil
 	}
 	// The meta is written once, and again where it was written before
 	// EveryEpoch was recorded.
-	if m, err := store.GetMeta(c.fp); err != nil || m.EveryEpoch != !c.ordered {
-		meta := sharding.Meta{Stages: s.Stages, Samples: s.Samples, ShardSize: s.ShardSize, Epochs: 1, EveryEpoch: !c.ordered, Created: time.Now().UTC()}
+	if m, err := st.GetMeta(c.fp); err != nil || m.EveryEpoch != !c.ordered {
+		meta := store.Meta{Stages: s.Stages, Samples: s.Samples, ShardSize: s.ShardSize, Epochs: 1, EveryEpoch: !c.ordered, Created: time.Now().UTC()}
 		if err == nil {
 			meta.Created = m.Created
 		}
 		if c.ordered {
 			meta.Epochs = s.Epochs
 		}
-		err := store.PutMeta(c.fp, meta)
+		err := st.PutMeta(c.fp, meta)
 		switch {
-		case errors.Is(err, sharding.ErrDamaged):
+		case errors.Is(err, store.ErrDamaged):
 			c.noteDamage(err)
 		case err != nil:
 			c.readOnly.Store(true)
@@ -218,9 +218,9 @@ func (c *Cache) Readable() bool { return c.store != nil && c.store.Damaged() == 
 func (c *Cache) Writable() bool { return c.Readable() && !c.readOnly.Load() }
 
 // damaged returns the error of a store found damaged, at open or since
-// (wrapping sharding.ErrDamaged), or nil.
+// (wrapping store.ErrDamaged), or nil.
 func (c *Cache) damaged() error {
-	if errors.Is(c.openErr, sharding.ErrDamaged) {
+	if errors.Is(c.openErr, store.ErrDamaged) {
 		return c.openErr
 	}
 	if c.store != nil {
@@ -251,7 +251,7 @@ func (c *Cache) PostRand(seed uint64, e, ce, idx int, state uint64) transform.Ra
 	if c.ordered && e == ce {
 		return transform.RandAt(state)
 	}
-	return transform.NewRand(seed, e, int64(idx), 0)
+	return transform.NewRand(seed, e, int64(idx))
 }
 
 // Warn records a warning once per key.
@@ -303,20 +303,45 @@ func (c *Cache) Info() *Info {
 	return info
 }
 
-// View calls fn with entry shard of cache epoch ce, read in place from the
-// store (see sharding.Cache.View); it fails with sharding.ErrMiss where the
-// entry is missing, the cache is closed or its store is damaged (warned
-// once: the caller computes, as for any miss).
-func (c *Cache) View(ce, shard int, fn func(*sharding.Entry) error) error {
+// ReadChunk reads the samples at positions [lo, hi) of entry shard of
+// cache epoch ce in place from the store, verified, and calls emit with
+// each in order (i counts from 0 at lo; indices[i] is the sample's index;
+// its image is valid during the call) until emit returns false. It
+// reports false where the entry cannot be read so: missing, corrupt, the
+// cache closed, its store damaged (warned once) or failing (warned); the
+// caller then computes those samples, as for any miss, and a corrupt
+// entry is rewritten. scratch holds the entry's offsets between calls.
+func (c *Cache) ReadChunk(ce, shard, lo, hi int, indices []int, scratch *[]int, emit func(i int, s Sample) bool) bool {
 	if c.store == nil {
-		return sharding.ErrMiss
+		return false
 	}
-	err := c.store.View(c.fp, ce, shard, layout, fn)
-	if errors.Is(err, sharding.ErrDamaged) {
+	err := c.store.View(c.fp, ce, shard, layout, func(e *store.Entry) error {
+		data, offs, err := ChunkBytes(e, lo, hi, *scratch)
+		if err != nil {
+			return err
+		}
+		*scratch = offs
+		for i, o := range offs {
+			next := len(data)
+			if i+1 < len(offs) {
+				next = offs[i+1]
+			}
+			if !emit(i, ParseSample(data[o:next], indices[i])) {
+				return nil
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, store.ErrDamaged):
 		c.noteDamage(err)
-		return fmt.Errorf("%w: %w", sharding.ErrMiss, err)
+	case errors.Is(err, store.ErrMiss), errors.Is(err, store.ErrCorrupt):
+	default:
+		c.Warn("read", fmt.Sprintf("cache read failed, computing live: %v", err))
 	}
-	return err
+	return false
 }
 
 // AutoShardSize is the default samples per cache entry for the images the
@@ -401,11 +426,11 @@ func (c *Cache) fill(ctx context.Context, s *Shard, compute ComputeFunc) error {
 			}
 			c.corrupt.Add(1)
 			c.Warn(fmt.Sprintf("corrupt %d %d", s.id.Epoch, s.id.Index), fmt.Sprintf("cache entry epoch %d shard %d does not parse (%v): recomputed and rewritten", s.id.Epoch, s.id.Index, err))
-		case errors.Is(err, sharding.ErrCorrupt):
+		case errors.Is(err, store.ErrCorrupt):
 			c.corrupt.Add(1)
 			c.Warn(fmt.Sprintf("corrupt %d %d", s.id.Epoch, s.id.Index), fmt.Sprintf("%v: recomputed and rewritten", err))
-		case errors.Is(err, sharding.ErrMiss):
-		case errors.Is(err, sharding.ErrDamaged):
+		case errors.Is(err, store.ErrMiss):
+		case errors.Is(err, store.ErrDamaged):
 			c.noteDamage(err)
 		default:
 			c.Warn("read", fmt.Sprintf("cache read failed, computing live: %v", err))
@@ -432,7 +457,7 @@ func (c *Cache) put(id ShardID, raw []byte) {
 	}
 	err := c.store.Put(c.fp, id.Epoch, id.Index, layout, raw)
 	switch {
-	case errors.Is(err, sharding.ErrDamaged):
+	case errors.Is(err, store.ErrDamaged):
 		c.noteDamage(err)
 	case err != nil:
 		c.readOnly.Store(true)
@@ -442,12 +467,12 @@ func (c *Cache) put(id ShardID, raw []byte) {
 
 // ErrNotWritable is returned by Warm for a cache that cannot be written. A
 // damaged store that could not be repaired is reported as such instead
-// (wrapping sharding.ErrDamaged).
+// (wrapping store.ErrDamaged).
 var ErrNotWritable = errors.New("cache cannot be written")
 
 func (c *Cache) notWritable() error {
 	if err := c.damaged(); err != nil {
-		return fmt.Errorf("pipe: %w", err)
+		return err
 	}
-	return fmt.Errorf("pipe: cache %s: %w: %s", c.cfg.Dir, ErrNotWritable, strings.Join(c.Info().Warnings, "; "))
+	return fmt.Errorf("cache %s: %w: %s", c.cfg.Dir, ErrNotWritable, strings.Join(c.Info().Warnings, "; "))
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipefeed/pipe/sharding"
+	"github.com/pipefeed/pipe/cache/store"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -206,16 +206,16 @@ func TestCacheData(t *testing.T) {
 func TestMetaEveryEpoch(t *testing.T) {
 	dir := t.TempDir()
 	spec := Spec{Config: Config{Dir: dir, ShardSize: 4, Memory: 1 << 20}, Parts: []string{"one copy"}, Samples: 8}
-	fp := sharding.NewFingerprint(spec.Parts...)
+	fp := store.NewFingerprint(spec.Parts...)
 	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	store, err := sharding.OpenCache(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.PutMeta(fp, sharding.Meta{Samples: 8, ShardSize: 4, Epochs: 1, Created: created}); err != nil {
+	if err := st.PutMeta(fp, store.Meta{Samples: 8, ShardSize: 4, Epochs: 1, Created: created}); err != nil {
 		t.Fatal(err)
 	}
-	store.Close()
+	st.Close()
 	ordered := spec
 	ordered.Parts, ordered.Ordered, ordered.Epochs = []string{"ordered"}, true, 3
 	for _, s := range []Spec{spec, ordered} {
@@ -225,15 +225,15 @@ func TestMetaEveryEpoch(t *testing.T) {
 		}
 		c.Close()
 	}
-	store, err = sharding.OpenCache(dir)
+	st, err = store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	if m, err := store.GetMeta(fp); err != nil || !m.EveryEpoch || !m.Created.Equal(created) {
+	defer st.Close()
+	if m, err := st.GetMeta(fp); err != nil || !m.EveryEpoch || !m.Created.Equal(created) {
 		t.Errorf("one copy: meta %+v, %v", m, err)
 	}
-	if m, err := store.GetMeta(sharding.NewFingerprint(ordered.Parts...)); err != nil || m.EveryEpoch || m.Epochs != 3 {
+	if m, err := st.GetMeta(store.NewFingerprint(ordered.Parts...)); err != nil || m.EveryEpoch || m.Epochs != 3 {
 		t.Errorf("ordered: meta %+v, %v", m, err)
 	}
 }

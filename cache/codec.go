@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pipefeed/pipe/sharding"
+	"github.com/pipefeed/pipe/cache/store"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -116,14 +116,14 @@ func ParseSample(b []byte, index int) Sample {
 // read in place and their offsets relative to the returned bytes (in offs,
 // reused); nothing is returned unless every byte they need has passed its
 // checksum.
-func ChunkBytes(e *sharding.Entry, i0, i1 int, offs []int) ([]byte, []int, error) {
+func ChunkBytes(e *store.Entry, i0, i1 int, offs []int) ([]byte, []int, error) {
 	head, err := e.Bytes(0, 4)
 	if err != nil {
 		return nil, nil, err
 	}
 	count := int(binary.LittleEndian.Uint32(head))
 	if i0 < 0 || i1 > count || i0 >= i1 {
-		return nil, nil, fmt.Errorf("%w: samples [%d, %d) of an entry of %d", sharding.ErrCorrupt, i0, i1, count)
+		return nil, nil, fmt.Errorf("%w: samples [%d, %d) of an entry of %d", store.ErrCorrupt, i0, i1, count)
 	}
 	tbl, err := e.Bytes(4+4*i0, 4*(min(i1+1, count)-i0))
 	if err != nil {
@@ -140,7 +140,7 @@ func ChunkBytes(e *sharding.Entry, i0, i1 int, offs []int) ([]byte, []int, error
 		offs = append(offs, o)
 	}
 	if start < 4+4*count || stop < start {
-		return nil, nil, fmt.Errorf("%w: bad offsets", sharding.ErrCorrupt)
+		return nil, nil, fmt.Errorf("%w: bad offsets", store.ErrCorrupt)
 	}
 	data, err := e.Bytes(start, stop-start)
 	if err != nil {
@@ -162,7 +162,7 @@ func checkOffsets(offs []int, n int) error {
 			next = offs[i+1]
 		}
 		if o < prev || next < o+sampleHeader {
-			return fmt.Errorf("%w: bad offsets", sharding.ErrCorrupt)
+			return fmt.Errorf("%w: bad offsets", store.ErrCorrupt)
 		}
 		prev = o
 	}
@@ -186,18 +186,18 @@ type Shard struct {
 // Sample cannot read out of bounds whatever the bytes.
 func (s *Shard) parse() error {
 	if len(s.raw) < 4 {
-		return fmt.Errorf("%w: shard too short", sharding.ErrCorrupt)
+		return fmt.Errorf("%w: shard too short", store.ErrCorrupt)
 	}
 	n := int(binary.LittleEndian.Uint32(s.raw))
 	if n < 0 || 4+4*n > len(s.raw) {
-		return fmt.Errorf("%w: offset table past the end", sharding.ErrCorrupt)
+		return fmt.Errorf("%w: offset table past the end", store.ErrCorrupt)
 	}
 	s.offs = s.offs[:0]
 	for i := range n {
 		s.offs = append(s.offs, int(binary.LittleEndian.Uint32(s.raw[4+4*i:])))
 	}
 	if n > 0 && s.offs[0] < 4+4*n {
-		return fmt.Errorf("%w: bad offsets", sharding.ErrCorrupt)
+		return fmt.Errorf("%w: bad offsets", store.ErrCorrupt)
 	}
 	return checkOffsets(s.offs, len(s.raw))
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/dgraph-io/badger/v4/fb"
 	"go.uber.org/goleak"
 
+	"github.com/pipefeed/pipe/cache/store"
 	"github.com/pipefeed/pipe/internal/faults"
-	"github.com/pipefeed/pipe/sharding"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -181,7 +181,7 @@ func damageTables(t *testing.T, dir string) {
 
 // TestWarmOnStoreDamagedWhileOpen: the store's tables are damaged under an
 // open cache, so Badger panics in the warm's workers. The warm fails,
-// promptly, with an error wrapping sharding.ErrDamaged; reads then compute
+// promptly, with an error wrapping store.ErrDamaged; reads then compute
 // live; Close returns; nothing is left running; the next open rebuilds the
 // store and a warm fills it.
 func TestWarmOnStoreDamagedWhileOpen(t *testing.T) {
@@ -194,7 +194,7 @@ func TestWarmOnStoreDamagedWhileOpen(t *testing.T) {
 	damageTables(t, dir)
 	faults.Within(t, 10*time.Second, "damaged while open", func() {
 		_, err := c.Warm(context.Background(), 0, 3, 4, func() ComputeFunc { return noisyCompute(c) }, nil)
-		if !errors.Is(err, sharding.ErrDamaged) || !strings.Contains(err.Error(), dir) {
+		if !errors.Is(err, store.ErrDamaged) || !strings.Contains(err.Error(), dir) {
 			t.Errorf("warm: %v, want ErrDamaged", err)
 		}
 		if c.Readable() || c.Writable() {
@@ -204,7 +204,7 @@ func TestWarmOnStoreDamagedWhileOpen(t *testing.T) {
 		if w := strings.Join(c.Info().Warnings, "\n"); !strings.Contains(w, "damaged cache store") || !strings.Contains(w, "computing live") {
 			t.Errorf("warnings %q", w)
 		}
-		if err := c.Close(); err != nil && !errors.Is(err, sharding.ErrDamaged) {
+		if err := c.Close(); err != nil && !errors.Is(err, store.ErrDamaged) {
 			t.Errorf("close: %v", err)
 		}
 	})
@@ -246,9 +246,9 @@ func TestWarmWorkerPanicStopsAll(t *testing.T) {
 // as "cannot be written".
 func TestWarmReportsDamageNotUnwritable(t *testing.T) {
 	c := Describe(damageSpec(t.TempDir()))
-	c.openErr = fmt.Errorf("cache %s: %w: table 000001.sst: block 0: checksum mismatch (the directory is read-only, so it is not repaired)", c.cfg.Dir, sharding.ErrDamaged)
+	c.openErr = fmt.Errorf("cache %s: %w: table 000001.sst: block 0: checksum mismatch (the directory is read-only, so it is not repaired)", c.cfg.Dir, store.ErrDamaged)
 	_, err := c.Warm(context.Background(), 0, 1, 1, func() ComputeFunc { return noisyCompute(c) }, nil)
-	if !errors.Is(err, sharding.ErrDamaged) || errors.Is(err, ErrNotWritable) || strings.Contains(err.Error(), "cannot be written") {
+	if !errors.Is(err, store.ErrDamaged) || errors.Is(err, ErrNotWritable) || strings.Contains(err.Error(), "cannot be written") {
 		t.Errorf("warm: %v", err)
 	}
 }
@@ -417,7 +417,7 @@ func TestDamagedStoreReadOnly(t *testing.T) {
 			t.Errorf("warnings %q", w)
 		}
 		checkShards(t, "read-only", c)
-		if _, err := c.Warm(context.Background(), 0, 3, 2, func() ComputeFunc { return noisyCompute(c) }, nil); !errors.Is(err, sharding.ErrDamaged) {
+		if _, err := c.Warm(context.Background(), 0, 3, 2, func() ComputeFunc { return noisyCompute(c) }, nil); !errors.Is(err, store.ErrDamaged) {
 			t.Errorf("warm: %v, want ErrDamaged", err)
 		}
 	})

@@ -1,5 +1,5 @@
 // Package cache is the sample cache of a pipeline's cache stage: what the
-// stages before the cache made of each sample, kept in a [sharding.Cache]
+// stages before the cache made of each sample, kept in a [store.Store]
 // store and read back instead of recomputed.
 //
 // Samples are grouped into shards (entries) of a fixed number of samples.
@@ -28,14 +28,14 @@
 // group: the first error or panic stops the others and is returned.
 //
 // A damaged store is treated as a damaged entry is, one level up: reported,
-// then recomputed and rewritten. [Open] repairs it (sharding.WithRepair)
+// then recomputed and rewritten. [Open] repairs it (store.WithRepair)
 // with one warning that names the directory, the damaged files and what
 // was done: a damaged value log header, MANIFEST header, KEYREGISTRY or
 // format record is written again and nothing is lost; other damage rebuilds
 // the store empty, so its entries are computed and written again. A store
 // found damaged while open (Badger panicked in a call) is neither read nor
 // written again: reads compute live, the warning says so, and the next open
-// rebuilds it; a warm fails with an error wrapping sharding.ErrDamaged.
+// rebuilds it; a warm fails with an error wrapping store.ErrDamaged.
 // Where the directory is read-only the store is not repaired, the warning
 // says so, and the run computes live. Damage is never a hang: the store
 // recovers Badger's panics and bounds its close.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/alitto/pond/v2"
 
-	"github.com/pipefeed/pipe/sharding"
+	"github.com/pipefeed/pipe/cache/store"
 )
 
 // WarmProgress reports a warm in progress.
@@ -25,7 +25,7 @@ type WarmProgress struct {
 // ComputeFunc from newCompute, in one pond group: the first error, or a
 // panic (returned with its stack), cancels the others and is returned once
 // every goroutine has stopped. A damaged store fails the warm with an error
-// wrapping sharding.ErrDamaged (see Open for how it is repaired). progress,
+// wrapping store.ErrDamaged (see Open for how it is repaired). progress,
 // if not nil, is called after every shard, from one goroutine at a time.
 func (c *Cache) Warm(ctx context.Context, from, n, workers int, newCompute func() ComputeFunc, progress func(WarmProgress)) (WarmProgress, error) {
 	var st WarmProgress
@@ -93,7 +93,7 @@ func (c *Cache) Warm(ctx context.Context, from, n, workers int, newCompute func(
 						err = c.store.Put(c.fp, id.Epoch, id.Index, layout, raw)
 					}
 				}
-				if errors.Is(err, sharding.ErrDamaged) {
+				if errors.Is(err, store.ErrDamaged) {
 					c.noteDamage(err)
 				}
 				if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/pipefeed/pipe/cache"
-	"github.com/pipefeed/pipe/sharding"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -103,7 +102,7 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 			x.fail(fmt.Errorf("sample %d: image is %s, the source said %s", idx, w.img.Shape(), s.InShape))
 			return
 		}
-		err := x.write(w, j, k, sb, transform.NewRand(s.Seed, x.epoch, int64(idx), 0), rec.Label, rec.Enc)
+		err := x.write(w, j, k, sb, transform.NewRand(s.Seed, x.epoch, int64(idx)), rec.Label, rec.Enc)
 		if err != nil {
 			if !x.skip(j, k, &source.RecordError{File: rec.Path, Index: idx, Err: err}) {
 				return
@@ -153,32 +152,13 @@ func (x *Epoch) transformCached(w *worker, c chunk, sb int) {
 		end := min(c.hi, (shardIdx+1)*S-j.first)
 		base := shardIdx * S
 		var done bool
-		err := pc.View(ce, shardIdx, func(e *sharding.Entry) error {
-			data, offs, err := cache.ChunkBytes(e, j.first+k-base, j.first+end-base, w.offs)
-			if err != nil {
-				return err
-			}
-			w.offs = offs
-			for i, o := range offs {
-				next := len(data)
-				if i+1 < len(offs) {
-					next = offs[i+1]
-				}
-				if !x.emit(w, j, k+i, sb, cache.ParseSample(data[o:next], j.indices[k+i]), ce) {
-					done = true
-					return nil
-				}
-			}
-			return nil
+		read := pc.ReadChunk(ce, shardIdx, j.first+k-base, j.first+end-base, j.indices[k:end], &w.offs, func(i int, s cache.Sample) bool {
+			done = !x.emit(w, j, k+i, sb, s, ce)
+			return !done
 		})
-		switch {
-		case err == nil:
-		case errors.Is(err, sharding.ErrMiss), errors.Is(err, sharding.ErrCorrupt):
+		if !read {
 			// Compute (or re-read, check in full, report and rewrite) the
 			// shard once for every worker that needs it.
-			x.transformShards(w, j, k, end, sb)
-		default:
-			pc.Warn("read", fmt.Sprintf("cache read failed, computing live: %v", err))
 			x.transformShards(w, j, k, end, sb)
 		}
 		if done || x.ctx.Err() != nil {
@@ -255,7 +235,7 @@ func (e *Engine) computeShard(ctx context.Context, w *worker, id cache.ShardID, 
 		err := s.Source.Read(idx, rec)
 		var out *transform.Image
 		if err == nil {
-			out, err = apply(w.pre, w.dec, &w.img, idx, rec, transform.NewRand(s.Seed, id.Epoch, int64(idx), 0))
+			out, err = apply(w.pre, w.dec, &w.img, idx, rec, transform.NewRand(s.Seed, id.Epoch, int64(idx)))
 		}
 		if err != nil {
 			var re *source.RecordError

@@ -350,7 +350,7 @@ var builtin = []*Spec{
 	{Name: "image_folder", Kind: "source", Summary: "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
 		Params: []Param{
 			{Name: "path", Type: String, Required: true, Doc: "the directory"},
-			{Name: "labels", Type: String, Doc: "flat layout: a CSV of file,label lines (a header is skipped)"},
+			{Name: "labels", Type: String, Doc: "flat layout: a CSV of file,label lines (a header is skipped); without classes= the classes are 0..the largest label (past 1,024, half must appear)"},
 			{Name: "classes", Type: String, Doc: "a CSV of label,name lines naming the classes (e.g. ILSVRC synsets)"},
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads path/../val (or path/../test) when it exists"},
 		},

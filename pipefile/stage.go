@@ -174,10 +174,36 @@ func Index(stages []Stage, name string) int {
 }
 
 // Source makes a source stage from an opened source; it must be the first
-// stage. Its line names the source's data (Info().Identity): a source made
-// in Go has no .pipe line of its own.
+// stage. Its line is the .pipe source line that opens the same data
+// (sourceLine), from the source's Info().Args.
 func Source(src source.Source) Stage {
-	return Stage{name: "source", line: "source " + src.Info().Identity, src: src, apply: setSource}
+	return Stage{name: "source", line: sourceLine(src.Info()), src: src, apply: setSource}
+}
+
+// sourceLine is the canonical line of an opened source, as the registry's
+// source of that name writes it (every parameter with a value, defaults
+// filled in), so that the pipeline's String parses back. A source the
+// registry does not know, or one without Args, is written as its name
+// with its identity in a comment: parsing that back says which source is
+// unknown or which parameter is missing.
+func sourceLine(info source.Info) string {
+	spec := Lookup("source", info.Name)
+	if spec == nil || len(info.Args) == 0 {
+		return "source " + info.Name + " # " + info.Identity
+	}
+	a := Args{spec: spec, vals: map[string]string{}}
+	for _, p := range spec.Params {
+		if p.Default != "" {
+			a.vals[p.Name] = p.Default
+		}
+	}
+	for _, arg := range info.Args {
+		if spec.Param(arg.Name) == nil {
+			return "source " + info.Name + " # " + info.Identity
+		}
+		a.vals[arg.Name] = arg.Value
+	}
+	return a.Line()
 }
 
 // setSource records nothing: Compile takes the opened source from the stage,
@@ -236,9 +262,9 @@ func Map(op transform.Op) Stage {
 type DecodeConfig struct {
 	// FullScale turns off reduced-scale decoding (the .pipe parameter
 	// reduce=false): by default, where the first operation is resize or
-	// random_resized_crop, the jpegturbo build decodes at the smallest DCT
-	// scale of 1/8, 1/4 and 1/2 that still gives it at least as many pixels
-	// as it outputs.
+	// random_resized_crop, a JPEG is decoded at the smallest DCT scale of
+	// 1/8, 1/4 and 1/2 that still gives it at least as many pixels as it
+	// outputs, in every build.
 	FullScale bool
 	// MaxPixels is the largest image, width × height, decoded (the .pipe
 	// parameter max_pixels=); 0 means transform.DefaultMaxPixels, whose
@@ -251,8 +277,8 @@ type DecodeConfig struct {
 // Decode turns the encoded images of a source such as image_folder (JPEG,
 // PNG) into RGB pixels. It comes right after the source, before any image
 // operation; a cache after it stores decoded images, so later epochs skip
-// the decoding. In the jpegturbo build, when the first operation is resize
-// or random_resized_crop, only the window it reads is decoded.
+// the decoding. When the first operation is resize or random_resized_crop,
+// only the window of a JPEG it reads is decoded, in every build.
 func Decode(d DecodeConfig) Stage {
 	limit := d.MaxPixels
 	if limit == 0 {

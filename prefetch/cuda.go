@@ -1,29 +1,30 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package prefetch
 
 import (
 	"errors"
 	"fmt"
-	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/alitto/pond/v2"
-	"gorgonia.org/cu"
 
-	"github.com/pipefeed/pipe/prefetch/internal/pinned"
+	"github.com/pipefeed/pipe/internal/cuda"
 )
 
-// CUDACompiled reports whether this build has CUDA (the cuda build tag).
+// CUDACompiled reports whether this build has CUDA (the cuda or cudaemu
+// build tag).
 const CUDACompiled = true
+
+// CUDAEmulated reports whether this build's GPUs are emulated (the
+// cudaemu tag: tests and CI only).
+const CUDAEmulated = cuda.Emulated
 
 // CUDADevices returns the number of GPUs the CUDA driver sees.
 func CUDADevices() (int, error) {
-	n, err := cu.NumDevices()
+	n, err := cuda.DeviceCount()
 	if err != nil {
 		return 0, fmt.Errorf("prefetch: counting CUDA devices: %w", err)
 	}
@@ -37,11 +38,10 @@ func CUDADevices() (int, error) {
 // figures.
 type CUDA struct {
 	name     string
-	dev      cu.Device
-	ctx      cu.CUContext
-	stream   cu.Stream
-	mod      cu.Module
-	f32, f16 cu.Function
+	ctx      *cuda.Context
+	stream   *cuda.Stream
+	mod      *cuda.Module
+	f32, f16 *cuda.Function
 
 	mu       sync.Mutex // guards closed and the order of work on the stream
 	closed   bool
@@ -51,7 +51,7 @@ type CUDA struct {
 	completion pond.Task
 
 	evMu   sync.Mutex
-	events []cu.Event // free events, recycled
+	events []*cuda.Event // free events, recycled
 
 	copied, nanos atomic.Int64
 }
@@ -59,12 +59,12 @@ type CUDA struct {
 // cudaOp is work on the stream between two recorded events.
 type cudaOp struct {
 	*op
-	start, end cu.Event
+	start, end *cuda.Event
 	bytes      int64 // for a copy, counted in the bandwidth figures
 }
 
 type cudaBuffer struct {
-	ptr cu.DevicePtr
+	ptr cuda.DevicePtr
 	n   int
 	dev *CUDA
 }
@@ -81,22 +81,18 @@ func NewCUDA(ordinal int) (*CUDA, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("prefetch: cuda:%d: the driver sees %d GPUs (cuda:0 to cuda:%d)", ordinal, n, n-1)
 	}
-	dev, err := cu.GetDevice(ordinal)
-	if err != nil {
-		return nil, fmt.Errorf("prefetch: cuda:%d: %w", ordinal, err)
-	}
-	g := &CUDA{name: fmt.Sprintf("cuda:%d", ordinal), dev: dev, inflight: make(chan *cudaOp, 1024)}
+	g := &CUDA{name: cuda.Name(ordinal), inflight: make(chan *cudaOp, 1024)}
 	// The primary context is the one the CUDA runtime (and so PyTorch or
 	// cuDNN in the same process) uses: buffers are shared with them.
-	if g.ctx, err = dev.RetainPrimaryCtx(); err != nil {
+	if g.ctx, err = cuda.RetainPrimary(ordinal); err != nil {
 		return nil, g.errf("retaining the primary context", err)
 	}
-	err = g.do(func() error {
+	err = g.ctx.Do(func() error {
 		var err error
-		if g.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		if g.stream, err = cuda.NewStream(); err != nil {
 			return g.errf("creating the copy stream", err)
 		}
-		if g.mod, err = cu.LoadData(normalizePTX); err != nil {
+		if g.mod, err = cuda.LoadModule("prefetch/normalize.ptx", normalizePTX); err != nil {
 			return g.errf("loading the normalize kernels", err)
 		}
 		if g.f32, err = g.mod.Function("normalize_f32"); err != nil {
@@ -108,7 +104,7 @@ func NewCUDA(ordinal int) (*CUDA, error) {
 		return nil
 	})
 	if err != nil {
-		dev.ReleasePrimaryCtx()
+		g.ctx.Release()
 		return nil, err
 	}
 	// The completion goroutine, in a pond pool of its own: Close waits for
@@ -122,24 +118,13 @@ func (g *CUDA) errf(what string, err error) error {
 	return fmt.Errorf("prefetch: %s: %s: %w", g.name, what, err)
 }
 
-// do runs f on a locked OS thread with the device's context current: the
-// driver API keeps the current context per thread, and goroutines move.
-func (g *CUDA) do(f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := cu.SetCurrentContext(g.ctx); err != nil {
-		return g.errf("making the context current", err)
-	}
-	return f()
-}
-
 func (g *CUDA) Name() string { return g.name }
 
 func (g *CUDA) Alloc(n int) (Buffer, error) {
 	b := &cudaBuffer{n: n, dev: g}
-	err := g.do(func() error {
+	err := g.ctx.Do(func() error {
 		var err error
-		b.ptr, err = cu.MemAlloc(int64(max(n, 1)))
+		b.ptr, err = cuda.MemAlloc(int64(max(n, 1)))
 		return err
 	})
 	if err != nil {
@@ -164,11 +149,11 @@ func (g *CUDA) Free(b Buffer) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.do(func() error {
+	return g.ctx.Do(func() error {
 		if err := g.stream.Synchronize(); err != nil {
 			return g.errf("waiting for the stream", err)
 		}
-		return cu.MemFree(cb.ptr)
+		return cuda.MemFree(cb.ptr)
 	})
 }
 
@@ -184,7 +169,7 @@ func (g *CUDA) CopyAsync(dst Buffer, src []byte) (Event, error) {
 		if len(src) == 0 {
 			return nil
 		}
-		return cu.MemcpyHtoDAsync(d.ptr, unsafe.Pointer(unsafe.SliceData(src)), int64(len(src)), g.stream)
+		return cuda.CopyHtoDAsync(d.ptr, src, g.stream)
 	})
 }
 
@@ -207,27 +192,23 @@ func (g *CUDA) NormalizeAsync(dst, src Buffer, n int, k *Norm) (Event, error) {
 	if k.Half {
 		fn = g.f16
 	}
-	// cu's Launch copies eight bytes from each parameter; the kernel reads
-	// as many as the parameter's type has, from the low end.
-	var args [13]uint64
-	args[0], args[1], args[2] = uint64(d.ptr), uint64(s.ptr), uint64(n)
-	args[3], args[4] = uint64(k.Plane), uint64(len(k.Scale))
-	for c := range MaxNormChannels {
-		if c < len(k.Scale) {
-			args[5+c] = uint64(math.Float32bits(k.Scale[c]))
-			args[9+c] = uint64(math.Float32bits(k.Bias[c]))
+	// normalize_f32/f16(dst, src, n, plane, channels, s0…s3, b0…b3)
+	args := []any{d.ptr, s.ptr, uint64(n), uint32(k.Plane), uint32(len(k.Scale))}
+	for _, v := range [][]float32{k.Scale, k.Bias} {
+		for c := range MaxNormChannels {
+			f := float32(0)
+			if c < len(v) {
+				f = v[c]
+			}
+			args = append(args, f)
 		}
-	}
-	params := make([]unsafe.Pointer, len(args))
-	for i := range args {
-		params[i] = unsafe.Pointer(&args[i])
 	}
 	blocks := min((n+normalizeThreads-1)/normalizeThreads, 1<<20)
 	return g.enqueue(0, func() error {
 		if n == 0 {
 			return nil
 		}
-		return fn.Launch(blocks, 1, 1, normalizeThreads, 1, 1, 0, g.stream, params)
+		return fn.Launch(cuda.Dim3{blocks, 1, 1}, cuda.Dim3{normalizeThreads, 1, 1}, 0, g.stream, args...)
 	})
 }
 
@@ -245,11 +226,11 @@ func (g *CUDA) Read(dst []byte, src Buffer) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.do(func() error {
+	return g.ctx.Do(func() error {
 		if err := g.stream.Synchronize(); err != nil {
 			return g.errf("waiting for the stream", err)
 		}
-		return cu.MemcpyDtoH(unsafe.Pointer(unsafe.SliceData(dst)), s.ptr, int64(len(dst)))
+		return cuda.CopyDtoH(dst, s.ptr)
 	})
 }
 
@@ -262,7 +243,7 @@ func (g *CUDA) enqueue(bytes int64, launch func() error) (Event, error) {
 		return nil, ErrClosed
 	}
 	o := &cudaOp{op: newOp(), bytes: bytes}
-	err := g.do(func() error {
+	err := g.ctx.Do(func() error {
 		var err error
 		if o.start, err = g.event(); err != nil {
 			return err
@@ -287,7 +268,9 @@ func (g *CUDA) enqueue(bytes int64, launch func() error) (Event, error) {
 }
 
 // event returns a free event, or a new one (the context must be current).
-func (g *CUDA) event() (cu.Event, error) {
+// Its Synchronize sleeps: the completion goroutine does not spin a core
+// the pipeline needs.
+func (g *CUDA) event() (*cuda.Event, error) {
 	g.evMu.Lock()
 	defer g.evMu.Unlock()
 	if n := len(g.events); n > 0 {
@@ -295,16 +278,14 @@ func (g *CUDA) event() (cu.Event, error) {
 		g.events = g.events[:n-1]
 		return e, nil
 	}
-	// Blocking sync: the completion goroutine sleeps in Synchronize rather
-	// than spinning a core the pipeline needs.
-	return cu.MakeEvent(cu.BlockingSyncEvent)
+	return cuda.NewEvent()
 }
 
-func (g *CUDA) recycle(evs ...cu.Event) {
+func (g *CUDA) recycle(evs ...*cuda.Event) {
 	g.evMu.Lock()
 	defer g.evMu.Unlock()
 	for _, e := range evs {
-		if e != (cu.Event{}) {
+		if e != nil {
 			g.events = append(g.events, e)
 		}
 	}
@@ -313,24 +294,27 @@ func (g *CUDA) recycle(evs ...cu.Event) {
 // complete waits for each operation's end event, in stream order, and
 // completes it.
 func (g *CUDA) complete() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	ctxErr := cu.SetCurrentContext(g.ctx)
-	for o := range g.inflight {
-		err := ctxErr
-		if err == nil {
-			err = o.end.Synchronize()
-		}
-		if err == nil && o.bytes > 0 {
-			if ms, err := o.start.Elapsed(o.end); err == nil {
-				g.nanos.Add(int64(ms * 1e6))
-				g.copied.Add(o.bytes)
+	ctxErr := g.ctx.Do(func() error {
+		for o := range g.inflight {
+			err := o.end.Synchronize()
+			if err == nil && o.bytes > 0 {
+				if d, err := cuda.Elapsed(o.start, o.end); err == nil {
+					g.nanos.Add(int64(d))
+					g.copied.Add(o.bytes)
+				}
 			}
+			g.recycle(o.start, o.end)
+			if err != nil {
+				o.op.err = g.errf("device work failed", err)
+			}
+			close(o.op.done)
 		}
-		g.recycle(o.start, o.end)
-		if err != nil {
-			o.op.err = g.errf("device work failed", err)
-		}
+		return nil
+	})
+	// Without the context no event can be waited for: every operation
+	// fails.
+	for o := range g.inflight {
+		o.op.err = g.errf("device work failed", ctxErr)
 		close(o.op.done)
 	}
 }
@@ -340,9 +324,9 @@ func (g *CUDA) complete() {
 // rate and truly asynchronously.
 func (g *CUDA) AllocHost(n int) ([]byte, error) {
 	var b []byte
-	err := g.do(func() error {
+	err := g.ctx.Do(func() error {
 		var err error
-		b, err = pinned.Alloc(n)
+		b, err = cuda.MemHostAlloc(n)
 		return err
 	})
 	if err != nil {
@@ -353,7 +337,7 @@ func (g *CUDA) AllocHost(n int) ([]byte, error) {
 
 // FreeHost frees memory from AllocHost.
 func (g *CUDA) FreeHost(b []byte) error {
-	return g.do(func() error { return pinned.Free(b) })
+	return g.ctx.Do(func() error { return cuda.MemFreeHost(b) })
 }
 
 // Stats reports the bytes copied and the time the copies took on the GPU
@@ -375,16 +359,16 @@ func (g *CUDA) Close() error {
 	g.mu.Unlock()
 	cerr := g.completion.Wait()
 	g.completer.StopAndWait()
-	err := g.do(func() error {
+	err := g.ctx.Do(func() error {
 		errs := []error{g.stream.Synchronize(), g.mod.Unload()}
 		for _, e := range g.events {
-			errs = append(errs, cu.DestroyEvent(&e))
+			errs = append(errs, e.Destroy())
 		}
 		g.events = nil
 		errs = append(errs, g.stream.Destroy())
 		return errors.Join(errs...)
 	})
-	if rerr := g.dev.ReleasePrimaryCtx(); err == nil {
+	if rerr := g.ctx.Release(); err == nil {
 		err = rerr
 	}
 	err = errors.Join(cerr, err)

@@ -1,14 +1,19 @@
-//go:build !cuda
+//go:build !cuda && !cudaemu
 
 package prefetch
 
 // This build has no CUDA: the CUDA device has the cuda build's API, and
 // every way to obtain one answers ErrNoCUDA. (gorgonia.org/cu links libcuda
 // and exits the process at init without a GPU, so only the cuda build
-// imports it.)
+// imports it, through internal/cuda.)
 
-// CUDACompiled reports whether this build has CUDA (the cuda build tag).
+// CUDACompiled reports whether this build has CUDA (the cuda or cudaemu
+// build tag).
 const CUDACompiled = false
+
+// CUDAEmulated reports whether this build's GPUs are emulated (the
+// cudaemu tag).
+const CUDAEmulated = false
 
 // CUDADevices returns ErrNoCUDA: this build has no CUDA.
 func CUDADevices() (int, error) { return 0, ErrNoCUDA }

@@ -1,8 +1,9 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
-// These tests and benchmarks need a GPU: gorgonia.org/cu exits the process
-// at init without one. Build the binary where Go and the CUDA headers are
-// (see scripts/cuda-headers) and run it on the GPU machine:
+// These tests and benchmarks run on a GPU in the cuda build and on the
+// CUDA emulator in the cudaemu build (go test -tags cudaemu ./prefetch, in
+// CI). For a GPU, build the binary where Go and the CUDA headers are (see
+// scripts/cuda-headers) and run it on the GPU machine:
 //
 //	go test -tags cuda -c -o prefetch-cuda.test ./prefetch
 //	./prefetch-cuda.test -test.v -test.run CUDA -test.bench CUDA
@@ -13,11 +14,21 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"testing"
-	"unsafe"
 
-	"gorgonia.org/cu"
+	"github.com/pipefeed/pipe/internal/cuda"
 )
+
+// TestMain prints the emulator's seed after a failure, so that the thread
+// orders and stream delays that failed can be repeated.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if seed, ok := cuda.Seed(); ok && code != 0 {
+		fmt.Fprintf(os.Stderr, "cuda emulator seed %d: PIPE_CUDAEMU_SEED=%d repeats its thread orders and stream delays\n", seed, seed)
+	}
+	os.Exit(code)
+}
 
 func openGPU(tb testing.TB) *CUDA {
 	tb.Helper()
@@ -132,9 +143,9 @@ func BenchmarkCUDACopy(b *testing.B) {
 			b.SetBytes(int64(size))
 			// A b.N loop, not b.Loop: the final synchronisation must be
 			// inside the timing.
-			err := g.do(func() error {
+			err := g.ctx.Do(func() error {
 				for range b.N {
-					if err := cu.MemcpyHtoDAsync(buf.(*cudaBuffer).ptr, unsafe.Pointer(&pinned[0]), int64(size), g.stream); err != nil {
+					if err := cuda.CopyHtoDAsync(buf.(*cudaBuffer).ptr, pinned, g.stream); err != nil {
 						return err
 					}
 				}

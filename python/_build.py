@@ -5,6 +5,7 @@ metadata files, which zipfile writes. With no build requirements, pip installs
 it without a network (no setuptools to fetch into an isolated environment).
 """
 
+import ast
 import base64
 import hashlib
 import os
@@ -12,27 +13,68 @@ import tarfile
 import zipfile
 
 NAME = "pipefeed"
-VERSION = "0.1.0"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _version():
+    """The version, from pipefeed/__init__.py's __version__: the package's
+    metadata is written once (pyproject.toml declares it dynamic)."""
+    with open(os.path.join(HERE, NAME, "__init__.py")) as f:
+        for line in f:
+            if line.startswith("__version__ = "):
+                return ast.literal_eval(line.split("=", 1)[1].strip())
+    raise RuntimeError(f"{NAME}/__init__.py has no __version__ line")
+
+
+def _project():
+    """pyproject.toml's [project] table: name, description, requires-python,
+    dependencies and optional-dependencies are written there alone. Its
+    values are strings and lists of strings on one line each, which
+    ast.literal_eval reads where tomllib (Python 3.11) is missing."""
+    path = os.path.join(HERE, "pyproject.toml")
+    try:
+        import tomllib
+
+        with open(path, "rb") as f:
+            return tomllib.load(f)["project"]
+    except ImportError:
+        pass
+    project, table = {}, None
+    with open(path) as f:
+        for line in f:
+            line = line.split(" #", 1)[0].strip()
+            if line.startswith("["):
+                table = line.strip("[]")
+            elif "=" in line and table in ("project", "project.optional-dependencies"):
+                key, value = (x.strip() for x in line.split("=", 1))
+                t = project if table == "project" else project.setdefault("optional-dependencies", {})
+                t[key] = ast.literal_eval(value)
+    return project
+
+
+PROJECT = _project()
+VERSION = _version()
 TAG = "py3-none-any"
 DIST = f"{NAME}-{VERSION}"
 
-METADATA = f"""Metadata-Version: 2.1
-Name: {NAME}
-Version: {VERSION}
-Summary: PyTorch and JAX loaders fed by the pipe data pipeline over shared memory
-Requires-Python: >=3.9
-Requires-Dist: numpy
-Provides-Extra: torch
-Requires-Dist: torch; extra == "torch"
-"""
+
+def _metadata():
+    lines = ["Metadata-Version: 2.1", f"Name: {NAME}", f"Version: {VERSION}",
+             f"Summary: {PROJECT['description']}", f"Requires-Python: {PROJECT['requires-python']}"]
+    lines += [f"Requires-Dist: {d}" for d in PROJECT.get("dependencies", [])]
+    for extra, deps in PROJECT.get("optional-dependencies", {}).items():
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f'Requires-Dist: {d}; extra == "{extra}"' for d in deps]
+    return "\n".join(lines) + "\n"
+
+
+METADATA = _metadata()
 
 WHEEL = f"""Wheel-Version: 1.0
 Generator: pipefeed _build
 Root-Is-Purelib: true
 Tag: {TAG}
 """
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _sources():

@@ -239,9 +239,11 @@ func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts 
 		labels = "coarse"
 	}
 	c.info = Info{Name: f.name, C: 3, H: 32, W: 32, Classes: c.info.Classes,
-		Identity: fmt.Sprintf("%s %s split=%s", f.name, p, split)}
+		Identity: fmt.Sprintf("%s %s split=%s", f.name, p, split),
+		Args:     []Arg{{"path", p}, {"split", split.String()}}}
 	if f.labelBytes == 2 {
 		c.info.Identity += " labels=" + labels
+		c.info.Args = append(c.info.Args, Arg{"labels", labels})
 	}
 	c.validate()
 	return c, nil

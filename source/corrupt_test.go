@@ -314,6 +314,42 @@ func TestFolderLabelBound(t *testing.T) {
 	}
 }
 
+// TestSparseLabels (issue 24): without classes=, labels 0, 1 and
+// 1048575 would make 1,048,576 classes, a model of gigabytes; they are
+// refused, naming the figures and the way out, while a subset that misses
+// some of ImageNet's 1,000 classes, or names its classes, passes; so with
+// TFRecord and WebDataset labels.
+func TestSparseLabels(t *testing.T) {
+	root, labels := folderWithCSV(t, "a.jpg,0\nb.jpg,1\nc.jpg,1048575\n", "a.jpg", "b.jpg", "c.jpg")
+	_, err := OpenFolder(t.Context(), root, WithLabels(labels))
+	if err == nil || !strings.Contains(err.Error(), "labels run to 1048575 but only 3 distinct labels appear") || !strings.Contains(err.Error(), "classes=") {
+		t.Fatalf("sparse labels: %v", err)
+	}
+	names := filepath.Join(t.TempDir(), "names.csv")
+	os.WriteFile(names, []byte("0,cat\n1,dog\n2,owl\n"), 0o644)
+	if f, err := OpenFolder(t.Context(), root, WithLabels(labels), WithClassNames(names)); err != nil || len(f.Info().Classes) != 3 || len(f.Corrupt()) != 1 {
+		t.Fatalf("with classes=: %v", err)
+	}
+
+	root, labels = folderWithCSV(t, "a.jpg,0\nb.jpg,17\nc.jpg,999\n", "a.jpg", "b.jpg", "c.jpg")
+	if f, err := OpenFolder(t.Context(), root, WithLabels(labels)); err != nil || len(f.Info().Classes) != 1000 {
+		t.Fatalf("3 images of 1,000 classes: %v", err)
+	}
+
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "s.tfrecord")
+	os.WriteFile(tf, tfLabelled(0, 1, 1<<20-1), 0o644)
+	if _, err := OpenTFRecord(t.Context(), tf, WithIndexDir(dir)); !errors.Is(err, ErrLabel) || !strings.Contains(err.Error(), "only 3 distinct labels") {
+		t.Errorf("tfrecord with sparse labels: %v", err)
+	}
+	png := "\x89PNG\r\n\x1a\nfake"
+	wds := filepath.Join(dir, "s.tar")
+	os.WriteFile(wds, tarOf("a.png", png, "a.cls", "0", "b.png", png, "b.cls", "1048575"), 0o644)
+	if _, err := OpenWebDataset(t.Context(), wds, WithWDSIndexDir(dir)); !errors.Is(err, ErrLabel) || !strings.Contains(err.Error(), "only 2 distinct labels") {
+		t.Errorf("webdataset with sparse labels: %v", err)
+	}
+}
+
 // TestCIFARPartialTail: a file that is not a whole number of records gives
 // its whole records, and the partial one at its end is a corrupt record
 // with the file and offset; records of later files keep their contents.

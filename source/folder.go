@@ -64,7 +64,9 @@ type folderConfig struct {
 
 // WithLabels makes the folder flat: path is a CSV of file,label lines (a
 // header line is skipped), with labels 0, 1, ...; the files it lists are
-// the samples, in its order. A line whose label is not a number in
+// the samples, in its order. Without [WithClassNames] the classes are
+// 0..the largest label; past 1,024 classes, labels that use fewer than
+// half of those are an error: they cannot be the class count. A line whose label is not a number in
 // 0..MaxClasses-1 (or, with [WithClassNames], one it names) makes its file
 // a corrupt record.
 func WithLabels(path string) FolderOption { return func(c *folderConfig) { c.labels = path } }
@@ -145,13 +147,16 @@ func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder
 		f.corrupt = append(f.corrupt, e)
 	}
 	id := "image_folder " + abs
+	args := []Arg{{"path", abs}}
 	if cfg.labels != "" {
 		id += " labels=" + cfg.labels
+		args = append(args, Arg{"labels", cfg.labels})
 	}
 	if cfg.classes != "" {
 		id += " classes=" + cfg.classes
+		args = append(args, Arg{"classes", cfg.classes})
 	}
-	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages}
+	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages, Args: args}
 	return f, nil
 }
 
@@ -229,7 +234,8 @@ func (s fileStat) Info() (os.FileInfo, error) { return os.Stat(s.path) }
 // listFlat reads the labels CSV: the samples are the files it lists. A
 // line whose label is not a number, or is not below len(names) (classes
 // from namesPath) or else MaxClasses, is a corrupt record; without names,
-// the classes are the numbers up to the largest good label. Each file costs
+// the classes are the numbers up to the largest good label, and at least
+// past 1,024 classes half of them must appear (denseLabels). Each file costs
 // a stat, so it looks at ctx before each.
 func (f *Folder) listFlat(ctx context.Context, csvPath string, names []string, namesPath string) ([]string, error) {
 	rows, err := readCSV(csvPath)
@@ -237,6 +243,7 @@ func (f *Folder) listFlat(ctx context.Context, csvPath string, names []string, n
 		return nil, err
 	}
 	maxLabel := -1
+	seen := make(map[int]bool)
 	for _, r := range rows {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("image_folder: %s: listing: %w", f.root, err)
@@ -262,9 +269,15 @@ func (f *Folder) listFlat(ctx context.Context, csvPath string, names []string, n
 			return nil, fmt.Errorf("%s:%d: %w", csvPath, r.line, err)
 		}
 		maxLabel = max(maxLabel, label)
+		if label >= 0 {
+			seen[label] = true
+		}
 	}
 	if names != nil {
 		return names, nil
+	}
+	if err := denseLabels("image_folder: "+csvPath, len(seen), maxLabel, "number the classes 0..%d, or name them with classes=FILE (label,name lines)"); err != nil {
+		return nil, err
 	}
 	return numbered(maxLabel + 1), nil
 }

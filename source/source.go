@@ -39,7 +39,15 @@ type Info struct {
 	// name's extension is not an image format's (image_folder's class
 	// folders: a notes.txt), which summaries report.
 	NonImages int
+	// Args are the parameters of a .pipe source line, after Name, that
+	// open this source again (path=..., split=...), so that a pipeline
+	// built in Go is written as a file that parses back. A source of the
+	// caller's own has none.
+	Args []Arg
 }
+
+// Arg is one parameter of a .pipe source line: name=value.
+type Arg struct{ Name, Value string }
 
 // Source is a dataset with random access by index.
 type Source interface {
@@ -141,4 +149,23 @@ func ParseSplit(s string) (Split, error) {
 		return Test, nil
 	}
 	return 0, fmt.Errorf("unknown split %q (want train or test)", s)
+}
+
+// sparseClasses is the most classes a labels file may imply without using
+// half of them: ImageNet's 1,000 from a 100-image subset of its validation
+// set cost a model little.
+const sparseClasses = 1024
+
+// denseLabels refuses labels that cannot be a class count: without a list
+// of classes, the classes are 0..maxLabel, and the model has one output
+// each, so past sparseClasses a labels file that uses fewer than half of
+// them (3 images labelled 0, 1 and 1048575 would size a model of 1,048,576
+// classes) is refused, an ErrLabel: what names the data, fix says how to mend it (with
+// a %d for the largest label of a dense numbering).
+func denseLabels(what string, distinct, maxLabel int, fix string) error {
+	if maxLabel < sparseClasses || 2*distinct > maxLabel {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: labels run to %d but only %d distinct labels appear, so they cannot be the class count (%d classes): "+fix,
+		what, ErrLabel, maxLabel, distinct, maxLabel+1, distinct-1)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strconv"
 
 	"github.com/pipefeed/pipe/internal/splitmix"
 )
@@ -49,10 +50,12 @@ func (s *Synthetic) Len() int { return s.n }
 
 func (s *Synthetic) Info() Info {
 	id := fmt.Sprintf("synthetic n=%d split=%s seed=%d", s.n, s.split, s.seed)
+	args := []Arg{{"n", strconv.Itoa(s.n)}, {"split", s.split.String()}, {"seed", strconv.FormatUint(s.seed, 10)}}
 	if s.shuffled {
 		id += " shuffled_labels=true"
+		args = append(args, Arg{"shuffle_labels", "true"})
 	}
-	return Info{Name: "synthetic", Identity: id, C: 3, H: 32, W: 32, Classes: SyntheticClasses}
+	return Info{Name: "synthetic", Identity: id, C: 3, H: 32, W: 32, Classes: SyntheticClasses, Args: args}
 }
 
 func (s *Synthetic) Close() error { return nil }

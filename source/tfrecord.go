@@ -115,6 +115,10 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
+	args := []Arg{{"path", pattern}, {"image_key", cfg.imageKey}, {"label_key", cfg.labelKey}, {"label_offset", strconv.Itoa(cfg.labelOffset)}}
+	if cfg.indexDir != "" {
+		args = append(args, Arg{"index_dir", cfg.indexDir})
+	}
 	files, err := shardFiles(ctx, "tfrecord", pattern, cfg.remote, &cfg.indexDir)
 	if err != nil {
 		return nil, err
@@ -149,12 +153,12 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (
 		t.Close()
 		return nil, fmt.Errorf("tfrecord: %s: %w: no records", pattern, ErrFormat)
 	}
-	classes, err := t.classes(ctx, cfg.labelOffset)
+	classes, err := t.classes(ctx, pattern, cfg.labelOffset)
 	if err != nil {
 		t.Close()
 		return nil, err
 	}
-	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, files.len()), C: 3, Classes: classes, Encoded: true}
+	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
 	return t, nil
 }
 
@@ -412,8 +416,9 @@ func (t *TFRecord) Read(i int, rec *Record) error {
 // classes reads every record's label (and class text where present) to
 // name the classes: the text of each label, else its number. Records that
 // fail the checks Read makes are kept in t.corrupt and t.bad.
-func (t *TFRecord) classes(ctx context.Context, offset int) ([]string, error) {
+func (t *TFRecord) classes(ctx context.Context, pattern string, offset int) ([]string, error) {
 	names := map[int]string{}
+	seen := map[int]bool{}
 	maxLabel := -1
 	var buf []byte
 	p := poller{ctx: ctx}
@@ -455,6 +460,7 @@ func (t *TFRecord) classes(ctx context.Context, offset int) ([]string, error) {
 			}
 			l := int(ex.label) - offset
 			maxLabel = max(maxLabel, l)
+			seen[l] = true
 			if ex.text != nil {
 				names[l] = string(ex.text)
 			}
@@ -465,6 +471,9 @@ func (t *TFRecord) classes(ctx context.Context, offset int) ([]string, error) {
 		for _, e := range t.corrupt {
 			t.bad[e.Index] = e
 		}
+	}
+	if err := denseLabels("tfrecord: "+pattern, len(seen), maxLabel, "number the classes 0..%d (label_offset= shifts them)"); err != nil {
+		return nil, err
 	}
 	out := make([]string, maxLabel+1)
 	for i := range out {

@@ -101,6 +101,10 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("webdataset: %w", err)
 	}
+	args := []Arg{{"path", pattern}, {"label_field", cfg.labelField}}
+	if cfg.indexDir != "" {
+		args = append(args, Arg{"index_dir", cfg.indexDir})
+	}
 	files, err := shardFiles(ctx, "webdataset", pattern, cfg.remote, &cfg.indexDir)
 	if err != nil {
 		return nil, err
@@ -110,6 +114,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00", cfg.labelField)
 	maxLabel := -1
+	seen := map[int]bool{}
 	for si := range files.len() {
 		sf, err := files.get(si)
 		if err != nil {
@@ -179,6 +184,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 			e.Offset, e.Err = s.off, fmt.Errorf("%w: sample %q has no .cls member and no %q in a .json member", ErrFormat, s.key, cfg.labelField)
 		default:
 			maxLabel = max(maxLabel, s.label)
+			seen[s.label] = true
 			continue
 		}
 		s.bad = e
@@ -188,12 +194,16 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 		w.Close()
 		return nil, fmt.Errorf("webdataset: %s: %w: no samples", pattern, ErrFormat)
 	}
+	if err := denseLabels("webdataset: "+pattern, len(seen), maxLabel, "number the classes 0..%d"); err != nil {
+		w.Close()
+		return nil, err
+	}
 	classes := make([]string, maxLabel+1)
 	for i := range classes {
 		classes[i] = strconv.Itoa(i)
 	}
 	w.fp = fmt.Sprintf("%016x", h.Sum64())
-	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, files.len()), C: 3, Classes: classes, Encoded: true}
+	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
 	return w, nil
 }
 

@@ -156,7 +156,7 @@ func TestAcceleratorsTrainLikeCPU(t *testing.T) {
 				}
 				// Stop after the first epoch, checkpoint, resume on the CPU.
 				path := filepath.Join(t.TempDir(), "ckpt")
-				if err := tr.Save(path, "id", nil); err != nil {
+				if err := saveFile(tr, path, "id", nil); err != nil {
 					t.Fatal(err)
 				}
 				c2 := c
@@ -165,7 +165,7 @@ func TestAcceleratorsTrainLikeCPU(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := resumed.Load(path, "id"); err != nil {
+				if _, err := loadFile(resumed, path, "id"); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := resumed.RunEpoch(context.Background(), feed, nil); err != nil {
@@ -181,7 +181,7 @@ func TestAcceleratorsTrainLikeCPU(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := onAcc.Load(path, "id"); err != nil {
+				if _, err := loadFile(onAcc, path, "id"); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := onAcc.RunEpoch(context.Background(), feed, nil); err != nil {

@@ -7,9 +7,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
+	"io"
 )
 
 // checkpointVersion is the format of checkpoint files; a file with another
@@ -25,7 +23,7 @@ const checkpointVersion = 2
 //	sum     [32]byte SHA-256 of those bytes
 //
 // so that a flipped bit, a truncated copy or a file that is not a checkpoint
-// is refused by Load instead of silently changing the training.
+// is refused by ReadCheckpoint instead of silently changing the training.
 const (
 	checkpointMagic  = "pipeckpt"
 	checkpointHeader = len(checkpointMagic) + 4 + 8 + sha256.Size
@@ -54,39 +52,15 @@ type checkpoint struct {
 var ErrCheckpoint = errors.New("checkpoint does not fit this run")
 
 // ErrCheckpointDamaged is wrapped by errors reading a checkpoint whose
-// bytes are not the ones Save wrote: truncated, or failing its checksum.
+// bytes are not the ones WriteCheckpoint wrote: truncated, or failing its checksum.
 var ErrCheckpointDamaged = errors.New("checkpoint is damaged")
 
-// tempPrefix is how Save names its temporary files beside path:
-// ".checkpoint.gob-123456" for out/checkpoint.gob. Earlier releases used
-// ".checkpoint-123456"; both are removed by removeStale.
-func tempPrefix(path string) string { return "." + filepath.Base(path) + "-" }
-
-// removeStale removes the temporary files a killed Save left beside path
-// (every file of Save's naming but keep, which may be ""). One run writes a
-// given checkpoint path at a time.
-func removeStale(path, keep string) {
-	dir := filepath.Dir(path)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	prefix := tempPrefix(path)
-	for _, e := range ents {
-		name := e.Name()
-		stale := strings.HasPrefix(name, prefix) || strings.HasPrefix(name, ".checkpoint-")
-		if stale && e.Type().IsRegular() && filepath.Join(dir, name) != keep {
-			os.Remove(filepath.Join(dir, name))
-		}
-	}
-}
-
-// Save writes the trained model (after Sync), replica 0's optimiser state
-// and the position to path atomically: a temporary file in the same
-// directory, synced, then renamed over path, so a crash leaves the old
-// checkpoint or the new one, never half of one. identity describes the run
-// (model, data, batch) and history is the caller's to keep.
-func (t *Trainer) Save(path, identity string, history []byte) error {
+// WriteCheckpoint writes the trained model (after Sync), replica 0's
+// optimiser state and the position to w: a header with the body's length
+// and SHA-256, then the gob. identity describes the run (model, data,
+// batch) and history is the caller's to keep. Where the bytes go (a file
+// written atomically, as pipe does) is the caller's business.
+func (t *Trainer) WriteCheckpoint(w io.Writer, identity string, history []byte) error {
 	rep := t.replicas[0]
 	c := checkpoint{Identity: identity, Model: rep.model.Name,
 		OptT: rep.opt.t, OptState: rep.opt.state, OptSq: rep.opt.sq, Step: t.Step, Epoch: t.Epoch,
@@ -107,48 +81,27 @@ func (t *Trainer) Save(path, identity string, history []byte) error {
 	h = binary.LittleEndian.AppendUint64(h, uint64(len(body)))
 	sum := sha256.Sum256(body)
 	_ = append(h, sum[:]...)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix(path)+"*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer removeStale(path, tmp)
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("trainer: writing checkpoint %s: %w", path, err)
-	}
-	return nil
+	_, err := w.Write(b)
+	return err
 }
 
-// readCheckpoint reads the file at path and checks it (parseCheckpoint).
-// In a job of several ranks, rank 0 reads it and broadcasts its bytes (or
-// its error), so that every rank resumes from the same checkpoint, where
-// the others may not see rank 0's files at all.
-func readCheckpoint(path string, g Group) (*checkpoint, error) {
+// readCheckpoint reads a checkpoint's bytes with read and checks them
+// (parseCheckpoint). In a job of several ranks, rank 0 alone calls read
+// and broadcasts the bytes (or its error), so that every rank resumes from
+// the same checkpoint, where the others may not see rank 0's files at all.
+func readCheckpoint(name string, read func() ([]byte, error), g Group) (*checkpoint, error) {
 	if single(g) {
-		b, err := os.ReadFile(path)
+		b, err := read()
 		if err != nil {
 			return nil, err
 		}
-		return parseCheckpoint(path, b)
+		return parseCheckpoint(name, b)
 	}
-	// A message of one status byte (0: the file follows; 1: rank 0's
-	// error follows).
+	// A message of one status byte (0: the checkpoint follows; 1: rank
+	// 0's error follows).
 	var msg []byte
 	if g.Rank() == 0 {
-		b, err := os.ReadFile(path)
+		b, err := read()
 		if err != nil {
 			msg = append([]byte{1}, err.Error()...)
 		} else {
@@ -165,7 +118,7 @@ func readCheckpoint(path string, g Group) (*checkpoint, error) {
 		}
 		return nil, fmt.Errorf("trainer: rank 0 reading the checkpoint: %s", msg)
 	}
-	return parseCheckpoint(path, msg[1:])
+	return parseCheckpoint(name, msg[1:])
 }
 
 // parseCheckpoint checks b, the bytes of checkpoint file path: its header,
@@ -192,16 +145,15 @@ func parseCheckpoint(path string, b []byte) (*checkpoint, error) {
 	return &c, nil
 }
 
-// Load restores a checkpoint written by Save into every replica and returns
-// its history. The run must have the same identity. A file that fails its
-// checksum is refused with ErrCheckpointDamaged. Load also removes the
-// temporary files of a Save that was killed. In a job of several ranks it
-// is collective: rank 0 reads path and every rank loads what it read.
-func (t *Trainer) Load(path, identity string) ([]byte, error) {
-	if single(t.cfg.Group) || t.cfg.Group.Rank() == 0 {
-		removeStale(path, "")
-	}
-	c, err := readCheckpoint(path, t.cfg.Group)
+// ReadCheckpoint restores a checkpoint WriteCheckpoint wrote, whose bytes
+// read returns, into every replica and returns its history; name (a file's
+// path) is for errors. The run must have the same identity. Bytes that
+// fail their checksum are refused with ErrCheckpointDamaged. In a job of
+// several ranks it is collective: rank 0 alone calls read, and every rank
+// loads what it read.
+func (t *Trainer) ReadCheckpoint(name string, read func() ([]byte, error), identity string) ([]byte, error) {
+	path := name
+	c, err := readCheckpoint(name, read, t.cfg.Group)
 	if err != nil {
 		return nil, err
 	}

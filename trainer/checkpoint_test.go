@@ -1,18 +1,34 @@
 package trainer
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
+// saveFile writes tr's checkpoint to the file path, as pipe does (less
+// its atomic rename, which package atomicfile tests).
+func saveFile(tr *Trainer, path, identity string, history []byte) error {
+	var b bytes.Buffer
+	if err := tr.WriteCheckpoint(&b, identity, history); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// loadFile restores the checkpoint in the file path into tr.
+func loadFile(tr *Trainer, path, identity string) ([]byte, error) {
+	return tr.ReadCheckpoint(path, func() ([]byte, error) { return os.ReadFile(path) }, identity)
+}
+
 func checkpointed(t *testing.T) (*Trainer, string) {
 	t.Helper()
 	feed := &fakeFeed{shape: []int{3, 4, 4}, global: 8, replicas: 1, batches: 2, classes: 3}
 	tr := train(t, Config{Model: ModelSpec{Name: "mlp", Width: 16}, Epochs: 1, LR: 0.05, BaseBatch: 8}, feed)
 	path := filepath.Join(t.TempDir(), "checkpoint.gob")
-	if err := tr.Save(path, "run", []byte("history")); err != nil {
+	if err := saveFile(tr, path, "run", []byte("history")); err != nil {
 		t.Fatal(err)
 	}
 	return tr, path
@@ -27,7 +43,7 @@ func TestCheckpointRefusesEveryBitFlip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h, err := tr.Load(path, "run"); err != nil || string(h) != "history" {
+	if h, err := loadFile(tr, path, "run"); err != nil || string(h) != "history" {
 		t.Fatalf("untouched checkpoint: %q, %v", h, err)
 	}
 	step := max(1, len(good)*8/97)
@@ -37,7 +53,7 @@ func TestCheckpointRefusesEveryBitFlip(t *testing.T) {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := tr.Load(path, "run")
+		_, err := loadFile(tr, path, "run")
 		if err == nil {
 			t.Fatalf("bit %d of %d flipped: Load accepted it", bit, len(good)*8)
 		}
@@ -51,47 +67,7 @@ func TestCheckpointRefusesEveryBitFlip(t *testing.T) {
 	if err := os.WriteFile(path, good[:len(good)-1], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tr.Load(path, "run"); !errors.Is(err, ErrCheckpointDamaged) {
+	if _, err := loadFile(tr, path, "run"); !errors.Is(err, ErrCheckpointDamaged) {
 		t.Fatalf("truncated checkpoint: %v, want ErrCheckpointDamaged", err)
 	}
-}
-
-// TestCheckpointRemovesStaleTemporaries: the temporary files a killed Save
-// leaves (this release's naming and the earlier ".checkpoint-NNNN") are
-// removed by the next Save and by Load; other files are left alone.
-func TestCheckpointRemovesStaleTemporaries(t *testing.T) {
-	tr, path := checkpointed(t)
-	dir := filepath.Dir(path)
-	stale := []string{".checkpoint-1234", ".checkpoint.gob-5678"}
-	keep := []string{"metrics.jsonl", ".other-1234", "checkpoint.gob"}
-	write := func() {
-		for _, n := range append(stale, keep[:2]...) {
-			if err := os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	check := func(after string) {
-		t.Helper()
-		for _, n := range stale {
-			if _, err := os.Stat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("after %s, %s is still there (%v)", after, n, err)
-			}
-		}
-		for _, n := range keep {
-			if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
-				t.Errorf("after %s, %s is gone: %v", after, n, err)
-			}
-		}
-	}
-	write()
-	if err := tr.Save(path, "run", nil); err != nil {
-		t.Fatal(err)
-	}
-	check("Save")
-	write()
-	if _, err := tr.Load(path, "run"); err != nil {
-		t.Fatal(err)
-	}
-	check("Load")
 }

@@ -1,5 +1,6 @@
-// Package trainer trains image classifiers on the CPU, data-parallel over
-// model replicas, from the batches the pipeline makes. With it a pipeline
+// Package trainer trains image classifiers data-parallel over model
+// replicas, on the CPU or on accelerators (package trainer/gpu), from the
+// batches the pipeline makes. With it a pipeline
 // runs end to end, from files to a trained model's accuracy, in Go alone,
 // and shows whether it keeps a training loop fed.
 //

@@ -370,7 +370,7 @@ func TestJobChecksAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "ckpt.gob")
-	if err := trs[0].Save(path, "id", []byte("history")); err != nil {
+	if err := saveFile(trs[0], path, "id", []byte("history")); err != nil {
 		t.Fatal(err)
 	}
 	group = newChanJob(2)
@@ -386,7 +386,7 @@ func TestJobChecksAndResumes(t *testing.T) {
 					p = filepath.Join(t.TempDir(), "nowhere.gob")
 				}
 				var h []byte
-				h, err = tr.Load(p, "id")
+				h, err = loadFile(tr, p, "id")
 				if err == nil && (string(h) != "history" || tr.Step != 8 || tr.Model().Hash() != trs[0].Model().Hash()) {
 					err = fmt.Errorf("loaded step %d, history %q, another model", tr.Step, h)
 				}

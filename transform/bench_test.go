@@ -23,7 +23,7 @@ func BenchmarkCropFlip(b *testing.B) {
 			b.ReportAllocs()
 			i := int64(0)
 			for b.Loop() {
-				r := NewRand(42, 0, i, 0)
+				r := NewRand(42, 0, i)
 				chain.Apply(src, r)
 				i++
 			}

@@ -52,7 +52,7 @@ func BenchmarkDecodeRandomResizedCrop(b *testing.B) {
 			n := 0
 			for b.Loop() {
 				in := data[n%len(data)]
-				r := NewRand(1, 0, int64(n), 0)
+				r := NewRand(1, 0, int64(n))
 				if bc.fused {
 					if _, err := c.ApplyEncoded(d, in, r); err != nil {
 						b.Fatal(err)

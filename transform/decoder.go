@@ -45,7 +45,7 @@ type jpegCodec interface {
 // the libjpeg-turbo release of the jpegturbo build. Both decode to the
 // same pixels (see [DecodedPixels]).
 func DecoderName() string {
-	if jpegturbo.Available {
+	if jpegturbo.Compiled {
 		return jpegturbo.Version
 	}
 	return "pipe's JPEG decoder (Go)"
@@ -64,7 +64,7 @@ func DecodedPixels() string { return "libjpeg-turbo" }
 // in the default build.
 func DecoderModules() string {
 	switch {
-	case !jpegturbo.Available:
+	case !jpegturbo.Compiled:
 		return ""
 	case jpegturbo.LibjpegOnly:
 		return "libjpeg's own Huffman decoder and colour conversion (PIPE_LIBJPEG_ONLY=1)"
@@ -75,7 +75,7 @@ func DecoderModules() string {
 // DecodesInC reports whether JPEGs are decoded in C, through cgo (the
 // jpegturbo build): a worker in a C call holds its thread, which the
 // scheduler then has to work around.
-func DecodesInC() bool { return jpegturbo.Available }
+func DecodesInC() bool { return jpegturbo.Compiled }
 
 // DefaultMaxPixels is the largest image, in pixels (width × height), that
 // [Decode] and a [Decoder] whose MaxPixels is 0 decode: 2²⁶ = 67,108,864,
@@ -144,7 +144,7 @@ func (d *Decoder) maxPixels() int {
 
 func (d *Decoder) jpeg() (jpegCodec, error) {
 	if d.codec == nil {
-		if !jpegturbo.Available {
+		if !jpegturbo.Compiled {
 			d.codec = jpegdec.New()
 			return d.codec, nil
 		}

@@ -107,7 +107,7 @@ func TestDecodeForEqualsDecodeThenOp(t *testing.T) {
 		}
 		for oi, op := range ops {
 			for draw := range 4 {
-				r1 := NewRand(7, draw, int64(i), 0)
+				r1 := NewRand(7, draw, int64(i))
 				r2 := r1
 				wantOut := &full
 				if op.Apply(&want, &full, &r1) {
@@ -151,7 +151,7 @@ func TestDecodeForReduced(t *testing.T) {
 	var a, b Image
 	for _, op := range []RegionOp{rs, rrc} {
 		for draw := range 8 {
-			r1 := NewRand(3, draw, 0, 0)
+			r1 := NewRand(3, draw, 0)
 			r2 := r1
 			if _, err := exact.DecodeFor(&a, data, op, &r1); err != nil {
 				t.Fatal(err)
@@ -167,7 +167,7 @@ func TestDecodeForReduced(t *testing.T) {
 			}
 		}
 	}
-	r := NewRand(3, 0, 0, 0)
+	r := NewRand(3, 0, 0)
 	reg := rs.Region(1200, 1600, &r)
 	if m := scaleFor(reg); m != 2 {
 		t.Errorf("resize 256 of 1600x1200 decodes at %d/8, want 2/8 (300 rows)", m)
@@ -195,7 +195,7 @@ func TestDecoderErrors(t *testing.T) {
 			if err := d.Decode(&m, data); !errors.Is(err, ErrDecode) {
 				t.Errorf("Decode %s: %v", name, err)
 			}
-			r := NewRand(1, 0, 0, 0)
+			r := NewRand(1, 0, 0)
 			if _, err := d.DecodeFor(&m, data, rrc, &r); !errors.Is(err, ErrDecode) {
 				t.Errorf("DecodeFor %s: %v", name, err)
 			}
@@ -230,8 +230,8 @@ func testChainApplyEncoded(t *testing.T, data []byte) {
 	for _, ops := range [][]Op{{rrc, flip}, {rrc}, {cc, flip}, {flip}} {
 		for s := range 6 {
 			c1, c2 := NewChain(ops), NewChain(ops)
-			want := c1.Apply(&full, NewRand(5, s, 0, 0))
-			got, err := c2.ApplyEncoded(d, data, NewRand(5, s, 0, 0))
+			want := c1.Apply(&full, NewRand(5, s, 0))
+			got, err := c2.ApplyEncoded(d, data, NewRand(5, s, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,7 +240,7 @@ func testChainApplyEncoded(t *testing.T, data []byte) {
 			}
 			var dst Image
 			dst.Pix = make([]byte, 0, want.Shape().Len())
-			if err := c2.ApplyEncodedTo(d, &dst, data, NewRand(5, s, 0, 0)); err != nil || !bytes.Equal(dst.Pix, want.Pix) {
+			if err := c2.ApplyEncodedTo(d, &dst, data, NewRand(5, s, 0)); err != nil || !bytes.Equal(dst.Pix, want.Pix) {
 				t.Fatalf("%v seed %d: ApplyEncodedTo differs (%v)", ops, s, err)
 			}
 		}
@@ -324,7 +324,7 @@ func TestResizeOfAStripIsRefused(t *testing.T) {
 		ops  []Op
 	}{{"jpeg", j.Bytes(), []Op{resize}}, {"png", p.Bytes(), []Op{resize}}, {"flip then resize", j.Bytes(), []Op{flip, resize}}} {
 		var d Decoder
-		_, err := NewChain(c.ops).ApplyEncoded(&d, c.data, NewRand(1, 0, 0, 0))
+		_, err := NewChain(c.ops).ApplyEncoded(&d, c.data, NewRand(1, 0, 0))
 		if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrDecode) {
 			t.Errorf("%s: %v, want ErrTooLarge", c.name, err)
 		}
@@ -336,7 +336,7 @@ func TestResizeOfAStripIsRefused(t *testing.T) {
 	jpeg.Encode(&j, small, nil)
 	var d Decoder
 	defer d.Release()
-	out, err := NewChain([]Op{resize}).ApplyEncoded(&d, j.Bytes(), NewRand(1, 0, 0, 0))
+	out, err := NewChain([]Op{resize}).ApplyEncoded(&d, j.Bytes(), NewRand(1, 0, 0))
 	if err != nil || out.H != 256 || out.W != 2048 {
 		t.Fatalf("64x8 resized: %v, %v", out, err)
 	}

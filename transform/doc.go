@@ -7,10 +7,10 @@
 // tensor is a straight walk over memory.
 //
 // Determinism: an operation draws its random parameters only from the
-// [Rand] it is handed, and the pipeline keys that generator by
-// (seed, epoch, global sample index, stage position). The output of a
-// sample therefore does not depend on which worker ran it, in what
-// order, or how many workers there were.
+// [Rand] it is handed, and the pipeline keys that generator by (seed,
+// epoch, global sample index); a sample's operations draw from it in turn.
+// The output of a sample therefore does not depend on which worker ran
+// it, in what order, or how many workers there were.
 //
 // Allocation: operations write into a destination image whose buffer the
 // caller owns and reuses; in steady state nothing is allocated per sample.

@@ -113,7 +113,7 @@ func fuzzDecode(t *testing.T, data []byte) {
 		checkFuzzDecoded(t, &m, data)
 	}
 	rrc, _ := RandomResizedCrop(16, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
-	r := NewRand(1, 0, 0, 0)
+	r := NewRand(1, 0, 0)
 	applied, err := d.DecodeFor(&m, data, rrc, &r)
 	switch {
 	case err != nil:

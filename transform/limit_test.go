@@ -193,13 +193,13 @@ func checkRefused(t *testing.T, files map[string][]byte, refused func(name strin
 		"Decoder.Decode": func(data []byte) error { var m Image; return NewDecoder(false).Decode(&m, data) },
 		"DecodeFor": func(data []byte) error {
 			var m Image
-			r := NewRand(1, 0, 0, 0)
+			r := NewRand(1, 0, 0)
 			_, err := NewDecoder(false).DecodeFor(&m, data, rrc, &r)
 			return err
 		},
 		"DecodeFor reduced": func(data []byte) error {
 			var m Image
-			r := NewRand(1, 0, 0, 0)
+			r := NewRand(1, 0, 0)
 			_, err := NewDecoder(true).DecodeFor(&m, data, rrc, &r)
 			return err
 		},
@@ -275,7 +275,7 @@ func TestDecoderMaxPixels(t *testing.T) {
 			d := &Decoder{Reduce: true, MaxPixels: limit}
 			var m Image
 			err := d.Decode(&m, data)
-			r := NewRand(1, 0, 0, 0)
+			r := NewRand(1, 0, 0)
 			_, errFor := d.DecodeFor(&m, data, rrc, &r)
 			switch {
 			case limit == 1000 && (err != nil || errFor != nil):

@@ -108,7 +108,7 @@ func memTestChild(t *testing.T, big, bad []byte) {
 			}
 			for i, op := range ops {
 				chain := NewChain([]Op{op})
-				out, err := chain.ApplyEncoded(d, big, NewRand(1, 0, int64(w), i))
+				out, err := chain.ApplyEncoded(d, big, NewRand(1, i, int64(w)))
 				if err != nil {
 					t.Errorf("worker %d: %v", w, err)
 					return
@@ -118,7 +118,7 @@ func memTestChild(t *testing.T, big, bad []byte) {
 				}
 				d.Release()
 				if bad != nil {
-					if _, err := chain.ApplyEncoded(d, bad, NewRand(1, 0, int64(w), i)); !errors.Is(err, ErrDecode) {
+					if _, err := chain.ApplyEncoded(d, bad, NewRand(1, i, int64(w))); !errors.Is(err, ErrDecode) {
 						t.Errorf("worker %d: the 171-byte file: %v", w, err)
 					}
 				}

@@ -159,7 +159,7 @@ func TestDecodersShareTheBudget(t *testing.T) {
 				chain = NewChain([]Op{rrc})
 			}
 			for i := range 8 {
-				out, err := chain.ApplyEncoded(d, data, NewRand(1, 0, int64(i), 0))
+				out, err := chain.ApplyEncoded(d, data, NewRand(1, 0, int64(i)))
 				if err != nil {
 					t.Error(err)
 					return

@@ -16,14 +16,18 @@ type Rand struct {
 	state uint64
 }
 
-// NewRand returns the generator for one (seed, epoch, sample, stream) key.
-// Stream separates independent consumers of the same sample, such as two
-// random stages: adding a stage does not change the draws of the others.
-func NewRand(seed uint64, epoch int, sample int64, stream int) Rand {
+// NewRand returns the generator of one sample in one epoch. A sample's
+// random operations draw from it in turn, in the chain's order, so adding
+// a random stage changes the draws of the random stages after it (and
+// nothing else: not another sample's, not another epoch's).
+func NewRand(seed uint64, epoch int, sample int64) Rand {
 	h := splitmix.Mix(seed + splitmix.Golden)
 	h = splitmix.Mix(h ^ (uint64(epoch) + 0x632be59bd9b4e019))
 	h = splitmix.Mix(h ^ (uint64(sample) + 0x8cb92ba72f3d8dd7))
-	h = splitmix.Mix(h ^ (uint64(stream) + 0xd6e8feb86659fd93))
+	// The last mix is of a stream number, always 0, that the generator
+	// once took and never used; it stays so that every draw, and so every
+	// output byte and cache entry, is as before.
+	h = splitmix.Mix(h ^ 0xd6e8feb86659fd93)
 	return Rand{state: h}
 }
 

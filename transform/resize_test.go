@@ -109,7 +109,7 @@ func TestRandomResizedCropDistribution(t *testing.T) {
 		below, fits, small := 0, 0, 0
 		var mean float64
 		for i := range n {
-			r := NewRand(1, 0, int64(i), 0)
+			r := NewRand(1, 0, int64(i))
 			y, x, ch, cw := op.Window(h, w, &r)
 			if y < 0 || x < 0 || y+ch > h || x+cw > w || ch < 1 || cw < 1 {
 				t.Fatalf("window %d,%d %dx%d outside %dx%d", y, x, ch, cw, h, w)
@@ -144,7 +144,7 @@ func TestRandomResizedCropDistribution(t *testing.T) {
 	// An area no window of these ratios can have: the fallback is the
 	// centre crop, clamped to the ratio range (here to width/height 2).
 	wide, _ := RandomResizedCrop(32, [2]float64{0.99, 1}, [2]float64{2, 3}, Bilinear)
-	r := NewRand(1, 0, 0, 0)
+	r := NewRand(1, 0, 0)
 	if y, x, ch, cw := wide.Window(100, 100, &r); y != 25 || x != 0 || ch != 50 || cw != 100 {
 		t.Errorf("fallback window %d,%d %dx%d, want 25,0 50x100", y, x, ch, cw)
 	}
@@ -159,14 +159,14 @@ func TestColorJitter(t *testing.T) {
 	src := img(3, 4, 4, func(c, y, x int) uint8 { return uint8(20*c + 10*y + x) })
 	none, _ := ColorJitter(0, 0, 0)
 	var dst Image
-	r := NewRand(1, 0, 0, 0)
+	r := NewRand(1, 0, 0)
 	if none.Apply(&dst, src, &r) {
 		t.Error("color_jitter with no jitter changed the image")
 	}
 	op, _ := ColorJitter(0.4, 0.4, 0.4)
 	changed := 0
 	for i := range 50 {
-		r := NewRand(1, 0, int64(i), 0)
+		r := NewRand(1, 0, int64(i))
 		if op.Apply(&dst, src, &r) && !bytes.Equal(dst.Pix, src.Pix) {
 			changed++
 		}
@@ -180,7 +180,7 @@ func TestColorJitter(t *testing.T) {
 	sat, _ := ColorJitter(0, 0, 0.9)
 	bri, _ := ColorJitter(0.5, 0, 0)
 	for i := range 20 {
-		r := NewRand(2, 0, int64(i), 0)
+		r := NewRand(2, 0, int64(i))
 		if !sat.Apply(&dst, src, &r) {
 			continue
 		}
@@ -194,7 +194,7 @@ func TestColorJitter(t *testing.T) {
 				t.Fatalf("saturation moved pixel %d's grey from %.1f to %.1f", p, before, after)
 			}
 		}
-		r = NewRand(3, 0, int64(i), 0)
+		r = NewRand(3, 0, int64(i))
 		bri.Apply(&dst, src, &r)
 		f := float64(dst.Pix[47]) / float64(src.Pix[47])
 		for p := 20; p < 48; p++ {
@@ -306,7 +306,7 @@ func TestResampleKernelMatchesGo(t *testing.T) {
 		t.Skip("no AVX2 resampling kernel in this build or on this CPU")
 	}
 	defer func() { resampleKernel = true }()
-	r := NewRand(11, 0, 0, 0)
+	r := NewRand(11, 0, 0)
 	var a, b Image
 	for trial := range 300 {
 		h, w := 1+r.Intn(300), 1+r.Intn(300)

@@ -100,7 +100,7 @@ func TestRandomCropHandComputed(t *testing.T) {
 	seen := map[string]int{}
 	var dst Image
 	for i := range 9000 {
-		r := NewRand(1, 0, int64(i), 0)
+		r := NewRand(1, 0, int64(i))
 		op.Apply(&dst, src, &r)
 		k := fmt.Sprint(dst.Pix)
 		if !valid[k] {
@@ -124,7 +124,7 @@ func TestFlip(t *testing.T) {
 	v, _ := Flip(Vertical, 1)
 	never, _ := Flip(Horizontal, 0)
 	var dst Image
-	r := NewRand(0, 0, 0, 0)
+	r := NewRand(0, 0, 0)
 	if !h.Apply(&dst, src, &r) || fmt.Sprint(dst.Pix) != "[3 2 1 6 5 4]" {
 		t.Errorf("horizontal flip = %v", dst.Pix)
 	}
@@ -137,7 +137,7 @@ func TestFlip(t *testing.T) {
 	half, _ := Flip(Horizontal, 0.5)
 	fired := 0
 	for i := range 10000 {
-		r := NewRand(3, 1, int64(i), 2)
+		r := NewRand(3, 1, int64(i))
 		if half.Apply(&dst, src, &r) {
 			fired++
 		}
@@ -157,7 +157,7 @@ func TestShiftRange(t *testing.T) {
 	seen := map[int]bool{}
 	var dst Image
 	for i := range 2000 {
-		r := NewRand(0, 0, int64(i), 0)
+		r := NewRand(0, 0, int64(i))
 		op.Apply(&dst, src, &r)
 		// Find the shift from where pixel value 10 (index 9) went.
 		for x, v := range dst.Pix {
@@ -266,22 +266,22 @@ func TestFloat16RoundTrip(t *testing.T) {
 }
 
 func TestRandKeyed(t *testing.T) {
-	a, b := NewRand(1, 2, 3, 4), NewRand(1, 2, 3, 4)
+	a, b := NewRand(1, 2, 3), NewRand(1, 2, 3)
 	for range 10 {
 		if a.Uint64() != b.Uint64() {
 			t.Fatal("equal keys gave different streams")
 		}
 	}
 	first := map[uint64]string{}
-	for _, k := range [][4]int{{1, 2, 3, 4}, {2, 2, 3, 4}, {1, 3, 3, 4}, {1, 2, 4, 4}, {1, 2, 3, 5}} {
-		r := NewRand(uint64(k[0]), k[1], int64(k[2]), k[3])
+	for _, k := range [][3]int{{1, 2, 3}, {2, 2, 3}, {1, 3, 3}, {1, 2, 4}} {
+		r := NewRand(uint64(k[0]), k[1], int64(k[2]))
 		v := r.Uint64()
 		if prev, ok := first[v]; ok {
 			t.Fatalf("keys %v and %s collide", k, prev)
 		}
 		first[v] = fmt.Sprint(k)
 	}
-	r := NewRand(9, 9, 9, 9)
+	r := NewRand(9, 9, 9)
 	for range 100000 {
 		if n := r.Intn(7); n < 0 || n >= 7 {
 			t.Fatalf("Intn(7) = %d", n)
@@ -305,7 +305,7 @@ func TestFuseIsExact(t *testing.T) {
 		}
 		plain := &Chain{ops: ops}
 		for i := range 500 {
-			r1, r2 := NewRand(5, 1, int64(i), 0), NewRand(5, 1, int64(i), 0)
+			r1, r2 := NewRand(5, 1, int64(i)), NewRand(5, 1, int64(i))
 			a, b := fused.Apply(src, r1), plain.Apply(src, r2)
 			if string(a.Pix) != string(b.Pix) || a.Shape() != b.Shape() {
 				t.Fatalf("%v sample %d: fused output differs", ops, i)
@@ -322,7 +322,7 @@ func TestApplyToMatchesApply(t *testing.T) {
 	for _, ops := range [][]Op{nil, {crop}, {crop, flip}, {flip}, {crop, vflip}} {
 		c := NewChain(ops)
 		for i := range 50 {
-			r := NewRand(1, 0, int64(i), 0)
+			r := NewRand(1, 0, int64(i))
 			want := append([]byte(nil), c.Apply(src, r).Pix...)
 			buf := make([]byte, 0, len(src.Pix))
 			dst := &Image{Pix: buf}

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipefeed/pipe"
-	"github.com/pipefeed/pipe/sharding"
+	pcache "github.com/pipefeed/pipe/cache"
 )
 
 func newWarm() *cobra.Command {
@@ -135,7 +135,7 @@ func newCache() *cobra.Command {
 		Short:      "list the fingerprints in a cache with their epochs, entries, bytes on disk and compression ratio",
 		SuggestFor: []string{"list"},
 		Args:       exactArgs(1),
-		RunE: withCacheDir(func(c *cobra.Command, dir string, cache *sharding.Cache) error {
+		RunE: withCacheDir(func(c *cobra.Command, dir string, cache *pcache.Dir) error {
 			us, err := cache.Usages()
 			if err != nil {
 				return err
@@ -164,8 +164,8 @@ func newCache() *cobra.Command {
 		Short:      "read every entry and check its checksum; exits 1 if any is damaged",
 		SuggestFor: []string{"check"},
 		Args:       exactArgs(1),
-		RunE: withCacheDir(func(c *cobra.Command, dir string, cache *sharding.Cache) error {
-			bad, n, err := cache.Verify(nil)
+		RunE: withCacheDir(func(c *cobra.Command, dir string, cache *pcache.Dir) error {
+			bad, n, err := cache.Verify()
 			if err != nil {
 				return err
 			}
@@ -197,7 +197,7 @@ whose dir= is DIR: any other would keep nothing, and is refused (exit 2).
 			if err != nil {
 				return usageError{fmt.Errorf("cache directory %s: %w", args[0], err)}
 			}
-			fps := map[sharding.Fingerprint]bool{}
+			var fps []string
 			for _, f := range keep {
 				if f == os.DevNull {
 					continue
@@ -206,7 +206,7 @@ whose dir= is DIR: any other would keep nothing, and is refused (exit 2).
 				if err != nil {
 					return err
 				}
-				fps[fp] = true
+				fps = append(fps, fp)
 			}
 			cache, err := openCacheDir(args[0])
 			if err != nil {
@@ -219,7 +219,7 @@ whose dir= is DIR: any other would keep nothing, and is refused (exit 2).
 			if err != nil {
 				return err
 			}
-			sort.Slice(dropped, func(i, j int) bool { return dropped[i] < dropped[j] })
+			sort.Strings(dropped)
 			for _, fp := range dropped {
 				fmt.Fprintf(c.OutOrStdout(), "dropped %s\n", fp)
 			}
@@ -236,7 +236,7 @@ whose dir= is DIR: any other would keep nothing, and is refused (exit 2).
 // kept by pipe cache gc of dir (whose FileInfo is info). A file without a
 // cache stage, or whose cache is another directory, is a wrong command line:
 // it would keep nothing, and gc would delete what the user meant to keep.
-func keptFingerprint(c *cobra.Command, name, dir string, info os.FileInfo) (sharding.Fingerprint, error) {
+func keptFingerprint(c *cobra.Command, name, dir string, info os.FileInfo) (string, error) {
 	p, err := pipe.Load(c.Context(), name, pipe.WithCacheClosed())
 	if err != nil {
 		return "", usageError{err}
@@ -249,12 +249,12 @@ func keptFingerprint(c *cobra.Command, name, dir string, info os.FileInfo) (shar
 	if own, err := os.Stat(ci.Dir); err != nil || !os.SameFile(own, info) {
 		return "", usageError{fmt.Errorf("--keep %s: %s caches in %s, not in %s, so it would keep nothing there (name the .pipe files whose caches are in %s)", name, name, ci.Dir, dir, dir)}
 	}
-	return sharding.Fingerprint(ci.Fingerprint), nil
+	return ci.Fingerprint, nil
 }
 
 // withCacheDir runs f on the existing cache directory named by the
 // command's argument, closing it afterwards.
-func withCacheDir(f func(c *cobra.Command, dir string, cache *sharding.Cache) error) func(*cobra.Command, []string) error {
+func withCacheDir(f func(c *cobra.Command, dir string, cache *pcache.Dir) error) func(*cobra.Command, []string) error {
 	return func(c *cobra.Command, args []string) error {
 		cache, err := openCacheDir(args[0])
 		if err != nil {
@@ -269,11 +269,11 @@ func withCacheDir(f func(c *cobra.Command, dir string, cache *sharding.Cache) er
 }
 
 // openCacheDir opens an existing cache directory (never creating one).
-func openCacheDir(dir string) (*sharding.Cache, error) {
+func openCacheDir(dir string) (*pcache.Dir, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, usageError{fmt.Errorf("cache directory %s: %w", dir, err)}
 	}
-	return sharding.OpenCache(dir)
+	return pcache.OpenDir(dir)
 }
 
 func epochList(es []int) string {

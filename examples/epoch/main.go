@@ -6,9 +6,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log"
 	"os"
 	"os/signal"
@@ -57,20 +55,15 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer epoch.Close()
-	for {
-		b, err := epoch.Next() // io.EOF after the last batch
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for b, err := range epoch.All() { // each batch released when the body returns
 		if err != nil {
 			return err
 		}
-		x, err := b.Float32() // [b.N, 3, 32, 32], valid until Release
+		x, err := b.Float32() // [b.N, 3, 32, 32]
 		if err != nil {
 			return err
 		}
 		fmt.Printf("batch %d: %d images, %d floats, first labels %v\n", b.Index, b.N, len(x), b.Labels[:4])
-		b.Release() // hands the slab back for a later batch
 	}
 	if err := epoch.Close(); err != nil {
 		return err

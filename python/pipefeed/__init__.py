@@ -11,8 +11,20 @@ The loader starts the ``pipe`` command, which writes batches into a ring of
 slabs in shared memory; each batch is handed over without a copy. See
 ``Loader`` for the details and the README's "Python" section for the
 protocol.
+
+The modules: ``_loader`` (Loader: starting pipe, epochs, state, figures),
+``_protocol`` (the messages, as Go's package feed has them), ``_ring`` (the
+shared memory and its slabs' arrays), ``_cuda`` (copies to a GPU for
+``device=``), ``_launch`` (the pipe command, a launcher's rank) and
+``_errors``.
 """
 
-from ._loader import PROTOCOL, Loader, PipeDied, PipeError
+from ._errors import PipeDied, PipeError
+from ._loader import Loader
+from ._protocol import PROTOCOL
 
-__all__ = ["Loader", "PipeError", "PipeDied", "PROTOCOL"]
+__version__ = "0.1.0"
+"""The package's version: the one place it is written (the build backend,
+_build.py, reads it from here)."""
+
+__all__ = ["Loader", "PipeError", "PipeDied", "PROTOCOL", "__version__"]

@@ -1,142 +1,19 @@
 """The loader: the Python end of `pipe feed` (see package feed in Go)."""
 
 import collections
-import json
-import mmap
 import os
-import shutil
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 
-import numpy as np
-
-PROTOCOL = 2
-"""The feed protocol version this package speaks; pipe refuses another."""
-
-_MAGIC = b"PIPEFEED"
-
-# Message types and layouts (little-endian), as in Go's package feed; both
-# sides' tests check them against feed/testdata/messages.txt.
-_HELLO, _START, _BATCH, _RELEASE, _END, _STOP, _ERROR = 1, 2, 3, 4, 5, 6, 7
-_HEAD = struct.Struct("<II")  # hello, stop and error: the type and a uint32
-_START_MSG = struct.Struct("<IIqq")  # token, epoch, first batch
-_BATCH_MSG = struct.Struct("<IIIIQqqqd")  # slab, token, 0, seq, epoch, index, n, slab wait
-_RELEASE_MSG = struct.Struct("<IIQ")  # slab, the seq of its batch
-_END_HEAD = struct.Struct("<IIq")  # token, epoch; JSON follows
-_HEADER = struct.Struct("<8sIIQQQQQ")  # the ring's: magic, version, slabs, stride, offset, rows, sample bytes, labels
-
-# The keys of hello's JSON (and of its ring) that the loader reads.
-_HELLO_KEYS = ("shape", "layout", "dtype", "batches", "samples", "rank", "world", "seed", "ahead", "fingerprint",
-               "ring")
-_RING_KEYS = ("size", "slabs", "stride")
-
-_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
-
-# Launchers and the environment variables that carry a process's rank and
-# the number of ranks, in the order they are tried.
-_LAUNCHERS = [
-    ("RANK", "WORLD_SIZE"),  # torchrun, torch.distributed
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),  # Open MPI
-    ("PMI_RANK", "PMI_SIZE"),  # MPICH, Intel MPI
-    ("SLURM_PROCID", "SLURM_NTASKS"),  # Slurm srun
-]
-
-
-class PipeError(RuntimeError):
-    """An error from pipe, in pipe's own words: a malformed .pipe file
-    (with its file:line:col), a corrupt record under on_error=fail, …"""
-
-
-class PipeDied(PipeError):
-    """pipe exited (or was killed) while the loader needed it; the message
-    carries its exit status and its last lines on stderr."""
-
-
-def _launcher_rank():
-    for r, w in _LAUNCHERS:
-        if r in os.environ and w in os.environ:
-            return int(os.environ[r]), int(os.environ[w])
-    return None, None
-
-
-def _stopped(pid):
-    """Whether process pid is stopped (by a signal, or traced)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] in ("T", "t")
-    except (OSError, IndexError):
-        return False
-
-
-def _find_pipe(pipe_bin):
-    if pipe_bin:
-        return pipe_bin
-    if os.environ.get("PIPE_BIN"):
-        return os.environ["PIPE_BIN"]
-    found = shutil.which("pipe")
-    if found is None:
-        raise FileNotFoundError(
-            "the pipe command is not on PATH: install it (go install github.com/pipefeed/pipe/cmd/pipe@latest), "
-            "or pass pipe_bin= or set PIPE_BIN"
-        )
-    return found
-
-
-def _check_device(torch, device):
-    """Raise if device= cannot be used: not a CUDA device, or none there."""
-    if torch.device(device).type != "cuda":
-        raise ValueError(f"device={device!r}: want a CUDA device (for the CPU, leave device= out)")
-    if not torch.cuda.is_available():
-        raise RuntimeError(f"device={device!r}, but torch sees no CUDA device")
-
-
-class _CudaCopier:
-    """Copies host batches to one GPU on a side stream of its own, from the
-    ring registered with CUDA (page-locked, in place) when pin_memory. Its
-    CUDA calls run with that GPU current, whichever is current otherwise:
-    registering the ring from another would make a context there (on GPU 0
-    for every rank)."""
-
-    def __init__(self, torch, device, mm, pin_memory):
-        self._torch = torch
-        self.device = torch.device(device)
-        self._pinned = None
-        with torch.cuda.device(self.device):
-            self._stream = torch.cuda.Stream(self.device)
-            if pin_memory:
-                base = np.frombuffer(mm, dtype=np.uint8)
-                err = torch.cuda.cudart().cudaHostRegister(base.ctypes.data, len(mm), 0)
-                if int(err) != 0:
-                    raise RuntimeError(f"cudaHostRegister of the {len(mm)}-byte ring on {self.device} failed: {err}")
-                self._pinned = base.ctypes.data
-
-    def copy(self, x, y):
-        """Start copying x and y to the device: the device tensors, which
-        the current stream waits for, and an event that completes with the
-        copy, after which the host's may be reused."""
-        torch = self._torch
-        with torch.cuda.stream(self._stream):
-            xd = torch.empty(x.shape, dtype=x.dtype, device=self.device)
-            yd = torch.empty(y.shape, dtype=y.dtype, device=self.device)
-            xd.copy_(x, non_blocking=self._pinned is not None)
-            yd.copy_(y, non_blocking=self._pinned is not None)
-            ev = torch.cuda.Event()
-            ev.record(self._stream)
-        current = torch.cuda.current_stream(self.device)
-        current.wait_event(ev)
-        xd.record_stream(current)
-        yd.record_stream(current)
-        return xd, yd, ev
-
-    def close(self):
-        if self._pinned is not None:
-            with self._torch.cuda.device(self.device):
-                self._torch.cuda.cudart().cudaHostUnregister(self._pinned)
-            self._pinned = None
+from . import _protocol as proto
+from ._cuda import CudaCopier, check_device
+from ._errors import PipeDied, PipeError
+from ._launch import find_pipe, launcher_rank, stopped
+from ._protocol import PROTOCOL
+from ._ring import Ring
 
 
 class Loader:
@@ -213,7 +90,7 @@ class Loader:
         if (rank is None) != (world is None):
             raise ValueError("rank= and world= go together")
         if rank is None:
-            rank, world = _launcher_rank()
+            rank, world = launcher_rank()
         if world is not None and not 0 <= rank < world:
             raise ValueError(f"rank {rank} of {world}: want 0 <= rank < world")
         if workers is not None and workers < 0:
@@ -231,7 +108,7 @@ class Loader:
 
             self._torch = torch
         if device is not None:
-            _check_device(self._torch, device)  # before pipe starts
+            check_device(self._torch, device)  # before pipe starts
         self._copier = None
         self._pending = collections.deque()  # (event, slab, seq): copies to the device in flight
         self._epoch = epoch  # the epoch the next iteration streams
@@ -248,7 +125,7 @@ class Loader:
         self._last_end = None
         self._tail = collections.deque(maxlen=20)
 
-        bin_ = _find_pipe(pipe_bin)
+        bin_ = find_pipe(pipe_bin)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         args = [bin_, "feed", os.fspath(pipe_file), "--fd", str(theirs.fileno()), "--protocol", str(PROTOCOL)]
         if world is not None:
@@ -273,7 +150,7 @@ class Loader:
         try:
             self._hello()
             if device is not None:
-                self._copier = _CudaCopier(self._torch, device, self._mm, pin_memory)
+                self._copier = CudaCopier(self._torch, device, self._ring.mm, pin_memory)
         except BaseException:
             self.close()  # pipe with it, whatever failed
             raise
@@ -286,22 +163,6 @@ class Loader:
             self._tail.append(line)
             print(line, file=sys.stderr, flush=True)
 
-    def _read_hello(self, data, fds):
-        """The JSON of pipe's first message, data (with fds attached), or
-        PipeError: pipe's own, or about a hello this package cannot read."""
-        typ, version = _HEAD.unpack_from(data)
-        if typ == _ERROR:
-            raise PipeError(data[_HEAD.size:].decode(errors="replace"))
-        if typ != _HELLO or not fds:
-            raise PipeError(f"pipe feed sent message type {typ} where the hello belongs: is {self._proc.args[0]} pipe?")
-        if version != PROTOCOL:
-            raise PipeError(f"pipe speaks feed protocol {version} and pipefeed speaks {PROTOCOL}: install the pipe and pipefeed of one release")
-        h = json.loads(data[_HEAD.size:])
-        missing = [k for k in _HELLO_KEYS if k not in h] + [k for k in _RING_KEYS if k not in h.get("ring", {})]
-        if missing:
-            raise PipeError(f"pipe's hello lacks {', '.join(missing)}: install the pipe and pipefeed of one release")
-        return h
-
     def _hello(self):
         try:
             data, fds, _, _ = socket.recv_fds(self._sock, 1 << 16, 1)
@@ -312,31 +173,12 @@ class Loader:
         if not data:
             raise self._died("before it could serve")
         try:
-            h = self._read_hello(data, fds)
-            self._mm = mmap.mmap(fds[0], h["ring"]["size"], mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            h = proto.read_hello(data, fds, self._proc.args[0])
+            self._ring = Ring(fds[0], h, self._torch)
         finally:
             for fd in fds:
                 os.close(fd)  # the mapping keeps the memory
         self.info = h
-        ring = h["ring"]
-        magic, ver, slabs, stride, offset, rows, sample_bytes, labels = _HEADER.unpack_from(self._mm)
-        if magic != _MAGIC or ver != PROTOCOL or slabs != ring["slabs"] or stride != ring["stride"]:
-            raise PipeError(f"the shared ring's header ({magic!r}, version {ver}) does not match pipe's hello")
-        c, hh, w = h["shape"]
-        per = (c, hh, w) if h["layout"] == "nchw" else (hh, w, c)
-        dtype = _DTYPES[h["dtype"]]
-        itemsize = np.dtype(dtype).itemsize
-        if sample_bytes != c * hh * w * itemsize:
-            raise PipeError(f"pipe's samples are {sample_bytes} bytes, {h['dtype']} {per} is {c * hh * w * itemsize}")
-        self._x, self._y = [], []
-        for i in range(slabs):
-            at = offset + i * stride
-            x = np.frombuffer(self._mm, dtype=dtype, count=rows * c * hh * w, offset=at).reshape((rows,) + per)
-            y = np.frombuffer(self._mm, dtype=np.int64, count=rows, offset=at + labels)
-            if self._torch is not None:
-                x, y = self._torch.from_numpy(x), self._torch.from_numpy(y)
-            self._x.append(x)
-            self._y.append(y)
 
     # -- the iteration -------------------------------------------------------
 
@@ -456,14 +298,14 @@ class Loader:
                 continue
             except OSError:
                 return None  # nothing waits
-            if len(data) < _HEAD.size:
+            if len(data) < proto.HEAD.size:
                 return None
-            if _HEAD.unpack_from(data)[0] == _ERROR:
-                return data[_HEAD.size:].decode(errors="replace")
+            if proto.kind(data) == proto.ERROR:
+                return proto.error_text(data)
 
     def _unresponsive(self):
         pid = self._proc.pid
-        if _stopped(pid):
+        if stopped(pid):
             why = f"it is stopped (SIGSTOP, or a debugger; kill -CONT {pid} resumes it)"
         else:
             why = "it is running but does not answer"
@@ -474,7 +316,7 @@ class Loader:
         self._iterating = True
         self._token = (self._token + 1) & 0xFFFFFFFF
         token = self._token
-        self._send(_START_MSG.pack(_START, token, epoch, first))
+        self._send(proto.start(token, epoch, first))
         self._slab_wait = 0.0
         held = None  # the slab of the batch last yielded, and its seq
         done = False
@@ -482,7 +324,7 @@ class Loader:
         try:
             while True:
                 if held is not None and self._copier is None:
-                    self._send(_RELEASE_MSG.pack(_RELEASE, *held))
+                    self._send(proto.release(*held))
                     held = None
                 if self._copier is not None:
                     # pipe sends nothing more while the loader holds
@@ -492,16 +334,16 @@ class Loader:
                 t = time.perf_counter()
                 data = self._recv()
                 self._stall += time.perf_counter() - t
-                typ = _HEAD.unpack_from(data)[0]
-                if typ == _BATCH:
-                    _, slab, tok, _, seq, ep, index, n, wait = _BATCH_MSG.unpack_from(data)
+                typ = proto.kind(data)
+                if typ == proto.BATCH:
+                    slab, tok, seq, ep, index, n, wait = proto.read_batch(data)
                     if tok != token:
                         continue  # of an epoch stopped earlier; pipe took its slab back
                     self._slab_wait = wait
                     self._pos = (epoch, index + 1)
                     self._images += n
                     self._batches += 1
-                    x, y = self._x[slab], self._y[slab]
+                    x, y = self._ring.x[slab], self._ring.y[slab]
                     if n != len(y):  # a short batch (slicing a tensor costs µs: not for full ones)
                         x, y = x[:n], y[:n]
                     if self._copier is not None:
@@ -512,17 +354,17 @@ class Loader:
                         if self._copy:
                             x, y = (x.clone(), y.clone()) if self._torch else (x.copy(), y.copy())
                     yield x, y
-                elif typ == _END:
-                    _, tok, ep = _END_HEAD.unpack_from(data)
+                elif typ == proto.END:
+                    tok, ep, figures = proto.read_end(data)
                     if tok != token:
                         continue
-                    self._last_end = json.loads(data[_END_HEAD.size:])
+                    self._last_end = figures
                     self._epoch, self._pos = epoch + 1, (epoch + 1, 0)
                     done = True
                     return
-                elif typ == _ERROR:
+                elif typ == proto.ERROR:
                     done = True  # pipe stops; nothing to stop
-                    raise PipeError(data[_HEAD.size:].decode(errors="replace"))
+                    raise PipeError(proto.error_text(data))
                 else:
                     raise PipeError(f"pipe feed sent message type {typ} during an epoch")
         finally:
@@ -535,9 +377,9 @@ class Loader:
                     if self._copier is not None:
                         self._reap(wait=len(self._pending))
                     if not done:
-                        self._send(_HEAD.pack(_STOP, 0))  # pipe takes back every slab
+                        self._send(proto.stop())  # pipe takes back every slab
                     elif held is not None:
-                        self._send(_RELEASE_MSG.pack(_RELEASE, *held))
+                        self._send(proto.release(*held))
                 except PipeError:
                     pass  # pipe died, or does not answer: close() ends it
             # Copies not handed back (pipe failed meanwhile) still finish
@@ -552,7 +394,7 @@ class Loader:
             ev, slab, seq = self._pending.popleft()
             ev.synchronize()
             wait -= 1
-            self._send(_RELEASE_MSG.pack(_RELEASE, slab, seq))
+            self._send(proto.release(slab, seq))
 
     # -- figures and the end -------------------------------------------------
 
@@ -581,7 +423,7 @@ class Loader:
             return
         self._closed = True
         self._sock.close()  # pipe reads EOF and exits
-        if _stopped(self._proc.pid):
+        if stopped(self._proc.pid):
             self._proc.kill()  # a stopped pipe reads nothing
         try:
             self._proc.wait(timeout=10)
@@ -591,13 +433,8 @@ class Loader:
         self._stderr.join(timeout=1)
         if getattr(self, "_copier", None) is not None:
             self._copier.close()
-        self._x = self._y = None
-        mm = getattr(self, "_mm", None)
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:
-                pass  # the caller still holds a view: the mapping goes with it
+        if getattr(self, "_ring", None) is not None:
+            self._ring.close()
 
     def __enter__(self):
         return self

@@ -145,7 +145,7 @@ def test_ring_is_registered_on_the_devices_gpu():
     pytest.importorskip("torch")
     torch = _FakeTorch()
     mm = mmap.mmap(-1, 1 << 16)
-    copier = pipefeed._loader._CudaCopier(torch, "cuda:1", mm, pin_memory=True)
+    copier = pipefeed._cuda.CudaCopier(torch, "cuda:1", mm, pin_memory=True)
     assert ("cudaHostRegister", 1 << 16, 1) in torch.cuda.calls, torch.cuda.calls
     assert torch.cuda.current == 0
     copier.close()
@@ -172,8 +172,8 @@ def test_no_pipe_left_when_the_device_fails(pipe_bin, write_pipe, monkeypatch):
         def __init__(self, *args):
             raise RuntimeError("cudaHostRegister of the ring failed: 2")
 
-    monkeypatch.setattr(pipefeed._loader, "_CudaCopier", _Failing)
-    monkeypatch.setattr(pipefeed._loader, "_check_device", lambda torch, device: None, raising=False)
+    monkeypatch.setattr(pipefeed._loader, "CudaCopier", _Failing)
+    monkeypatch.setattr(pipefeed._loader, "check_device", lambda torch, device: None)
     procs = _spy_popen(monkeypatch)
     with pytest.raises(RuntimeError, match="cudaHostRegister"):
         pipefeed.Loader(write_pipe(recipe()), pipe_bin=pipe_bin, device="cuda:0")

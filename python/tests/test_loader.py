@@ -130,12 +130,12 @@ def test_batches_are_views_until_the_next(pipe_bin, write_pipe):
         x, y = next(it)
         assert isinstance(x, torch.Tensor) and x.shape == (50, 3, 32, 32) and x.dtype == torch.float32
         assert y.dtype == torch.int64 and y.shape == (50,)
-        ring = np.frombuffer(loader._mm, dtype=np.uint8)
+        ring = np.frombuffer(loader._ring.mm, dtype=np.uint8)
         assert np.shares_memory(x.numpy(), ring), "a host batch is a view of the ring"
         it.close()
     with pipefeed.Loader(path, pipe_bin=pipe_bin, copy=True) as loader:
         x, _ = next(iter(loader))
-        assert not np.shares_memory(x.numpy(), np.frombuffer(loader._mm, dtype=np.uint8))
+        assert not np.shares_memory(x.numpy(), np.frombuffer(loader._ring.mm, dtype=np.uint8))
 
 
 def test_a_model_learns_through_the_loader(pipe_bin, write_pipe):
@@ -270,7 +270,7 @@ def test_stale_release_is_a_protocol_error(pipe_bin, write_pipe):
         for _ in range(5):
             next(it)
         slab, seq = it.gi_frame.f_locals["held"]
-        loader._sock.send(pipefeed._loader._RELEASE_MSG.pack(pipefeed._loader._RELEASE, slab, seq - 3))
+        loader._sock.send(pipefeed._protocol.release(slab, seq - 3))
         # pipe is gone before the loader reads its error: the loader's
         # release then fails, and it must still raise pipe's words.
         assert loader._proc.wait(timeout=5) == 1
@@ -296,14 +296,14 @@ def test_messages_before_the_hello_are_refused(pipe_bin, write_pipe, early):
     """A message before the hello (pipe had read and dropped it) or an empty
     packet (pipe had taken it for the loader's going away) is answered with
     an error, and pipe exits 1."""
-    msg = {b"start": pipefeed._loader._START_MSG.pack(pipefeed._loader._START, 1, 0, 0), b"garbage": b"\x01\x02\x03",
+    msg = {b"start": pipefeed._protocol.start(1, 0, 0), b"garbage": b"\x01\x02\x03",
            b"empty": b""}[early]
     ours, proc = _feed(pipe_bin, write_pipe(recipe()))
     with ours:
         ours.send(msg)
         data = ours.recv(1 << 16)
         typ = struct.unpack_from("<I", data)[0] if data else None
-        assert typ == pipefeed._loader._ERROR, f"pipe answered {early!r} before the hello with {data[:64]!r}"
+        assert typ == pipefeed._protocol.ERROR, f"pipe answered {early!r} before the hello with {data[:64]!r}"
         assert b"before the hello" in data
     assert proc.wait(timeout=5) == 1
 

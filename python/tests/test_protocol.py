@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from pipefeed import _loader
+from pipefeed import _protocol
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                       "feed", "testdata", "messages.txt")
@@ -17,14 +17,14 @@ _KINDS = {"u32": "I", "u64": "Q", "i64": "q", "f64": "d", "b8": "8s"}
 # The message (or header) each of this package's layouts is for, and the
 # type constant it is sent with.
 _LAYOUTS = {
-    "hello": (_loader._HEAD, _loader._HELLO),
-    "start": (_loader._START_MSG, _loader._START),
-    "batch": (_loader._BATCH_MSG, _loader._BATCH),
-    "release": (_loader._RELEASE_MSG, _loader._RELEASE),
-    "end": (_loader._END_HEAD, _loader._END),
-    "stop": (_loader._HEAD, _loader._STOP),
-    "error": (_loader._HEAD, _loader._ERROR),
-    "ring": (_loader._HEADER, None),
+    "hello": (_protocol.HEAD, _protocol.HELLO),
+    "start": (_protocol.START_MSG, _protocol.START),
+    "batch": (_protocol.BATCH_MSG, _protocol.BATCH),
+    "release": (_protocol.RELEASE_MSG, _protocol.RELEASE),
+    "end": (_protocol.END_HEAD, _protocol.END),
+    "stop": (_protocol.HEAD, _protocol.STOP),
+    "error": (_protocol.HEAD, _protocol.ERROR),
+    "ring": (_protocol.HEADER, None),
 }
 
 
@@ -66,7 +66,7 @@ def _value(kind, text):
 
 def test_protocol_version():
     version, _ = read_golden()
-    assert version == _loader.PROTOCOL
+    assert version == _protocol.PROTOCOL
 
 
 @pytest.mark.parametrize("name", sorted(_LAYOUTS))
@@ -97,5 +97,5 @@ def test_hello_keys():
     """Every key of hello's JSON the loader reads is one pipe sends."""
     _, blocks = read_golden()
     (hello,) = [b for b in blocks if b["name"] == "hello"]
-    assert set(_loader._HELLO_KEYS) <= set(hello["keys"]["hello"])
-    assert set(_loader._RING_KEYS) <= set(hello["keys"]["ring"])
+    assert set(_protocol.HELLO_KEYS) <= set(hello["keys"]["hello"])
+    assert set(_protocol.RING_KEYS) <= set(hello["keys"]["ring"])

@@ -1,8 +1,9 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
-// These tests and benchmarks need a GPU: gorgonia.org/cu exits the process
-// at init without one. They compare every kernel with package trainer's CPU
-// code, the reference. Build the binary where Go and the CUDA headers are
+// These tests compare every kernel with package trainer's CPU code, the
+// reference. In the cudaemu build they run on the CUDA emulator, in CI
+// (go test -tags cudaemu ./trainer/gpu), on smaller sizes; in the cuda
+// build on a GPU: build the binary where Go and the CUDA headers are
 // (scripts/gpu-check does it) and run it on the GPU machine:
 //
 //	go test -tags cuda -c -o gpu.test ./trainer/gpu
@@ -12,20 +13,33 @@
 package gpu
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
+	"os"
 	"testing"
 	"time"
-	"unsafe"
 
-	"gorgonia.org/cu"
-
+	"github.com/pipefeed/pipe/internal/cuda"
 	"github.com/pipefeed/pipe/internal/splitmix"
 	"github.com/pipefeed/pipe/trainer"
 )
+
+// TestMain prints the emulator's seed after a failure, so that the thread
+// orders and stream delays that failed can be repeated.
+func TestMain(m *testing.M) {
+	start := time.Now()
+	code := m.Run()
+	if n, ok := cuda.Instructions(); ok {
+		fmt.Printf("cuda emulator: %d PTX instructions in %v\n", n, time.Since(start).Round(time.Millisecond))
+	}
+	if seed, ok := cuda.Seed(); ok && code != 0 {
+		fmt.Fprintf(os.Stderr, "cuda emulator seed %d: PIPE_CUDAEMU_SEED=%d repeats its thread orders and stream delays\n", seed, seed)
+	}
+	os.Exit(code)
+}
 
 // ordinal is the GPU the tests use; a second replica goes on the next one
 // when there is one, else on the same.
@@ -118,34 +132,69 @@ func cpuStep(m *trainer.Model, b trainer.Batch, ctx trainer.Context) (float64, i
 	return l * float64(b.N()), k, g64
 }
 
+// sizes are the tests' image sides, ResNet width and batches. A GPU runs
+// the full ones in moments; the emulator (the cudaemu build, in CI)
+// interprets some 10^8 PTX instructions a second on a core, so it gets
+// smaller images, a narrower ResNet and smaller batches: the same layers,
+// kernels and code paths on less data.
+type sizes struct {
+	side   int // the layer models' input side
+	cnn    int // keras_cnn's input side (10 is its least)
+	train  int // the training tests' input side
+	width  int // the ResNets' first-stage channels
+	global int // the training tests' global batch (two replicas take half each)
+	big    int // TestDeviceBatchInPlace's larger batch
+	// model is what the training tests train (with no batch norm, whose
+	// statistics differ between one replica and two); trained are the
+	// models TestTrainingMatchesCPU compares with the CPU's.
+	model   trainer.ModelSpec
+	trained []trainer.ModelSpec
+}
+
+var size = func() sizes {
+	if cuda.Emulated {
+		// keras_cnn costs 25 million instructions a sample and step on
+		// the 10×10 images: the layer test runs it once, the training
+		// tests take an MLP and resnet8 of width 4.
+		return sizes{side: 8, cnn: 10, train: 8, width: 4, global: 16, big: 48, model: trainer.ModelSpec{Name: "mlp", Width: 64},
+			trained: []trainer.ModelSpec{{Name: "mlp", Width: 64}, {Name: "resnet", Depth: 8, Width: 4}}}
+	}
+	return sizes{side: 12, cnn: 16, train: 16, width: 16, global: 64, big: 96, model: trainer.ModelSpec{Name: "keras_cnn"},
+		trained: []trainer.ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 8}}}
+}()
+
 // layerModels are small models that put every layer, in every
 // configuration the built-in models use, between a parameter and the loss,
 // so that each layer's forward pass shows in the loss and its backward pass
 // in the gradients before it.
 func layerModels() map[string]func() (*trainer.Model, error) {
-	in := []int{3, 12, 12}
+	sd := size.side
+	in := []int{3, sd, sd}
+	valid := (sd - 2) / 2   // a valid 3×3 convolution, then 2×2 pooling
+	overlap := (sd-3)/2 + 1 // 3×3 pooling at stride 2
+	half := (sd + 1) / 2    // a 1×1 convolution at stride 2
 	return map[string]func() (*trainer.Model, error){
 		"conv3x3-bias-relu": func() (*trainer.Model, error) {
-			return trainer.NewModel("a", in, 1, trainer.NewConv2D(3, 8, 3, 1, 1), &trainer.ReLU{}, &trainer.Flatten{}, trainer.NewDense(8*144, 5))
+			return trainer.NewModel("a", in, 1, trainer.NewConv2D(3, 8, 3, 1, 1), &trainer.ReLU{}, &trainer.Flatten{}, trainer.NewDense(8*sd*sd, 5))
 		},
 		"conv3x3-valid-maxpool-dropout": func() (*trainer.Model, error) {
 			return trainer.NewModel("b", in, 2, trainer.NewConv2D(3, 8, 3, 1, 0), &trainer.ReLU{}, trainer.NewMaxPool2D(2, 2),
-				&trainer.Dropout{P: 0.25}, &trainer.Flatten{}, trainer.NewDense(8*25, 16), &trainer.ReLU{}, &trainer.Dropout{P: 0.5},
+				&trainer.Dropout{P: 0.25}, &trainer.Flatten{}, trainer.NewDense(8*valid*valid, 16), &trainer.ReLU{}, &trainer.Dropout{P: 0.5},
 				trainer.NewDense(16, 5))
 		},
 		"maxpool-overlapping": func() (*trainer.Model, error) {
 			return trainer.NewModel("c", in, 3, trainer.NewConv2D(3, 4, 3, 1, 1), trainer.NewMaxPool2D(3, 2), &trainer.Flatten{},
-				trainer.NewDense(4*25, 5))
+				trainer.NewDense(4*overlap*overlap, 5))
 		},
 		"conv-stride2-batchnorm-gap": func() (*trainer.Model, error) {
 			return trainer.NewModel("d", in, 4, trainer.NewConv2DNoBias(3, 8, 3, 2, 1), trainer.NewBatchNorm(8), &trainer.ReLU{},
 				&trainer.GlobalAvgPool{}, trainer.NewDense(8, 5))
 		},
 		"conv1x1-stride2": func() (*trainer.Model, error) {
-			return trainer.NewModel("e", in, 5, trainer.NewConv2DNoBias(3, 8, 1, 2, 0), &trainer.Flatten{}, trainer.NewDense(8*36, 5))
+			return trainer.NewModel("e", in, 5, trainer.NewConv2DNoBias(3, 8, 1, 2, 0), &trainer.Flatten{}, trainer.NewDense(8*half*half, 5))
 		},
 		"dense-batchnorm": func() (*trainer.Model, error) {
-			return trainer.NewModel("f", in, 6, &trainer.Flatten{}, trainer.NewDense(3*144, 24), trainer.NewBatchNorm(24),
+			return trainer.NewModel("f", in, 6, &trainer.Flatten{}, trainer.NewDense(3*sd*sd, 24), trainer.NewBatchNorm(24),
 				&trainer.ReLU{}, trainer.NewDense(24, 5))
 		},
 		"residual-identity-and-projection": func() (*trainer.Model, error) {
@@ -162,10 +211,10 @@ func layerModels() map[string]func() (*trainer.Model, error) {
 				block(4, 8, 2), &trainer.ReLU{}, &trainer.GlobalAvgPool{}, trainer.NewDense(8, 5))
 		},
 		"keras_cnn": func() (*trainer.Model, error) {
-			return trainer.ModelSpec{Name: "keras_cnn"}.Build([]int{3, 16, 16}, 5, 8)
+			return trainer.ModelSpec{Name: "keras_cnn"}.Build([]int{3, size.cnn, size.cnn}, 5, 8)
 		},
 		"resnet8": func() (*trainer.Model, error) {
-			return trainer.ModelSpec{Name: "resnet", Depth: 8}.Build(in, 5, 9)
+			return trainer.ModelSpec{Name: "resnet", Depth: 8, Width: size.width}.Build(in, 5, 9)
 		},
 	}
 }
@@ -338,7 +387,7 @@ func TestOptimizersMatchCPU(t *testing.T) {
 // TestDeviceBatchInPlace: a batch already in device memory (as the
 // prefetch queue leaves it) trains exactly as the same batch copied in.
 func TestDeviceBatchInPlace(t *testing.T) {
-	m, _ := trainer.ModelSpec{Name: "keras_cnn"}.Build([]int{3, 16, 16}, 5, 1)
+	m, _ := size.trained[0].Build(trainIn, 5, 1)
 	opt, _ := trainer.NewOptimizer(trainer.OptimConfig{}, m.Params())
 	r := newReplica(t, m, ordinal)
 	r.Load(m, opt)
@@ -359,7 +408,7 @@ func TestDeviceBatchInPlace(t *testing.T) {
 	}
 	// A larger batch grows every buffer (the stream drained, the old ones
 	// freed); the first batch then trains as before.
-	if _, _, err := r.Evaluate(batch(m.In, 96, 5, 500)); err != nil {
+	if _, _, err := r.Evaluate(batch(m.In, size.big, 5, 500)); err != nil {
 		t.Fatal(err)
 	}
 	l3, k3, err := r.ForwardBackward(&ctx, b)
@@ -375,13 +424,13 @@ func TestDeviceBatchInPlace(t *testing.T) {
 // queue leaves them (freed when the test ends).
 func onDevice(tb testing.TB, r *Replica, b trainer.Batch) trainer.Batch {
 	tb.Helper()
-	var ptr cu.DevicePtr
+	var ptr cuda.DevicePtr
 	err := r.do(func() error {
 		var err error
-		if ptr, err = cu.MemAlloc(int64(4 * len(b.X.Data))); err != nil {
+		if ptr, err = cuda.MemAlloc(int64(4 * len(b.X.Data))); err != nil {
 			return err
 		}
-		if err := cu.MemcpyHtoDAsync(ptr, unsafe.Pointer(&b.X.Data[0]), int64(4*len(b.X.Data)), r.stream); err != nil {
+		if err := cuda.CopyHtoDAsync(ptr, cuda.Bytes(b.X.Data), r.stream); err != nil {
 			return err
 		}
 		return r.stream.Synchronize()
@@ -389,7 +438,7 @@ func onDevice(tb testing.TB, r *Replica, b trainer.Batch) trainer.Batch {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { r.do(func() error { return cu.MemFree(ptr) }) })
+	tb.Cleanup(func() { r.do(func() error { return cuda.MemFree(ptr) }) })
 	db := b
 	db.X, db.Dev = nil, &trainer.DeviceTensor{Shape: b.X.Shape, Ptr: uintptr(ptr)}
 	return db
@@ -475,7 +524,7 @@ func worst(a, b *trainer.Model) (float64, string) {
 // ordinals returns n GPU ordinals: distinct GPUs where the machine has
 // them, else GPU 0 again.
 func ordinals(n int) []int {
-	count, _ := cu.NumDevices()
+	count, _ := cuda.DeviceCount()
 	var o []int
 	for i := range n {
 		o = append(o, i%max(count, 1))
@@ -483,17 +532,23 @@ func ordinals(n int) []int {
 	return o
 }
 
-var trainCfg = trainer.Config{Model: trainer.ModelSpec{Name: "keras_cnn"}, Epochs: 1, LR: 0.05, BaseBatch: 64, Seed: 5,
+// trainCfg trains keras_cnn on a GPU, an MLP under the emulator
+// (size.model).
+var trainCfg = trainer.Config{Model: size.model, Epochs: 1, LR: 0.05, BaseBatch: 64, Seed: 5,
 	Optim: trainer.OptimConfig{Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}, Smoothing: 0.1}
 
+// trainIn is the training tests' per-sample input shape.
+var trainIn = []int{3, size.train, size.train}
+
 // TestTrainingMatchesCPU: 20 steps of keras_cnn (dropout included) and of
-// resnet8 on the GPU end where the CPU trainer ends, within the drift of
-// float32 rounding over 20 steps.
+// resnet8 (under the emulator an MLP and a narrow resnet8) on the GPU end
+// where the CPU trainer ends, within the drift of float32 rounding over 20
+// steps.
 func TestTrainingMatchesCPU(t *testing.T) {
-	for _, spec := range []trainer.ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 8}} {
+	for _, spec := range size.trained {
 		cfg := trainCfg
 		cfg.Model = spec
-		f := &feed{in: []int{3, 16, 16}, global: 64, replicas: 1, batches: 20}
+		f := &feed{in: trainIn, global: size.global, replicas: 1, batches: 20}
 		cpu := gpuTrainer(t, cfg, f, nil)
 		gpu := gpuTrainer(t, cfg, f, ordinals(1))
 		d, name := worst(gpu.Model(), cpu.Model())
@@ -505,18 +560,20 @@ func TestTrainingMatchesCPU(t *testing.T) {
 }
 
 // TestGPUsEqualOne: two GPU replicas of 32, their gradients averaged by
-// peer copies, train keras_cnn as one GPU of 64 does, within the CPU
-// trainer's tolerance for replicas (1e-4); and a run repeats bit for bit.
+// peer copies, train keras_cnn as one GPU of 64 does (under the emulator
+// an MLP, 2×8 against 1×16), within the CPU trainer's tolerance for
+// replicas (1e-4); and a run repeats bit for bit.
 func TestGPUsEqualOne(t *testing.T) {
-	one := gpuTrainer(t, trainCfg, &feed{in: []int{3, 16, 16}, global: 64, replicas: 1, batches: 20}, ordinals(1))
-	two := gpuTrainer(t, trainCfg, &feed{in: []int{3, 16, 16}, global: 64, replicas: 2, batches: 20}, ordinals(2))
+	g := size.global
+	one := gpuTrainer(t, trainCfg, &feed{in: trainIn, global: g, replicas: 1, batches: 20}, ordinals(1))
+	two := gpuTrainer(t, trainCfg, &feed{in: trainIn, global: g, replicas: 2, batches: 20}, ordinals(2))
 	d, name := worst(two.Model(), one.Model())
-	t.Logf("2×32 vs 1×64 on GPUs %v after 20 steps: worst relative difference %.2g (%s); hashes %s %s", ordinals(2), d, name,
+	t.Logf("2×%d vs 1×%d on GPUs %v after 20 steps: worst relative difference %.2g (%s); hashes %s %s", g/2, g, ordinals(2), d, name,
 		two.Model().Hash()[:12], one.Model().Hash()[:12])
 	if !(d <= 1e-4) {
-		t.Errorf("2×32 vs 1×64: %s differs by %.2g", name, d)
+		t.Errorf("2×%d vs 1×%d: %s differs by %.2g", g/2, g, name, d)
 	}
-	again := gpuTrainer(t, trainCfg, &feed{in: []int{3, 16, 16}, global: 64, replicas: 2, batches: 20}, ordinals(2))
+	again := gpuTrainer(t, trainCfg, &feed{in: trainIn, global: g, replicas: 2, batches: 20}, ordinals(2))
 	if a, b := again.Model().Hash(), two.Model().Hash(); a != b {
 		t.Errorf("the same run twice: %s then %s", b[:12], a[:12])
 	}
@@ -525,19 +582,19 @@ func TestGPUsEqualOne(t *testing.T) {
 // TestCheckpointGPUToCPU: a checkpoint written by a GPU run is the model
 // the GPU trained, and a CPU trainer resumes from it.
 func TestCheckpointGPUToCPU(t *testing.T) {
-	f := &feed{in: []int{3, 16, 16}, global: 64, replicas: 1, batches: 5}
+	f := &feed{in: trainIn, global: size.global, replicas: 1, batches: 5}
 	g := gpuTrainer(t, trainCfg, f, ordinals(1))
-	path := filepath.Join(t.TempDir(), "ckpt")
-	if err := g.Save(path, "id", nil); err != nil {
+	var ckpt bytes.Buffer
+	if err := g.WriteCheckpoint(&ckpt, "id", nil); err != nil {
 		t.Fatal(err)
 	}
 	cfg := trainCfg
-	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Input, cfg.Classes, cfg.Replicas = 64, 5, f.in, 10, 1
+	cfg.GlobalBatch, cfg.BatchesPerEpoch, cfg.Input, cfg.Classes, cfg.Replicas = f.global, 5, f.in, 10, 1
 	c, err := trainer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Load(path, "id"); err != nil {
+	if _, err := c.ReadCheckpoint("ckpt", func() ([]byte, error) { return ckpt.Bytes(), nil }, "id"); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := c.Model().Hash(), g.Model().Hash(); a != b {

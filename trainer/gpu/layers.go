@@ -1,12 +1,11 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package gpu
 
 import (
 	"fmt"
 
-	"gorgonia.org/cu"
-
+	"github.com/pipefeed/pipe/internal/cuda"
 	"github.com/pipefeed/pipe/trainer"
 )
 
@@ -15,7 +14,7 @@ type step struct {
 	train   bool
 	seed    uint64
 	step    int64
-	samples cu.DevicePtr // the batch's global sample indices, int64
+	samples cuda.DevicePtr // the batch's global sample indices, int64
 }
 
 // layer is a trainer.Layer's GPU twin. forward keeps what backward needs;
@@ -90,7 +89,7 @@ func (l *conv) geometry(x *tensor) (n, h, w, ho, wo, kk, q int) {
 }
 
 // im2col fills the replica's column scratch from x.
-func (l *conv) im2col(r *Replica, x *tensor) cu.DevicePtr {
+func (l *conv) im2col(r *Replica, x *tensor) cuda.DevicePtr {
 	n, h, w, ho, wo, kk, q := l.geometry(x)
 	cols := r.ensure(&r.cols, 4*int64(kk)*int64(q))
 	r.launch("im2col", int64(kk)*int64(q), cols, x.ptr, n, l.in, h, w, l.k, l.stride, l.pad, ho, wo)
@@ -105,7 +104,7 @@ func (l *conv) forward(r *Replica, s *step, x *tensor) *tensor {
 	// [Out, N·Ho·Wo] = W [Out, kk] · cols [kk, N·Ho·Wo]
 	r.gemm(false, false, l.out, q, kk, at(r.w, l.w), kk, 0, cols, q, 0, cn, q, 0, 1, false)
 	y := r.out(&l.y, n, l.out, ho, wo)
-	bias := cu.DevicePtr(0)
+	bias := cuda.DevicePtr(0)
 	if l.b >= 0 {
 		bias = at(r.w, l.b)
 	}

@@ -1,4 +1,4 @@
-//go:build !cuda
+//go:build !cuda && !cudaemu
 
 package gpu
 
@@ -7,7 +7,8 @@ import (
 	"github.com/pipefeed/pipe/trainer"
 )
 
-// Compiled reports whether this build has the GPU trainer (the cuda tag).
+// Compiled reports whether this build has the GPU trainer (the cuda or
+// cudaemu tag).
 const Compiled = false
 
 // Replica is a model replica on a GPU; this build has none.

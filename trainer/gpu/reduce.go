@@ -1,12 +1,11 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package gpu
 
 import (
 	"fmt"
 
-	"gorgonia.org/cu"
-
+	"github.com/pipefeed/pipe/internal/cuda"
 	"github.com/pipefeed/pipe/trainer"
 )
 
@@ -43,20 +42,20 @@ func (p *PeerReducer) ReduceGradients(accs []trainer.Accelerator) error {
 		for i, r := range rs {
 			// Each replica's stream finished its step (ForwardBackward
 			// waits for the loss, after the backward pass).
-			dst := stage + cu.DevicePtr(int64(i)*bytes)
-			if r == r0 || r.ctx == r0.ctx {
-				r0.fail("copying gradients", cu.MemcpyDtoDAsync(dst, r.g64, bytes, r0.stream))
+			dst := stage + cuda.DevicePtr(int64(i)*bytes)
+			if r.ordinal == r0.ordinal {
+				r0.fail("copying gradients", cuda.CopyDtoDAsync(dst, r.g64, bytes, r0.stream))
 				continue
 			}
-			r0.fail("copying gradients from "+r.name, cu.MemcpyPeerAsync(dst, r0.ctx, r.g64, r.ctx, bytes, r0.stream))
+			r0.fail("copying gradients from "+r.name, cuda.CopyPeerAsync(dst, r0.ctx, r.g64, r.ctx, bytes, r0.stream))
 		}
 		r0.launch("mean_ordered", n, r0.g64, stage, len(rs), n, 1/float64(len(rs)))
 		for _, r := range rs[1:] {
-			if r.ctx == r0.ctx {
-				r0.fail("copying gradients", cu.MemcpyDtoDAsync(r.g64, r0.g64, bytes, r0.stream))
+			if r.ordinal == r0.ordinal {
+				r0.fail("copying gradients", cuda.CopyDtoDAsync(r.g64, r0.g64, bytes, r0.stream))
 				continue
 			}
-			r0.fail("copying gradients to "+r.name, cu.MemcpyPeerAsync(r.g64, r.ctx, r0.g64, r0.ctx, bytes, r0.stream))
+			r0.fail("copying gradients to "+r.name, cuda.CopyPeerAsync(r.g64, r.ctx, r0.g64, r0.ctx, bytes, r0.stream))
 		}
 		r0.fail("waiting for the all-reduce", r0.stream.Synchronize())
 		return nil
@@ -69,7 +68,7 @@ func (p *PeerReducer) Close(r *Replica) error {
 		return nil
 	}
 	return r.do(func() error {
-		r.fail("freeing device memory", cu.MemFree(p.stage.ptr))
+		r.fail("freeing device memory", cuda.MemFree(p.stage.ptr))
 		p.stage = dbuf{}
 		return nil
 	})

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package gpu
 
@@ -6,15 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
-	"unsafe"
 
-	"gorgonia.org/cu"
-
+	"github.com/pipefeed/pipe/internal/cuda"
 	"github.com/pipefeed/pipe/trainer"
 )
 
-// Compiled reports whether this build has the GPU trainer (the cuda tag).
+// Compiled reports whether this build has the GPU trainer (the cuda or
+// cudaemu tag).
 const Compiled = true
 
 // Replica is one model replica in one GPU's memory: a trainer.Accelerator.
@@ -24,11 +22,10 @@ const Compiled = true
 type Replica struct {
 	name    string
 	ordinal int
-	dev     cu.Device
-	ctx     cu.CUContext
-	stream  cu.Stream
-	mod     cu.Module
-	fn      map[string]cu.Function
+	ctx     *cuda.Context
+	stream  *cuda.Stream
+	mod     *cuda.Module
+	fn      map[string]*cuda.Function
 	// err is the first failure of the current call: launches after it are
 	// skipped, and the call returns it.
 	err error
@@ -43,8 +40,8 @@ type Replica struct {
 	// value (bufs: batch-norm running statistics).
 	slots            []slot
 	nw, nbuf         int
-	w, g64, s, q     cu.DevicePtr
-	decay, bufs      cu.DevicePtr
+	w, g64, s, q     cuda.DevicePtr
+	decay, bufs      cuda.DevicePtr
 	opt              trainer.OptimConfig
 	t                int64
 	hostW, hostB     []float32
@@ -69,14 +66,14 @@ type slot struct {
 
 // dbuf is device memory that grows to the largest size asked of it.
 type dbuf struct {
-	ptr   cu.DevicePtr
+	ptr   cuda.DevicePtr
 	bytes int64
 }
 
 // tensor is a float32 array in device memory.
 type tensor struct {
 	shape []int
-	ptr   cu.DevicePtr
+	ptr   cuda.DevicePtr
 }
 
 func (t *tensor) n() int { return t.shape[0] }
@@ -97,21 +94,18 @@ func prod(s []int) int {
 // shapes (not its values: the trainer loads those). It fails for a layer the
 // GPU trainer does not have.
 func New(ordinal int, arch *trainer.Model) (*Replica, error) {
-	n, err := cu.NumDevices()
+	n, err := cuda.DeviceCount()
 	if err != nil {
 		return nil, fmt.Errorf("gpu: counting CUDA devices: %w", err)
 	}
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("gpu: cuda:%d: the driver sees %d GPUs", ordinal, n)
 	}
-	r := &Replica{name: fmt.Sprintf("cuda:%d", ordinal), ordinal: ordinal, in: append([]int(nil), arch.In...),
-		classes: arch.Classes(), fn: map[string]cu.Function{}}
-	if r.dev, err = cu.GetDevice(ordinal); err != nil {
-		return nil, r.errf("opening the device", err)
-	}
+	r := &Replica{name: cuda.Name(ordinal), ordinal: ordinal, in: append([]int(nil), arch.In...),
+		classes: arch.Classes(), fn: map[string]*cuda.Function{}}
 	// The primary context, as prefetch's CUDA device uses: the batches it
 	// leaves in device memory are addressable here.
-	if r.ctx, err = r.dev.RetainPrimaryCtx(); err != nil {
+	if r.ctx, err = cuda.RetainPrimary(ordinal); err != nil {
 		return nil, r.errf("retaining the primary context", err)
 	}
 	// Where every parameter goes.
@@ -127,15 +121,15 @@ func New(ordinal int, arch *trainer.Model) (*Replica, error) {
 		r.slots = append(r.slots, s)
 	}
 	if r.layers, err = mirror(arch.Layers, index, r); err != nil {
-		r.dev.ReleasePrimaryCtx()
+		r.ctx.Release()
 		return nil, err
 	}
 	err = r.do(func() error {
 		var err error
-		if r.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		if r.stream, err = cuda.NewStream(); err != nil {
 			return r.errf("creating a stream", err)
 		}
-		if r.mod, err = cu.LoadData(kernelsPTX); err != nil {
+		if r.mod, err = cuda.LoadModule("trainer/gpu/kernels.ptx", kernelsPTX); err != nil {
 			return r.errf("loading the kernels (the driver compiles their PTX for this GPU)", err)
 		}
 		for _, k := range kernelNames {
@@ -144,10 +138,10 @@ func New(ordinal int, arch *trainer.Model) (*Replica, error) {
 			}
 		}
 		for _, a := range []struct {
-			p     *cu.DevicePtr
+			p     *cuda.DevicePtr
 			bytes int
 		}{{&r.w, 4 * r.nw}, {&r.g64, 8 * r.nw}, {&r.s, 4 * r.nw}, {&r.q, 4 * r.nw}, {&r.decay, r.nw}, {&r.bufs, 4 * r.nbuf}} {
-			if *a.p, err = cu.MemAlloc(int64(max(a.bytes, 4))); err != nil {
+			if *a.p, err = cuda.MemAlloc(int64(max(a.bytes, 4))); err != nil {
 				return r.errf(fmt.Sprintf("allocating %d bytes for the model", a.bytes), err)
 			}
 		}
@@ -159,7 +153,7 @@ func New(ordinal int, arch *trainer.Model) (*Replica, error) {
 				}
 			}
 		}
-		if err := cu.MemcpyHtoDAsync(r.decay, unsafe.Pointer(&decay[0]), int64(r.nw), r.stream); err != nil {
+		if err := cuda.CopyHtoDAsync(r.decay, decay[:r.nw], r.stream); err != nil {
 			return r.errf("copying the weight-decay mask", err)
 		}
 		return r.stream.Synchronize()
@@ -180,22 +174,22 @@ func (r *Replica) errf(what string, err error) error {
 	return fmt.Errorf("gpu: %s: %s: %w", r.name, what, err)
 }
 
-// do runs f on a locked OS thread with the replica's context current (the
+// do runs f with the replica's context current on a locked OS thread (the
 // driver keeps the current context per thread, and goroutines move), and
-// returns f's error or the first failed launch's.
+// returns f's error or the first failed launch's. After a failure it still
+// waits for the stream, so no queued copy reads or writes host memory once
+// the call has returned.
 func (r *Replica) do(f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := cu.SetCurrentContext(r.ctx); err != nil {
-		return r.errf("making the context current", err)
-	}
-	r.err = nil
-	err := f()
-	if r.err != nil {
+	return r.ctx.Do(func() error {
+		r.err = nil
+		err := f()
+		if (r.err != nil || err != nil) && r.stream != nil {
+			r.stream.Synchronize()
+		}
 		err = errors.Join(r.err, err)
-	}
-	r.err = nil
-	return err
+		r.err = nil
+		return err
+	})
 }
 
 // fail records the first failure of a call.
@@ -206,17 +200,17 @@ func (r *Replica) fail(what string, err error) {
 }
 
 // ensure grows b to at least bytes.
-func (r *Replica) ensure(b *dbuf, bytes int64) cu.DevicePtr {
+func (r *Replica) ensure(b *dbuf, bytes int64) cuda.DevicePtr {
 	if r.err != nil || b.bytes >= bytes {
 		return b.ptr
 	}
 	if b.ptr != 0 {
 		// The stream may still read the old buffer.
 		r.wait()
-		r.fail("freeing device memory", cu.MemFree(b.ptr))
+		r.fail("freeing device memory", cuda.MemFree(b.ptr))
 		b.ptr, b.bytes = 0, 0
 	}
-	p, err := cu.MemAlloc(max(bytes, 4))
+	p, err := cuda.MemAlloc(max(bytes, 4))
 	if err != nil {
 		r.fail(fmt.Sprintf("allocating %d bytes", bytes), err)
 		return 0
@@ -230,44 +224,15 @@ func (r *Replica) out(b *dbuf, shape ...int) *tensor {
 	return &tensor{shape: shape, ptr: r.ensure(b, 4*int64(prod(shape)))}
 }
 
-// arg packs a kernel parameter into the eight-byte slot cu's Launch
-// copies: C int from Go int, long long from int64, float from float32,
-// double from float64, pointers from cu.DevicePtr.
-func arg(v any) uint64 {
-	switch x := v.(type) {
-	case cu.DevicePtr:
-		return uint64(x)
-	case int:
-		return uint64(uint32(int32(x)))
-	case int64:
-		return uint64(x)
-	case uint64:
-		return x
-	case float32:
-		return uint64(math.Float32bits(x))
-	case float64:
-		return math.Float64bits(x)
-	case bool:
-		if x {
-			return 1
-		}
-		return 0
-	}
-	panic(fmt.Sprintf("gpu: kernel argument of type %T", v))
-}
-
-// launchGrid launches kernel name on the replica's stream.
+// launchGrid launches kernel name on the replica's stream. Arguments are
+// typed as the kernel's C parameters are: cuda.DevicePtr for a pointer,
+// int (a C int) or bool for an int, int64 for a long long, uint64 for an
+// unsigned long long, float32 and float64.
 func (r *Replica) launchGrid(name string, gx, gy, gz, threads int, args ...any) {
 	if r.err != nil {
 		return
 	}
-	slots := make([]uint64, len(args))
-	params := make([]unsafe.Pointer, len(args))
-	for i, a := range args {
-		slots[i] = arg(a)
-		params[i] = unsafe.Pointer(&slots[i])
-	}
-	r.fail("launching "+name, r.fn[name].Launch(gx, gy, gz, threads, 1, 1, 0, r.stream, params))
+	r.fail("launching "+name, r.fn[name].Launch(cuda.Dim3{gx, gy, gz}, cuda.Dim3{threads, 1, 1}, 0, r.stream, args...))
 }
 
 // launch launches a grid-stride kernel over n elements.
@@ -282,8 +247,8 @@ func (r *Replica) launch(name string, n int64, args ...any) {
 // gemm computes, for batch matrices z at the given strides (in values),
 // C = A·B (+ C when acc): C is m×n, A(i,k) is a[i*lda+k] (a[k*lda+i] when
 // ta), B(k,j) is b[k*ldb+j] (b[j*ldb+k] when tb).
-func (r *Replica) gemm(ta, tb bool, m, n, k int, a cu.DevicePtr, lda int, sa int64, b cu.DevicePtr, ldb int, sb int64,
-	c cu.DevicePtr, ldc int, sc int64, batch int, acc bool) {
+func (r *Replica) gemm(ta, tb bool, m, n, k int, a cuda.DevicePtr, lda int, sa int64, b cuda.DevicePtr, ldb int, sb int64,
+	c cuda.DevicePtr, ldc int, sc int64, batch int, acc bool) {
 	if m == 0 || n == 0 || batch == 0 {
 		return
 	}
@@ -305,10 +270,10 @@ func (r *Replica) gemm(ta, tb bool, m, n, k int, a cu.DevicePtr, lda int, sa int
 }
 
 // at is the address of float32 value i of p.
-func at(p cu.DevicePtr, i int) cu.DevicePtr { return p + cu.DevicePtr(4*i) }
+func at(p cuda.DevicePtr, i int) cuda.DevicePtr { return p + cuda.DevicePtr(4*i) }
 
 // at64 is the address of float64 value i of p.
-func at64(p cu.DevicePtr, i int) cu.DevicePtr { return p + cu.DevicePtr(8*i) }
+func at64(p cuda.DevicePtr, i int) cuda.DevicePtr { return p + cuda.DevicePtr(8*i) }
 
 // Load copies m's parameters and buffers and o's state into the GPU.
 func (r *Replica) Load(m *trainer.Model, o *trainer.Optimizer) error {
@@ -336,6 +301,8 @@ func (r *Replica) Load(m *trainer.Model, o *trainer.Optimizer) error {
 		put(r, r.s, r.hostS)
 		put(r, r.q, r.hostQ)
 		put(r, r.bufs, r.hostB)
+		// The next Load or Store writes the host arrays.
+		r.wait()
 		return nil
 	})
 }
@@ -386,24 +353,24 @@ func (r *Replica) check(m *trainer.Model) error {
 	return nil
 }
 
-// put copies host values into device memory, in stream order; pageable
-// memory is consumed before the call returns.
-func put[T any](r *Replica, dst cu.DevicePtr, src []T) {
+// put copies host values into device memory, in stream order. The driver
+// may read src at any time until the stream passes the copy (it promises
+// nothing else, even for pageable memory): src must stay unchanged until
+// wait.
+func put[T any](r *Replica, dst cuda.DevicePtr, src []T) {
 	if r.err != nil || len(src) == 0 {
 		return
 	}
-	bytes := int64(len(src)) * int64(unsafe.Sizeof(src[0]))
-	r.fail("copying to the device", cu.MemcpyHtoDAsync(dst, unsafe.Pointer(unsafe.SliceData(src)), bytes, r.stream))
+	r.fail("copying to the device", cuda.CopyHtoDAsync(dst, cuda.Bytes(src), r.stream))
 }
 
 // get copies device memory into host values after the stream's work; the
 // values are there once wait returns.
-func get[T any](r *Replica, dst []T, src cu.DevicePtr) {
+func get[T any](r *Replica, dst []T, src cuda.DevicePtr) {
 	if r.err != nil || len(dst) == 0 {
 		return
 	}
-	bytes := int64(len(dst)) * int64(unsafe.Sizeof(dst[0]))
-	r.fail("copying from the device", cu.MemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(dst)), src, bytes, r.stream))
+	r.fail("copying from the device", cuda.CopyDtoHAsync(cuda.Bytes(dst), src, r.stream))
 }
 
 // wait waits for the stream's work.
@@ -429,7 +396,7 @@ func (r *Replica) batch(b trainer.Batch) (*tensor, error) {
 		if fmt.Sprint(b.Dev.Shape) != fmt.Sprint(want) {
 			return nil, fmt.Errorf("gpu: %s: a batch of shape %v, the model takes %v", r.name, b.Dev.Shape, want)
 		}
-		return &tensor{shape: want, ptr: cu.DevicePtr(b.Dev.Ptr)}, nil
+		return &tensor{shape: want, ptr: cuda.DevicePtr(b.Dev.Ptr)}, nil
 	}
 	if b.X == nil || fmt.Sprint(b.X.Shape) != fmt.Sprint(want) {
 		return nil, fmt.Errorf("gpu: %s: a host batch of shape %v, the model takes %v", r.name, b.X, want)
@@ -450,6 +417,9 @@ func (r *Replica) run(c *trainer.Context, b trainer.Batch, train bool, eps float
 	if len(b.Labels) != n {
 		return 0, 0, fmt.Errorf("gpu: %s: %d labels for %d samples", r.name, len(b.Labels), n)
 	}
+	if train && len(b.Samples) != n {
+		return 0, 0, fmt.Errorf("gpu: %s: %d sample indices for %d samples", r.name, len(b.Samples), n)
+	}
 	var lossSum float64
 	correct := 0
 	err := r.do(func() error {
@@ -461,16 +431,13 @@ func (r *Replica) run(c *trainer.Context, b trainer.Batch, train bool, eps float
 		var st step
 		st.train, st.seed, st.step = train, c.Seed, c.Step
 		if train {
-			if len(b.Samples) != n {
-				return fmt.Errorf("gpu: %s: %d sample indices for %d samples", r.name, len(b.Samples), n)
-			}
 			r.hostSamples = r.hostSamples[:0]
 			for _, s := range b.Samples {
 				r.hostSamples = append(r.hostSamples, int64(s))
 			}
 			st.samples = r.ensure(&r.samples, 8*int64(n))
 			put(r, st.samples, r.hostSamples)
-			r.fail("clearing the gradients", cu.MemsetD32Async(r.g64, 0, int64(2*r.nw), r.stream))
+			r.fail("clearing the gradients", cuda.MemsetD32Async(r.g64, 0, int64(2*r.nw), r.stream))
 		}
 		for _, l := range r.layers {
 			x = l.forward(r, &st, x)
@@ -531,6 +498,7 @@ func (r *Replica) SetGradients(g []float64) error {
 	}
 	return r.do(func() error {
 		put(r, r.g64, g)
+		r.wait() // g is the caller's again when this returns
 		return nil
 	})
 }
@@ -566,16 +534,16 @@ func (r *Replica) Update(lr float64) error {
 
 // Close frees the replica's memory and releases the context.
 func (r *Replica) Close() error {
-	if r.ctx == (cu.CUContext{}) {
+	if r.ctx == nil {
 		return nil
 	}
 	err := r.do(func() error {
-		if r.stream != cu.NoStream {
+		if r.stream != nil {
 			r.fail("waiting for the stream", r.stream.Synchronize())
 		}
-		for _, p := range []cu.DevicePtr{r.w, r.g64, r.s, r.q, r.decay, r.bufs} {
+		for _, p := range []cuda.DevicePtr{r.w, r.g64, r.s, r.q, r.decay, r.bufs} {
 			if p != 0 {
-				r.fail("freeing device memory", cu.MemFree(p))
+				r.fail("freeing device memory", cuda.MemFree(p))
 			}
 		}
 		bufs := []*dbuf{&r.input, &r.labels, &r.samples, &r.loss, &r.hit, &r.dlogs, &r.cols, &r.cn, &r.part}
@@ -584,17 +552,18 @@ func (r *Replica) Close() error {
 		}
 		for _, b := range bufs {
 			if b.ptr != 0 {
-				r.fail("freeing device memory", cu.MemFree(b.ptr))
+				r.fail("freeing device memory", cuda.MemFree(b.ptr))
 				*b = dbuf{}
 			}
 		}
-		if r.stream != cu.NoStream {
+		if r.stream != nil {
 			r.fail("destroying the stream", r.stream.Destroy())
+			r.stream = nil
 		}
 		return nil
 	})
-	r.dev.ReleasePrimaryCtx()
-	r.ctx = cu.CUContext{}
+	r.ctx.Release()
+	r.ctx = nil
 	return err
 }
 

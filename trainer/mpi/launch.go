@@ -19,6 +19,10 @@ var _ interface {
 // ErrNoMPI is returned by Init in a build without the tag mpi.
 var ErrNoMPI = errors.New("mpi: this build has no MPI: build with -tags mpi (scripts/openmpi installs Open MPI)")
 
+// Both twins, mpi.go (the mpi build) and mpi_off.go, define Compiled: a
+// build whose twin lacks it fails here.
+const _ = Compiled
+
 // Launch is what the environment says about how the process was started.
 type Launch struct {
 	// Launcher names what started it: "mpirun", "srun" or "a PMI

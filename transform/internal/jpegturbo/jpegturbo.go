@@ -376,8 +376,8 @@ import (
 var Version = fmt.Sprintf("libjpeg-turbo %d.%d.%d", C.LIBJPEG_TURBO_VERSION_NUMBER/1000000,
 	C.LIBJPEG_TURBO_VERSION_NUMBER/1000%1000, C.LIBJPEG_TURBO_VERSION_NUMBER%1000)
 
-// Available reports whether this build decodes with libjpeg-turbo.
-const Available = true
+// Compiled reports whether this build decodes with libjpeg-turbo.
+const Compiled = true
 
 // Decoder is one libjpeg decompressor, reused image after image. It is not
 // safe for concurrent use: give each worker its own.

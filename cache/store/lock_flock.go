@@ -1,6 +1,6 @@
 //go:build !windows && !plan9 && !js && !wasip1 && !aix
 
-package sharding
+package store
 
 import (
 	"errors"

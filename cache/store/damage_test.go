@@ -1,4 +1,4 @@
-package sharding
+package store
 
 import (
 	"bytes"
@@ -69,7 +69,7 @@ func readable(err error) bool {
 // run and pipe cache verify would, and fails the test on wrong bytes or an
 // unexpected error. It returns how many entries did not read back whole
 // and whether the close was left unfinished.
-func exercise(t *testing.T, what string, c *Cache, want map[int][]byte) (lost int, abandoned bool) {
+func exercise(t *testing.T, what string, c *Store, want map[int][]byte) (lost int, abandoned bool) {
 	t.Helper()
 	missing := 0
 	for s, v := range want {
@@ -168,7 +168,7 @@ func TestDamagedStore(t *testing.T) {
 				what := fmt.Sprintf("seed %d", seed)
 				faults.Within(t, 10*time.Second, what, func() {
 					abandoned := false
-					c, err := OpenCache(dir)
+					c, err := Open(dir)
 					switch {
 					case errors.Is(err, ErrDamaged):
 						detected++
@@ -184,7 +184,7 @@ func TestDamagedStore(t *testing.T) {
 					if abandoned {
 						return // this process still holds the store
 					}
-					c, err = OpenCache(dir, WithRepair(true))
+					c, err = Open(dir, WithRepair(true))
 					if err != nil {
 						t.Errorf("%s: open with repair: %v", what, err)
 						return
@@ -274,10 +274,10 @@ func TestBadgerPanicIsDamage(t *testing.T) {
 		t.Fatalf("no damage mark: %v", err)
 	}
 	faults.Within(t, 10*time.Second, "reopened", func() {
-		if _, err := OpenCache(dir); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "marked damaged by an earlier run") {
+		if _, err := Open(dir); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "marked damaged by an earlier run") {
 			t.Fatalf("open: %v", err)
 		}
-		c, err := OpenCache(dir, WithRepair(true))
+		c, err := Open(dir, WithRepair(true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,14 +401,14 @@ func TestDamagedStoreFilesReported(t *testing.T) {
 			}
 			before := dirFiles(t, dir)
 			faults.Within(t, 10*time.Second, k.name, func() {
-				_, err := OpenCache(dir)
+				_, err := Open(dir)
 				if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), k.file) || !strings.Contains(err.Error(), "repairs it") {
 					t.Errorf("open: %v, want ErrDamaged naming %s", err, k.file)
 				}
 				if after := dirFiles(t, dir); !maps.Equal(after, before) {
 					t.Error("an open without repair changed the directory")
 				}
-				c, err := OpenCache(dir, WithRepair(true))
+				c, err := Open(dir, WithRepair(true))
 				if err != nil {
 					t.Fatalf("open with repair: %v", err)
 				}

@@ -1,4 +1,4 @@
-package sharding
+package store
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ import (
 // where nothing can recover it), exits the process through log.Fatal when a
 // table's footer points outside the file, and when a value pointer is
 // damaged it may leave a value log file read-locked for good, after which
-// its Close waits forever. So OpenCache checks, before Badger opens them,
+// its Close waits forever. So Open checks, before Badger opens them,
 // every table the manifest lists (footer bounds, index and block checksums)
 // and every value log header; every later call into Badger recovers a
 // panic; and Close waits for Badger only so long.
@@ -48,7 +48,7 @@ var closeWaitDamaged = 2 * time.Second
 
 // Damaged returns the error every call returns once the store was found
 // damaged while open (wrapping ErrDamaged), or nil.
-func (c *Cache) Damaged() error {
+func (c *Store) Damaged() error {
 	if p := c.damaged.Load(); p != nil {
 		return *p
 	}
@@ -58,7 +58,7 @@ func (c *Cache) Damaged() error {
 // markDamaged records err as the store's damage, unless damage was
 // recorded already, marks the directory for repair at the next open, and
 // returns the damage recorded first.
-func (c *Cache) markDamaged(err error) error {
+func (c *Store) markDamaged(err error) error {
 	if c.damaged.CompareAndSwap(nil, &err) && !c.readOnly {
 		os.WriteFile(filepath.Join(c.dir, damagedFile), []byte(err.Error()+"\n"), 0o644)
 	}
@@ -68,7 +68,7 @@ func (c *Cache) markDamaged(err error) error {
 // call runs f, a call into Badger, unless the store is damaged. A panic
 // inside Badger means damage it did not check for, and may leave its locks
 // held, so the store is marked damaged and not entered again.
-func (c *Cache) call(op string, f func() error) (err error) {
+func (c *Store) call(op string, f func() error) (err error) {
 	if err := c.Damaged(); err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (c *Cache) call(op string, f func() error) (err error) {
 }
 
 // rebuildHint says what becomes of a store marked damaged.
-func (c *Cache) rebuildHint() string {
+func (c *Store) rebuildHint() string {
 	if c.readOnly {
 		return ""
 	}
@@ -117,7 +117,7 @@ func oneLine(p any) string {
 // closeDB closes Badger within closeWait (closeWaitDamaged after damage or
 // an unreadable value). A close that does not finish is left running until
 // the process exits, and reported.
-func (c *Cache) closeDB() error {
+func (c *Store) closeDB() error {
 	wait := closeWait
 	if c.Damaged() != nil || c.unreadable.Load() {
 		wait = closeWaitDamaged
@@ -566,7 +566,7 @@ func (r repair) lines(dir string) []string {
 // is known is mended and the store checked again; any other damage, or
 // damage left after mending, rebuilds it empty. It returns what it found
 // and did, or an error wrapping ErrDamaged for damage left in place.
-func checkOrRepair(dir string, cfg cacheConfig, readOnly bool, found error) (repair, error) {
+func checkOrRepair(dir string, cfg config, readOnly bool, found error) (repair, error) {
 	unlock, err := lockDir(dir, readOnly)
 	if errors.Is(err, ErrLocked) {
 		return repair{}, lockedError(dir)

@@ -1,4 +1,4 @@
-package sharding
+package store
 
 import (
 	"bytes"
@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-func openTest(t *testing.T, dir string) *Cache {
+func openTest(t *testing.T, dir string) *Store {
 	t.Helper()
-	c, err := OpenCache(dir)
+	c, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,24 +121,24 @@ func TestCacheDetectsFlippedBytesOnDisk(t *testing.T) {
 func TestCacheOpenErrors(t *testing.T) {
 	dir := t.TempDir()
 	c := openTest(t, dir)
-	if _, err := OpenCache(dir); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), dir) {
+	if _, err := Open(dir); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), dir) {
 		t.Errorf("second open: %v", err)
 	}
 	c.Close()
 
 	future := t.TempDir()
 	os.WriteFile(filepath.Join(future, formatFile), []byte(`{"format": 2, "writer": "pipe"}`), 0o644)
-	if _, err := OpenCache(future); !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), "format 2") {
+	if _, err := Open(future); !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), "format 2") {
 		t.Errorf("newer format: %v", err)
 	}
 	other := t.TempDir()
 	os.WriteFile(filepath.Join(other, "notes.txt"), []byte("mine"), 0o644)
-	if _, err := OpenCache(other); err == nil || !strings.Contains(err.Error(), "not a pipe cache") {
+	if _, err := Open(other); err == nil || !strings.Contains(err.Error(), "not a pipe cache") {
 		t.Errorf("foreign directory: %v", err)
 	}
 	file := filepath.Join(t.TempDir(), "f")
 	os.WriteFile(file, nil, 0o644)
-	if _, err := OpenCache(file); err == nil {
+	if _, err := Open(file); err == nil {
 		t.Error("a file as cache dir accepted")
 	}
 }

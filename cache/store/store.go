@@ -1,4 +1,4 @@
-package sharding
+package store
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ var (
 	// or pipe's format record fails its check, Badger cannot open its
 	// files, or Badger panicked inside a call. A store found
 	// damaged while open is not entered again: every later call returns the
-	// same error. OpenCache with WithRepair mends or rebuilds it.
+	// same error. Open with WithRepair mends or rebuilds it.
 	ErrDamaged = errors.New("damaged cache store")
 )
 
@@ -100,12 +100,12 @@ type Meta struct {
 // Shards is the number of shards of an epoch.
 func (m Meta) Shards() int { return (m.Samples + m.ShardSize - 1) / m.ShardSize }
 
-// Cache is a directory of cached shards in Badger. Values are compressed
+// Store is a directory of cached shards in Badger. Values are compressed
 // with zstd (or kept raw when that does not pay) and carry a checksum of
 // their raw bytes and the layout they hold. Each Put is one Badger
-// transaction, so a crash leaves only whole entries visible. A Cache is safe
+// transaction, so a crash leaves only whole entries visible. A Store is safe
 // for concurrent use.
-type Cache struct {
+type Store struct {
 	db       *badger.DB
 	dir      string
 	enc      *zstd.Encoder
@@ -125,10 +125,10 @@ type Cache struct {
 // writes left mapped.
 const releaseEvery = 64 << 20
 
-// CacheOption configures OpenCache.
-type CacheOption func(*cacheConfig)
+// Option configures Open.
+type Option func(*config)
 
-type cacheConfig struct {
+type config struct {
 	badger  badger.Options
 	reserve int64
 	repair  bool
@@ -137,34 +137,34 @@ type cacheConfig struct {
 // WithMemTableSize sets Badger's memtable size in bytes (default 16 MiB; two
 // memtables are kept). Larger speeds up warming of huge caches and costs
 // resident memory.
-func WithMemTableSize(n int64) CacheOption {
-	return func(c *cacheConfig) { c.badger = c.badger.WithMemTableSize(n) }
+func WithMemTableSize(n int64) Option {
+	return func(c *config) { c.badger = c.badger.WithMemTableSize(n) }
 }
 
 // WithIndexCacheSize sets Badger's index cache in bytes (default 8 MiB).
-func WithIndexCacheSize(n int64) CacheOption {
-	return func(c *cacheConfig) { c.badger = c.badger.WithIndexCacheSize(n) }
+func WithIndexCacheSize(n int64) Option {
+	return func(c *config) { c.badger = c.badger.WithIndexCacheSize(n) }
 }
 
 // WithReserve sets the free disk space below which the cache stops writing
 // (default 64 MiB: room for Badger to flush its memtables and finish the
 // value log write in progress). Writes then fail with ErrDiskFull.
-func WithReserve(n int64) CacheOption {
-	return func(c *cacheConfig) { c.reserve = n }
+func WithReserve(n int64) Option {
+	return func(c *config) { c.reserve = n }
 }
 
-// WithRepair makes OpenCache mend a damaged store rather than fail with
+// WithRepair makes Open mend a damaged store rather than fail with
 // ErrDamaged (default false, for tools that report, like pipe cache verify).
 // Damage to bytes whose content is known (a value log header, the MANIFEST's
 // header, the KEYREGISTRY of a store that is never encrypted, pipe's format
 // record) is written again as it was and no entry is lost; any other damage
 // rebuilds the store empty, so its entries are computed and written again.
 // Repairs says what was done. A read-only directory is never changed.
-func WithRepair(on bool) CacheOption {
-	return func(c *cacheConfig) { c.repair = on }
+func WithRepair(on bool) Option {
+	return func(c *config) { c.repair = on }
 }
 
-// cacheOptions are Badger's options sized for a cache beside a training job
+// badgerOptions are Badger's options sized for a cache beside a training job
 // rather than a database server: about 50 MB of Badger's own memory (two
 // 16 MiB memtables, an 8 MiB index cache, no block cache since blocks are
 // not compressed by Badger) instead of Badger's default of several hundred.
@@ -173,7 +173,7 @@ func WithRepair(on bool) CacheOption {
 // 64 MiB rather than Badger's 1 GiB because Badger reads the whole last file
 // through its mapping when it opens, and that read counts as resident memory
 // (and GC reclaims space a file at a time).
-func cacheOptions(dir string) badger.Options {
+func badgerOptions(dir string) badger.Options {
 	return badger.DefaultOptions(dir).
 		WithLogger(nil).
 		WithMemTableSize(16 << 20).
@@ -198,13 +198,13 @@ type formatRecord struct {
 	Writer string `json:"writer"`
 }
 
-// OpenCache opens (creating if needed) the cache in dir. A directory that
+// Open opens (creating if needed) the cache in dir. A directory that
 // exists but cannot be written opens read-only: what it holds can be read,
 // and Put returns ErrReadOnly. Before Badger reads them, the tables of its
 // index and the value log headers are checked: a damaged store is an error
 // wrapping ErrDamaged, or is repaired (see WithRepair).
-func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
-	cfg := cacheConfig{badger: cacheOptions(dir), reserve: 64 << 20}
+func Open(dir string, opts ...Option) (*Store, error) {
+	cfg := config{badger: badgerOptions(dir), reserve: 64 << 20}
 	for _, f := range opts {
 		f(&cfg)
 	}
@@ -249,7 +249,7 @@ func OpenCache(dir string, opts ...CacheOption) (*Cache, error) {
 	// reads verify, and hashing twice cost 6 % of a warm ImageNet epoch.
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
 	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.IgnoreChecksum(true))
-	return &Cache{db: db, dir: dir, enc: enc, dec: dec, readOnly: readOnly, reserve: cfg.reserve, repairs: rep.lines(dir)}, nil
+	return &Store{db: db, dir: dir, enc: enc, dec: dec, readOnly: readOnly, reserve: cfg.reserve, repairs: rep.lines(dir)}, nil
 }
 
 func lockedError(dir string) error {
@@ -257,12 +257,12 @@ func lockedError(dir string) error {
 }
 
 // ReadOnly reports whether the cache was opened read-only.
-func (c *Cache) ReadOnly() bool { return c.readOnly }
+func (c *Store) ReadOnly() bool { return c.readOnly }
 
-// Repairs describes the damage OpenCache found and what it did, in one line
+// Repairs describes the damage Open found and what it did, in one line
 // that names the directory and each damaged file; none when the store was
 // whole.
-func (c *Cache) Repairs() []string { return c.repairs }
+func (c *Store) Repairs() []string { return c.repairs }
 
 // writable reports whether files can be created in dir.
 func writable(dir string) bool {
@@ -314,7 +314,7 @@ func writeFormat(dir string) error {
 // a Badger close that is still waiting after a minute (two seconds once
 // damage was seen) is reported as an error wrapping ErrDamaged and left to
 // finish, or not, before the process exits.
-func (c *Cache) Close() error {
+func (c *Store) Close() error {
 	c.rel.flush()
 	err := c.closeDB()
 	c.enc.Close()
@@ -323,7 +323,7 @@ func (c *Cache) Close() error {
 }
 
 // Dir is the cache's directory.
-func (c *Cache) Dir() string { return c.dir }
+func (c *Store) Dir() string { return c.dir }
 
 func shardKey(fp Fingerprint, epoch, shard int) []byte {
 	return fmt.Appendf(nil, "s/%s/%08x/%08x", fp, epoch, shard)
@@ -346,7 +346,7 @@ const (
 
 // Put stores raw as the entry (fp, epoch, shard), with layout describing
 // what the bytes are (the reader checks it). It overwrites any entry there.
-func (c *Cache) Put(fp Fingerprint, epoch, shard int, layout string, raw []byte) error {
+func (c *Store) Put(fp Fingerprint, epoch, shard int, layout string, raw []byte) error {
 	if c.readOnly {
 		return fmt.Errorf("cache %s: %w", c.dir, ErrReadOnly)
 	}
@@ -371,7 +371,7 @@ func (c *Cache) Put(fp Fingerprint, epoch, shard int, layout string, raw []byte)
 }
 
 // encode builds the stored value for raw.
-func (c *Cache) encode(layout string, raw []byte) []byte {
+func (c *Store) encode(layout string, raw []byte) []byte {
 	nseg := (len(raw) + segmentSize - 1) / segmentSize
 	val := make([]byte, headerSize, headerSize+len(layout)+8*nseg+len(raw)/2)
 	copy(val, magic)
@@ -438,7 +438,7 @@ func (e *Entry) Bytes(off, n int) ([]byte, error) {
 
 // parseEntry reads a stored value's header into e. For a raw entry e.raw is
 // a view of v; a zstd entry is decoded into dst.
-func (c *Cache) parseEntry(v []byte, layout string, dst []byte, e *Entry) error {
+func (c *Store) parseEntry(v []byte, layout string, dst []byte, e *Entry) error {
 	if len(v) < headerSize || string(v[:4]) != magic {
 		return fmt.Errorf("%w: bad header", ErrCorrupt)
 	}
@@ -492,13 +492,13 @@ func (c *Cache) parseEntry(v []byte, layout string, dst []byte, e *Entry) error 
 // ErrCorrupt when its header is damaged, and ErrDamaged when the store is;
 // fn's own error is returned as is, and a panic of fn is raised again once
 // Badger has returned.
-func (c *Cache) View(fp Fingerprint, epoch, shard int, layout string, fn func(*Entry) error) error {
+func (c *Store) View(fp Fingerprint, epoch, shard int, layout string, fn func(*Entry) error) error {
 	return c.view(fp, epoch, shard, layout, nil, fn)
 }
 
 // view is View with dst as the memory a compressed entry is decompressed
 // into.
-func (c *Cache) view(fp Fingerprint, epoch, shard int, layout string, dst []byte, fn func(*Entry) error) error {
+func (c *Store) view(fp Fingerprint, epoch, shard int, layout string, dst []byte, fn func(*Entry) error) error {
 	var inner error
 	var panicked *callbackPanic
 	err := c.call("View", func() error {
@@ -551,7 +551,7 @@ func catch(p **callbackPanic, f func() error) error {
 // none). Every value this package stores has bytes, so an empty one is a
 // damaged entry; and since Badger 4.9.6 may then leave the value log file
 // read-locked, Close will not wait long for it.
-func (c *Cache) value(item *badger.Item, f func([]byte) error) error {
+func (c *Store) value(item *badger.Item, f func([]byte) error) error {
 	return item.Value(func(v []byte) error {
 		if len(v) == 0 {
 			c.unreadable.Store(true)
@@ -565,7 +565,7 @@ func (c *Cache) value(item *badger.Item, f func([]byte) error) error {
 // after checking every segment and that it holds layout. It returns an error
 // wrapping ErrMiss when there is no such entry and ErrCorrupt when the entry
 // is damaged.
-func (c *Cache) Get(fp Fingerprint, epoch, shard int, layout string, dst []byte) ([]byte, error) {
+func (c *Store) Get(fp Fingerprint, epoch, shard int, layout string, dst []byte) ([]byte, error) {
 	var out []byte
 	err := c.view(fp, epoch, shard, layout, dst, func(e *Entry) error {
 		b, err := e.Bytes(0, e.Len())
@@ -586,7 +586,7 @@ func (c *Cache) Get(fp Fingerprint, epoch, shard int, layout string, dst []byte)
 }
 
 // decode checks a whole stored value and returns its raw bytes in dst.
-func (c *Cache) decode(v []byte, layout string, dst []byte) ([]byte, error) {
+func (c *Store) decode(v []byte, layout string, dst []byte) ([]byte, error) {
 	var e Entry
 	if err := c.parseEntry(v, layout, dst, &e); err != nil {
 		return nil, err
@@ -600,7 +600,7 @@ func (c *Cache) decode(v []byte, layout string, dst []byte) ([]byte, error) {
 
 // Has reports whether an entry exists, without reading it. The error wraps
 // ErrDamaged when the store is damaged.
-func (c *Cache) Has(fp Fingerprint, epoch, shard int) (bool, error) {
+func (c *Store) Has(fp Fingerprint, epoch, shard int) (bool, error) {
 	err := c.call("Get", func() error {
 		return c.db.View(func(txn *badger.Txn) error {
 			_, err := txn.Get(shardKey(fp, epoch, shard))
@@ -619,7 +619,7 @@ func (c *Cache) Has(fp Fingerprint, epoch, shard int) (bool, error) {
 }
 
 // PutMeta records what a fingerprint holds; GetMeta reads it back.
-func (c *Cache) PutMeta(fp Fingerprint, m Meta) error {
+func (c *Store) PutMeta(fp Fingerprint, m Meta) error {
 	if c.readOnly {
 		return fmt.Errorf("cache %s: %w", c.dir, ErrReadOnly)
 	}
@@ -630,7 +630,7 @@ func (c *Cache) PutMeta(fp Fingerprint, m Meta) error {
 }
 
 // GetMeta returns a fingerprint's Meta, or ErrMiss.
-func (c *Cache) GetMeta(fp Fingerprint) (Meta, error) {
+func (c *Store) GetMeta(fp Fingerprint) (Meta, error) {
 	var m Meta
 	err := c.call("View", func() error {
 		return c.db.View(func(txn *badger.Txn) error {
@@ -668,7 +668,7 @@ func (u Usage) Ratio() float64 {
 // eachShard calls f with every entry, in key order, within one read
 // transaction made through call (a panic inside Badger is damage); an error
 // from f stops it and is returned.
-func (c *Cache) eachShard(f func(item *badger.Item, fp Fingerprint, epoch, shard int) error) error {
+func (c *Store) eachShard(f func(item *badger.Item, fp Fingerprint, epoch, shard int) error) error {
 	return c.call("iteration", func() error {
 		return c.db.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("s/")})
@@ -690,10 +690,10 @@ func (c *Cache) eachShard(f func(item *badger.Item, fp Fingerprint, epoch, shard
 
 // errProgressPanicked stops Verify's iteration when its progress callback
 // panicked; the panic is raised again once the iteration is over.
-var errProgressPanicked = errors.New("sharding: the progress callback panicked")
+var errProgressPanicked = errors.New("cache store: the progress callback panicked")
 
 // Usages lists every fingerprint in the cache with its entries, sorted.
-func (c *Cache) Usages() ([]Usage, error) {
+func (c *Store) Usages() ([]Usage, error) {
 	by := map[Fingerprint]*Usage{}
 	epochs := map[Fingerprint]map[int]bool{}
 	err := c.eachShard(func(item *badger.Item, fp Fingerprint, epoch, _ int) error {
@@ -758,8 +758,8 @@ type BadEntry struct {
 // and checks every entry, calling progress (if not nil) after each, and
 // returns the damaged ones. A damaged index is an error wrapping
 // ErrDamaged, since entries it hides cannot be listed; the store is then
-// marked damaged, and the next OpenCache with WithRepair rebuilds it.
-func (c *Cache) Verify(progress func(done int, bytes int64)) ([]BadEntry, int, error) {
+// marked damaged, and the next Open with WithRepair rebuilds it.
+func (c *Store) Verify(progress func(done int, bytes int64)) ([]BadEntry, int, error) {
 	err := c.call("VerifyChecksum", c.db.VerifyChecksum)
 	if err != nil && !errors.Is(err, ErrDamaged) {
 		err = c.markDamaged(fmt.Errorf("cache %s: %w: %v%s", c.dir, ErrDamaged, err, c.rebuildHint()))
@@ -808,7 +808,7 @@ func (c *Cache) Verify(progress func(done int, bytes int64)) ([]BadEntry, int, e
 // the bytes on disk before and after. Where a value could not be read (see
 // Verify), the value log is not rewritten, since Badger may still hold the
 // file, and GC says so in its error.
-func (c *Cache) GC(keep map[Fingerprint]bool) (dropped []Fingerprint, before, after int64, err error) {
+func (c *Store) GC(keep map[Fingerprint]bool) (dropped []Fingerprint, before, after int64, err error) {
 	before = dirSize(c.dir)
 	usages, err := c.Usages()
 	if err != nil {
@@ -857,4 +857,4 @@ func dirSize(dir string) int64 {
 }
 
 // DiskBytes is the disk space the cache directory takes.
-func (c *Cache) DiskBytes() int64 { return dirSize(c.dir) }
+func (c *Store) DiskBytes() int64 { return dirSize(c.dir) }

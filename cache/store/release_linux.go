@@ -1,6 +1,6 @@
 //go:build linux
 
-package sharding
+package store
 
 import (
 	"bufio"
@@ -25,7 +25,7 @@ import (
 type region struct{ start, end uintptr }
 
 // releaseMapped queues b, which must no longer be used, for release.
-func (c *Cache) releaseMapped(b []byte) { c.rel.add(b) }
+func (c *Store) releaseMapped(b []byte) { c.rel.add(b) }
 
 var vlogMaps struct {
 	sync.Mutex

@@ -2,26 +2,22 @@
 
 package jpegturbo
 
-import "errors"
-
-// Available reports whether this build decodes with libjpeg-turbo: build
+// Compiled reports whether this build decodes with libjpeg-turbo: build
 // with -tags jpegturbo for it.
-const Available = false
+const Compiled = false
 
 // Version is empty without libjpeg-turbo.
 var Version = ""
-
-var errOff = errors.New("libjpeg-turbo is not in this build (go build -tags jpegturbo)")
 
 // Decoder is the jpegturbo build's decompressor; here every call fails.
 type Decoder struct {
 	MaxMemory int // the jpegturbo build's cap on libjpeg's memory; unused here
 }
 
-func New() (*Decoder, error)                                        { return nil, errOff }
-func (d *Decoder) Header(data []byte) (w, h int, err error)         { return 0, 0, errOff }
-func (d *Decoder) Need(num, x0, y0, cw, ch int) (int, error)        { return 0, errOff }
-func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error { return errOff }
+func New() (*Decoder, error)                                        { return nil, ErrNoJPEGTurbo }
+func (d *Decoder) Header(data []byte) (w, h int, err error)         { return 0, 0, ErrNoJPEGTurbo }
+func (d *Decoder) Need(num, x0, y0, cw, ch int) (int, error)        { return 0, ErrNoJPEGTurbo }
+func (d *Decoder) Decode(dst []byte, num, x0, y0, cw, ch int) error { return ErrNoJPEGTurbo }
 func (d *Decoder) Abort()                                           {}
 
 // LibjpegOnly is the jpegturbo build's PIPE_LIBJPEG_ONLY switch; this build
@@ -39,4 +35,4 @@ type EncodeOptions struct {
 }
 
 // Encode needs libjpeg-turbo: here it fails.
-func Encode(pix []byte, w, h, nc int, o EncodeOptions) ([]byte, error) { return nil, errOff }
+func Encode(pix []byte, w, h, nc int, o EncodeOptions) ([]byte, error) { return nil, ErrNoJPEGTurbo }

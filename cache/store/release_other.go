@@ -1,13 +1,13 @@
 //go:build !linux
 
-package sharding
+package store
 
 // releaser is a no-op where the mapping cannot be checked.
 type releaser struct{}
 
 func (r *releaser) flush() {}
 
-func (c *Cache) releaseMapped(b []byte) {}
+func (c *Store) releaseMapped(b []byte) {}
 
 // prefault is a no-op where the kernel offers nothing for it.
 func prefault(b []byte) {}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package sharding
+package store
 
 import (
 	"io/fs"
