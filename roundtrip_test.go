@@ -112,6 +112,8 @@ func TestStringRoundTrip(t *testing.T) {
 			return filepath.Join(shared, "imagenet-sample", "labels.csv"), true
 		case "TFRECORD":
 			return filepath.Join(shared, "tfrecord", "*-of-*"), true
+		case "SHARDS":
+			return filepath.Join(shared, "webdataset", "sample.tgz"), true
 		}
 		return "", false
 	}
@@ -122,7 +124,7 @@ func TestStringRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Contains(string(text), "${IMAGENET") || strings.Contains(string(text), "${TFRECORD") {
+			if strings.Contains(string(text), "${IMAGENET") || strings.Contains(string(text), "${TFRECORD") || strings.Contains(string(text), "${SHARDS") {
 				if _, err := os.Stat(shared); err != nil {
 					t.Skipf("%s reads %s, which is absent", name, shared)
 				}

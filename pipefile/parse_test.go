@@ -65,7 +65,7 @@ func TestExamplesParse(t *testing.T) {
 		// is unset; here they get a path (their data is not read).
 		env := func(v string) (string, bool) {
 			switch v {
-			case "IMAGENET", "TFRECORD":
+			case "IMAGENET", "TFRECORD", "SHARDS":
 				return "/data/" + v, true
 			case "DEVICES":
 				// cifar-gpu.pipe's GPUs need the cuda build and a GPU.

@@ -13,6 +13,7 @@ import (
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/engine"
 	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/source/remote"
 	"github.com/pipefeed/pipe/trainer"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -385,20 +386,26 @@ var builtin = []*Spec{
 		}},
 	{Name: "tfrecord", Kind: "source", Summary: "tf.train.Example records in TFRecord files (plain or GZIP, both CRC-32Cs checked, offsets indexed once); needs decode",
 		Params: []Param{
-			{Name: "path", Type: String, Required: true, Doc: "a glob of the files, e.g. data/train-*"},
+			{Name: "path", Type: String, Required: true, Doc: "the files: a glob with braces (data/train-{00000..01023}-of-01024, data/train-*), or a URL (s3://bucket/train-*, https://host/train-{0..9}.tfrecord) fetched into the shard cache"},
 			{Name: "image_key", Type: String, Default: "image/encoded", Doc: "the bytes feature holding the encoded image"},
 			{Name: "label_key", Type: String, Default: "image/class/label", Doc: "the int64 feature holding the label"},
 			Param{Name: "label_offset", Type: Int, Default: "0", Min: bound(0), Doc: "subtracted from labels (build_image_data numbers classes from 1: use 1)"}.with(labelBound),
 			{Name: "index_dir", Type: String, Doc: "where offset indexes and decompressed GZIP copies go (default $PIPE_CACHE/tfrecord)"},
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads the path with train replaced by validation (or val, test)"},
+			remoteParams[0], remoteParams[1], remoteParams[2], remoteParams[3], remoteParams[4], remoteParams[5],
 		},
 		Build: func(a Args) (Stage, error) {
-			return opener(a, func(ctx context.Context, _ *OpenOptions) (source.Source, error) {
+			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 				opts := []source.TFRecordOption{source.WithFeatureKeys(a.String("image_key"), a.String("label_key")),
 					source.WithLabelOffset(a.Int("label_offset"))}
 				if a.Has("index_dir") {
 					opts = append(opts, source.WithIndexDir(a.String("index_dir")))
 				}
+				rem, err := remoteArgs(a, o)
+				if err != nil {
+					return nil, err
+				}
+				opts = append(opts, source.WithTFRemote(rem))
 				path := a.String("path")
 				if a.String("split") == "test" {
 					if path = siblingGlob(path); path == "" {
@@ -410,16 +417,22 @@ var builtin = []*Spec{
 		}},
 	{Name: "webdataset", Kind: "source", Summary: "WebDataset tar shards (plain, .tar.gz, .tgz): members grouped by key, image from .jpg/.jpeg/.png, label from .cls or .json; needs decode",
 		Params: []Param{
-			{Name: "path", Type: String, Required: true, Doc: "a glob of the shards, e.g. data/shard-*.tar"},
+			{Name: "path", Type: String, Required: true, Doc: "the shards: a glob with braces (data/shard-{000000..001023}.tar, data/shard-*.tar), or a URL (s3://bucket/shard-*.tar, https://host/shard-{000..099}.tar) fetched into the shard cache"},
 			{Name: "label_field", Type: String, Default: "label", Doc: "the .json field holding the label, for samples without a .cls member"},
 			{Name: "index_dir", Type: String, Doc: "where gzipped shards are decompressed once (default $PIPE_CACHE/webdataset)"},
+			remoteParams[0], remoteParams[1], remoteParams[2], remoteParams[3], remoteParams[4], remoteParams[5],
 		},
 		Build: func(a Args) (Stage, error) {
-			return opener(a, func(ctx context.Context, _ *OpenOptions) (source.Source, error) {
+			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 				opts := []source.WebDatasetOption{source.WithJSONLabel(a.String("label_field"))}
 				if a.Has("index_dir") {
 					opts = append(opts, source.WithWDSIndexDir(a.String("index_dir")))
 				}
+				rem, err := remoteArgs(a, o)
+				if err != nil {
+					return nil, err
+				}
+				opts = append(opts, source.WithWDSRemote(rem))
 				return source.OpenWebDataset(ctx, a.String("path"), opts...)
 			}), nil
 		}},
@@ -694,4 +707,29 @@ func siblingGlob(train string) string {
 		}
 	}
 	return ""
+}
+
+// remoteParams are the parameters of sources whose path may be a URL.
+var remoteParams = []Param{
+	{Name: "endpoint", Type: String, Doc: "S3 endpoint for s3:// paths, e.g. http://127.0.0.1:9000 or https://storage.googleapis.com (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)"},
+	{Name: "region", Type: String, Doc: "S3 region (default $AWS_REGION, $AWS_DEFAULT_REGION; us-east-1 for other endpoints than AWS)"},
+	{Name: "path_style", Type: Bool, Default: "false", Doc: "address buckets as endpoint/bucket/key, as most S3-compatible servers want"},
+	{Name: "cache_dir", Type: String, Doc: "the shard cache for URL paths, shared by the processes of a machine (default $PIPE_SHARD_CACHE, else ~/.cache/pipe/shards)"},
+	{Name: "cache_size", Type: String, Doc: "bound on the shard cache, e.g. 500G: least recently used shards are removed past it (default no bound)"},
+	Param{Name: "concurrency", Type: Int, Default: "8", Min: bound(1), Doc: "shards fetched at once for URL paths, each one streaming 1 MiB buffer"},
+}
+
+// remoteArgs makes the store and shard cache a source's params ask for.
+func remoteArgs(a Args, o *OpenOptions) (*source.Remote, error) {
+	size, err := remote.ParseSize(a.String("cache_size"))
+	if err != nil {
+		return nil, fmt.Errorf("cache_size: %w", err)
+	}
+	store := remote.New(remote.Options{Endpoint: a.String("endpoint"), Region: a.String("region"),
+		PathStyle: a.Bool("path_style"), Concurrency: a.Int("concurrency")})
+	rem := &source.Remote{Store: store, Cache: &remote.Cache{Dir: a.String("cache_dir"), Limit: size}}
+	if o != nil {
+		rem.Progress = o.Progress
+	}
+	return rem, nil
 }

@@ -37,6 +37,15 @@
 // is written to a temporary name and renamed, and removed if the work
 // fails, times out or is cancelled.
 //
+// TFRecord and WebDataset paths may also be URLs (s3:// on any
+// S3-compatible store, http://, https://), with brace groups and, for s3://,
+// globs matched by listing: the shards are fetched whole, with retries and
+// resumption, into a shard cache on local disk shared by the processes of
+// the machine (see [Remote] and package remote), and then read like local
+// files, so the samples and their order are those of the same files on
+// disk. Errors name the URL, and a fingerprint names each shard by URL,
+// size and ETag.
+//
 // Bad data is found at open where that is cheap: sources that check every
 // record then ([Checker]) list the bad ones before any batch is made, so a
 // pipeline can stop at once or know what it will skip. Damage is a bad

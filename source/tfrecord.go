@@ -61,6 +61,7 @@ type tfConfig struct {
 	imageKey, labelKey, textKey string
 	indexDir                    string
 	labelOffset                 int
+	remote                      *Remote
 }
 
 // WithFeatureKeys sets the Example features holding the encoded image and
@@ -73,6 +74,10 @@ func WithFeatureKeys(image, label string) TFRecordOption {
 // WithIndexDir sets where offset indexes (and decompressed copies of GZIP
 // files) go. Default: $PIPE_CACHE/tfrecord, or ~/.cache/pipe/tfrecord.
 func WithIndexDir(dir string) TFRecordOption { return func(c *tfConfig) { c.indexDir = dir } }
+
+// WithTFRemote sets where files named by URLs are fetched from and cached.
+// Default: the environment's S3 settings and the default shard cache.
+func WithTFRemote(r *Remote) TFRecordOption { return func(c *tfConfig) { c.remote = r } }
 
 // WithLabelOffset subtracts off from every label: build_image_data numbers
 // classes from 1 (0 was background), so 1 makes them 0-based. Default 0.
@@ -91,7 +96,11 @@ func maskedCRC(b []byte) uint32 {
 	return (c>>15 | c<<17) + 0xa282ead8
 }
 
-// OpenTFRecord opens the files matching pattern (a glob), in sorted order.
+// OpenTFRecord opens the files pattern names: its brace groups expanded
+// (train-{00000..01023}-of-01024), each then a glob of local files, in
+// sorted order, or a URL (s3://bucket/train-*, https://host/train-0.tfrecord)
+// whose objects are fetched into the shard cache (see [Remote]) and read
+// from there; errors name the URL.
 // Opening reads every file: it decompresses GZIP files and builds indexes
 // the index directory lacks, then reads every record's label. Records that
 // fail their checks then (a CRC, the Example, a missing image or label, a
@@ -110,21 +119,27 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (
 	if cfg.indexDir != "" {
 		args = append(args, Arg{"index_dir", cfg.indexDir})
 	}
-	names, err := shardFiles("tfrecord", pattern, &cfg.indexDir)
+	files, err := shardFiles(ctx, "tfrecord", pattern, cfg.remote, &cfg.indexDir)
 	if err != nil {
 		return nil, err
 	}
+	defer files.close()
 	t := &TFRecord{imageKey: cfg.imageKey, labelKey: cfg.labelKey, textKey: cfg.textKey, offset: cfg.labelOffset}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", cfg.imageKey, cfg.labelKey, cfg.labelOffset)
-	for _, name := range names {
-		fp, err := fileFingerprint(name)
+	for i := range files.len() {
+		sf, err := files.get(i)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("tfrecord: %w", err)
+		}
+		fp, err := sf.fingerprint()
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("tfrecord: %w", err)
 		}
 		h.WriteString(fp)
-		f, err := openTFFile(ctx, name, fp, cfg.indexDir)
+		f, err := openTFFile(ctx, sf, fp, cfg.indexDir)
 		if err != nil {
 			t.Close()
 			return nil, err
@@ -143,16 +158,22 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (
 		t.Close()
 		return nil, err
 	}
-	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, len(names)), C: 3, Classes: classes, Encoded: true, Args: args}
+	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
 	return t, nil
 }
 
 // openTFFile opens one file through its index, building the index (and,
 // for GZIP, the plain copy) if the index directory lacks it.
-func openTFFile(ctx context.Context, name, fp, dir string) (*tfFile, error) {
-	f := &tfFile{name: name, path: name}
-	gz, err := isGzip(name)
+func openTFFile(ctx context.Context, sf *shardFile, fp, dir string) (*tfFile, error) {
+	name := sf.name
+	f := &tfFile{name: name, path: sf.path}
+	fh, err := sf.open()
 	if err != nil {
+		return nil, fmt.Errorf("tfrecord: %w", err)
+	}
+	gz, err := isGzip(fh)
+	if err != nil {
+		fh.Close()
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
 	key := fmt.Sprintf("%s-%016x", filepath.Base(name), xxhash.Sum64String(fp))
@@ -160,14 +181,17 @@ func openTFFile(ctx context.Context, name, fp, dir string) (*tfFile, error) {
 	if gz {
 		f.path = filepath.Join(dir, key+".tfrecord")
 		if _, err := os.Stat(f.path); err != nil {
-			if err := gunzipCopy(ctx, name, f.path, "tfrecord"); err != nil {
+			if err := gunzipCopy(ctx, fh, name, f.path, "tfrecord"); err != nil {
+				fh.Close()
 				return nil, err
 			}
 		}
+		fh.Close()
+		if fh, err = os.Open(f.path); err != nil {
+			return nil, fmt.Errorf("tfrecord: %w", err)
+		}
 	}
-	if f.fh, err = os.Open(f.path); err != nil {
-		return nil, fmt.Errorf("tfrecord: %w", err)
-	}
+	f.fh = fh
 	st, err := f.fh.Stat()
 	if err != nil {
 		f.fh.Close()
@@ -213,36 +237,13 @@ func parseIndex(b []byte, size int64) []int64 {
 	return offs
 }
 
-// shardFiles returns the files matching pattern, sorted, and sets an empty
-// *dir to the default index directory, $PIPE_CACHE/<what>.
-func shardFiles(what, pattern string, dir *string) ([]string, error) {
-	if *dir == "" {
-		root, err := DefaultCacheDir()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w (or set index_dir)", what, err)
-		}
-		*dir = filepath.Join(root, what)
-	}
-	names, err := filepath.Glob(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("%s: %s: no such files", what, pattern)
-	}
-	sort.Strings(names)
-	return names, nil
-}
-
-// gunzipCopy decompresses the gzipped file src into dst, which appears only
-// whole (see writeAtomic); what names the source in errors. Cancelling ctx
-// stops it within a megabyte of src.
-func gunzipCopy(ctx context.Context, src, dst, what string) error {
-	in, err := os.Open(src)
-	if err != nil {
+// gunzipCopy decompresses the gzipped file in, named src, from its start
+// into dst, which appears only whole (see writeAtomic); what names the
+// source in errors. Cancelling ctx stops it within a megabyte of src.
+func gunzipCopy(ctx context.Context, in *os.File, src, dst, what string) error {
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	defer in.Close()
 	zr, err := gzip.NewReader(bufio.NewReaderSize(ctxReader{ctx, in}, 1<<20))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {

@@ -65,6 +65,7 @@ type WebDatasetOption func(*wdsConfig)
 type wdsConfig struct {
 	labelField string
 	indexDir   string
+	remote     *Remote
 }
 
 // WithJSONLabel takes labels from field of each sample's .json member when
@@ -75,8 +76,16 @@ func WithJSONLabel(field string) WebDatasetOption { return func(c *wdsConfig) { 
 // $PIPE_CACHE/webdataset.
 func WithWDSIndexDir(dir string) WebDatasetOption { return func(c *wdsConfig) { c.indexDir = dir } }
 
-// OpenWebDataset opens the shards matching pattern (a glob), in sorted
-// order. Samples without an image or a label, with a label that is not a
+// WithWDSRemote sets where shards named by URLs are fetched from and
+// cached. Default: the environment's S3 settings and the default shard
+// cache.
+func WithWDSRemote(r *Remote) WebDatasetOption { return func(c *wdsConfig) { c.remote = r } }
+
+// OpenWebDataset opens the shards pattern names: its brace groups expanded
+// (shard-{000000..001023}.tar), each then a glob of local files, in sorted
+// order, or a URL (s3://bucket/train-*.tar, https://host/shard-0.tar) whose
+// objects are fetched into the shard cache (see [Remote]) and read from
+// there; errors name the URL. Samples without an image or a label, with a label that is not a
 // number in 0..MaxClasses-1, with a .json that does not parse, with an
 // image past MaxRecordBytes, or with a member cut short by a truncated
 // shard are corrupt records (see Corrupt). So is the rest of a shard from a
@@ -96,44 +105,71 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 	if cfg.indexDir != "" {
 		args = append(args, Arg{"index_dir", cfg.indexDir})
 	}
-	names, err := shardFiles("webdataset", pattern, &cfg.indexDir)
+	files, err := shardFiles(ctx, "webdataset", pattern, cfg.remote, &cfg.indexDir)
 	if err != nil {
 		return nil, err
 	}
+	defer files.close()
 	w := &WebDataset{}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00", cfg.labelField)
 	maxLabel := -1
 	seen := map[int]bool{}
-	for si, name := range names {
-		fp, err := fileFingerprint(name)
+	for si := range files.len() {
+		sf, err := files.get(si)
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("webdataset: %w", err)
+		}
+		name := sf.name
+		fp, err := sf.fingerprint()
 		if err != nil {
 			w.Close()
 			return nil, fmt.Errorf("webdataset: %w", err)
 		}
 		h.WriteString(fp)
-		plain := name
-		if gz, err := isGzip(name); err != nil {
-			w.Close()
-			return nil, fmt.Errorf("webdataset: %w", err)
-		} else if gz {
-			plain = filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.tar", filepath.Base(name), xxhash.Sum64String(fp)))
-			if _, err := os.Stat(plain); err != nil {
-				if err := gunzipCopy(ctx, name, plain, "webdataset"); err != nil {
-					w.Close()
-					return nil, err
-				}
-			}
-		}
-		fh, err := os.Open(plain)
+		fh, err := sf.open()
 		if err != nil {
 			w.Close()
 			return nil, fmt.Errorf("webdataset: %w", err)
 		}
+		if gz, err := isGzip(fh); err != nil {
+			fh.Close()
+			w.Close()
+			return nil, fmt.Errorf("webdataset: %w", err)
+		} else if gz {
+			plain := filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.tar", filepath.Base(name), xxhash.Sum64String(fp)))
+			if _, err := os.Stat(plain); err != nil {
+				if err := gunzipCopy(ctx, fh, name, plain, "webdataset"); err != nil {
+					fh.Close()
+					w.Close()
+					return nil, err
+				}
+			}
+			fh.Close()
+			if fh, err = os.Open(plain); err != nil {
+				w.Close()
+				return nil, fmt.Errorf("webdataset: %w", err)
+			}
+		}
 		w.shards = append(w.shards, &wdsShard{name: name, fh: fh})
+		// A URL shard's index is kept beside its other indexes, keyed
+		// by URL, ETag and label field, so a later open does not walk
+		// the shard again.
+		var saved string
+		if sf.fp != "" {
+			saved = filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.wdsindex", filepath.Base(name), xxhash.Sum64String(fp+"\x00"+cfg.labelField)))
+			if w.loadIndex(saved, si, fh) {
+				continue
+			}
+		}
+		start := len(w.samples)
 		if err := w.index(ctx, si, fh, cfg.labelField); err != nil {
 			w.Close()
 			return nil, err
+		}
+		if saved != "" {
+			w.saveIndex(saved, w.samples[start:])
 		}
 	}
 	for i := range w.samples {
@@ -167,18 +203,17 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 		classes[i] = strconv.Itoa(i)
 	}
 	w.fp = fmt.Sprintf("%016x", h.Sum64())
-	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, len(names)), C: 3, Classes: classes, Encoded: true, Args: args}
+	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
 	return w, nil
 }
 
-func isGzip(name string) (bool, error) {
-	f, err := os.Open(name)
-	if err != nil {
+// isGzip reports whether f starts with gzip's magic number.
+func isGzip(f *os.File) (bool, error) {
+	var magic [2]byte
+	n, err := f.ReadAt(magic[:], 0)
+	if err != nil && err != io.EOF {
 		return false, err
 	}
-	defer f.Close()
-	var magic [2]byte
-	n, _ := io.ReadFull(f, magic[:])
 	return n == 2 && magic == [2]byte{0x1f, 0x8b}, nil
 }
 
@@ -344,4 +379,66 @@ func (w *WebDataset) Shards() []int {
 		n[s.shard]++
 	}
 	return n
+}
+
+// wdsIndexEntry is one sample of a stored shard index.
+type wdsIndexEntry struct {
+	Key      string `json:"k"`
+	First    int64  `json:"f"`
+	Off      int64  `json:"o"`
+	Size     int64  `json:"s"`
+	Label    int    `json:"l"`
+	Image    string `json:"i"`
+	HasLabel bool   `json:"h"`
+}
+
+// saveIndex stores the samples of one shard at path, whole or not at all
+// and best effort, unless one of them has a problem (whose error would not
+// survive the trip): such a shard is walked on every open.
+func (w *WebDataset) saveIndex(path string, samples []wdsSample) {
+	entries := make([]wdsIndexEntry, len(samples))
+	for i, s := range samples {
+		if s.err != nil {
+			return
+		}
+		entries[i] = wdsIndexEntry{s.key, s.first, s.off, s.size, s.label, s.imageName, s.labelFound}
+	}
+	b, err := json.Marshal(entries)
+	if err != nil {
+		return
+	}
+	writeAtomic(path, func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	})
+}
+
+// loadIndex appends shard si's samples from the index stored at path and
+// reports whether it could: the file must parse and every member must lie
+// within the shard.
+func (w *WebDataset) loadIndex(path string, si int, fh *os.File) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		return false
+	}
+	var entries []wdsIndexEntry
+	if json.Unmarshal(b, &entries) != nil {
+		return false
+	}
+	size := st.Size()
+	for _, e := range entries {
+		if e.First < 0 || e.First > size || e.Off < 0 || e.Size < 0 || e.Size > MaxRecordBytes || e.Off > size-e.Size ||
+			e.Label < 0 || e.Label >= MaxClasses {
+			return false
+		}
+	}
+	for _, e := range entries {
+		w.samples = append(w.samples, wdsSample{shard: si, key: e.Key, first: e.First, off: e.Off, size: e.Size,
+			label: e.Label, imageName: e.Image, labelFound: e.HasLabel})
+	}
+	return true
 }

@@ -100,7 +100,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.Version = pipe.BuildInfo().Version
 	root.SetVersionTemplate(versionText(pipe.BuildInfo()))
-	root.AddCommand(newRun(), newBench(), newCheck(), newStages(), newPreview(), newWarm(), newCache(), newVersion(), newFeed())
+	root.AddCommand(newRun(), newBench(), newCheck(), newStages(), newPreview(), newWarm(), newCache(), newVersion(), newFeed(), newLs())
 	return root
 }
 

@@ -60,7 +60,10 @@ func newBench() *cobra.Command {
 		Long: `bench streams epochs of the pipeline as fast as it can and reports images/s.
 With --json it prints one object per epoch with epoch, images, seconds,
 images_per_sec, stall_seconds, slab_wait_seconds, skipped, workers, and with
---checksum also checksum: a hash of every output byte and label in order.
+--checksum also checksum: a hash of every output byte and label in order,
+and, where sources read URLs, fetch: the bytes, requests, retries and shard
+cache hits and misses since the epoch before (the first epoch's count the
+shards fetched as the source opened).
 A train stage in the file is left out: bench measures the data side.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error { f.bench = true; return stream(c, args[0], f) },
@@ -89,6 +92,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 	if job != nil {
 		lopts = append(lopts, pipe.WithGroup(job.comm))
 	}
+	lastFetch := pipe.Fetched() // as the last epoch printed saw it: the first epoch counts the load's
 	p, err := load(c, file, lopts...)
 	if err != nil {
 		return err
@@ -142,7 +146,9 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 				bar.Clear()
 			}
 			if f.json {
-				enc.Encode(streamEpoch(s, f.consume > 0))
+				fetched := pipe.Fetched()
+				enc.Encode(withFetch(streamEpoch(s, f.consume > 0), fetched, lastFetch))
+				lastFetch = fetched
 				return
 			}
 			fmt.Fprintln(out, epochLine(s, f.consume > 0))
@@ -187,6 +193,27 @@ func streamEpoch(s pipe.EpochStats, consumed bool) any {
 		StallSeconds *float64 `json:"stall_seconds,omitempty"`
 		Devices      []device `json:"devices,omitempty"`
 	}{EpochStats: s, Devices: devs}
+}
+
+// withFetch adds to an epoch's JSON the fetch figures since the last epoch
+// (the first's hold the load's, when URL shards were fetched as the source
+// opened), where there were any.
+func withFetch(epoch any, now, last pipe.FetchStats) any {
+	if now == (pipe.FetchStats{}) {
+		return epoch // no source read a URL
+	}
+	d := pipe.FetchStats{Bytes: now.Bytes - last.Bytes, Requests: now.Requests - last.Requests, Retries: now.Retries - last.Retries,
+		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses}
+	b, err := json.Marshal(epoch)
+	if err != nil {
+		return epoch
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return epoch
+	}
+	m["fetch"], _ = json.Marshal(d)
+	return m
 }
 
 // warnings writes the cache's warnings after the first said to w, one

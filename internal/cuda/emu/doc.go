@@ -38,4 +38,8 @@
 // surfaces from the next call that waits on the context and from every
 // call after it. Config.Seed keys every random choice; errors of stream
 // work print it.
+//
+// It is Linux only (thread IDs and anonymous mappings through
+// golang.org/x/sys/unix), as the cudaemu build is; elsewhere the package
+// is this comment.
 package emu

@@ -1,0 +1,23 @@
+// Package remote reads datasets kept in object storage: S3 and the stores
+// that speak its protocol (MinIO, Ceph, versitygw, Google Cloud Storage's
+// interoperability endpoint, Cloudflare R2), through minio-go, and plain
+// HTTP(S) servers, through net/http with Range requests.
+//
+// A [Store] turns a pattern into objects ([Store.List]): braces expand as
+// in a shell and WebDataset (shard-{000..099}.tar), and a glob in an s3://
+// URL is matched against a listing from the prefix before it. Reading an
+// object ([Store.Open]) survives a network that misbehaves: 5xx answers,
+// throttling (429, SlowDown), refused or dropped connections and stalled
+// transfers are retried with exponential back-off and jitter, and a
+// transfer that breaks is taken up at the offset it reached by a ranged
+// GET that must match the ETag first seen, so the bytes never mix two
+// versions of an object. What retrying cannot mend (a missing bucket or
+// key, refused credentials) fails at once. Every error names the URL.
+// Requests in flight are bounded (Options.Concurrency), each streaming
+// through one fixed buffer, so memory does not grow with shard size.
+//
+// A [Cache] keeps whole shards on local disk, so that epochs after the
+// first, and other processes of the machine (the ranks of an MPI job),
+// read them locally. It is keyed by URL and fingerprinted by ETag and
+// size, shared through a lock file per shard, and bounded by an LRU limit.
+package remote

@@ -1,0 +1,35 @@
+//go:build !unix
+
+package remote
+
+import (
+	"context"
+	"sync"
+)
+
+// Without flock, the cache's locks hold within one process only: two
+// processes sharing a cache directory may both fetch a shard (each into
+// its own temporary file, so neither sees the other's half written).
+var locks sync.Map // name → chan struct{} of capacity 1
+
+func lockFile(ctx context.Context, name string) (func(), error) {
+	v, _ := locks.LoadOrStore(name, make(chan struct{}, 1))
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func tryLockFile(name string) (func(), bool) {
+	v, _ := locks.LoadOrStore(name, make(chan struct{}, 1))
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, true
+	default:
+		return nil, false
+	}
+}

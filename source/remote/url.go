@@ -1,0 +1,157 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrBadURL means a string that names an object store is not a usable URL:
+// an s3:// URL without a bucket, an unbalanced brace, a glob in an http(s)
+// URL (which cannot be listed).
+var ErrBadURL = errors.New("bad URL")
+
+// IsURL reports whether s names objects in a store rather than local files:
+// it starts with s3://, http:// or https://.
+func IsURL(s string) bool {
+	for _, p := range []string{"s3://", "http://", "https://"} {
+		if len(s) >= len(p) && strings.EqualFold(s[:len(p)], p) {
+			return true
+		}
+	}
+	return false
+}
+
+// s3Path splits s3://bucket/key into its bucket and key.
+func s3Path(u string) (bucket, key string, err error) {
+	rest, ok := strings.CutPrefix(u, "s3://")
+	if !ok {
+		return "", "", fmt.Errorf("%s: %w: not an s3:// URL", u, ErrBadURL)
+	}
+	bucket, key, _ = strings.Cut(rest, "/")
+	if bucket == "" {
+		return "", "", fmt.Errorf("%s: %w: no bucket", u, ErrBadURL)
+	}
+	return bucket, key, nil
+}
+
+// HasGlob reports whether s holds a glob metacharacter (*, ? or [), which
+// is matched by listing.
+func HasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+// maxExpansion bounds the names one pattern's braces expand to, so a typing
+// mistake ({0..999999999}) is an error rather than an allocation.
+const maxExpansion = 1 << 20
+
+// ExpandBraces expands the brace groups of pattern the way a shell (and
+// WebDataset) does, left to right: {a,b,c} is each alternative in turn and
+// {000..099} each number of the range, zero-padded to the width of the
+// wider bound when either bound has a leading zero; a range may run down
+// ({9..0}). A pattern without braces is itself. Unbalanced braces are
+// [ErrBadURL].
+func ExpandBraces(pattern string) ([]string, error) {
+	open := strings.IndexByte(pattern, '{')
+	if open < 0 {
+		if strings.IndexByte(pattern, '}') >= 0 {
+			return nil, fmt.Errorf("%s: %w: '}' without '{'", pattern, ErrBadURL)
+		}
+		return []string{pattern}, nil
+	}
+	depth, end := 0, -1
+	for i := open; i < len(pattern) && end < 0; i++ {
+		switch pattern[i] {
+		case '{':
+			depth++
+		case '}':
+			if depth--; depth == 0 {
+				end = i
+			}
+		}
+	}
+	if end < 0 {
+		return nil, fmt.Errorf("%s: %w: '{' without '}'", pattern, ErrBadURL)
+	}
+	alts, err := alternatives(pattern[open+1 : end])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pattern, err)
+	}
+	prefix := pattern[:open]
+	var out []string
+	for _, a := range alts {
+		// An alternative may hold braces of its own ({a{1,2},b}).
+		head, err := ExpandBraces(prefix + a)
+		if err != nil {
+			return nil, err
+		}
+		tail, err := ExpandBraces(pattern[end+1:])
+		if err != nil {
+			return nil, err
+		}
+		if len(out)+len(head)*len(tail) > maxExpansion {
+			return nil, fmt.Errorf("%s: %w: expands to more than %d names", pattern, ErrBadURL, maxExpansion)
+		}
+		for _, h := range head {
+			for _, t := range tail {
+				out = append(out, h+t)
+			}
+		}
+	}
+	return out, nil
+}
+
+// alternatives splits the inside of one brace group: a numeric range
+// lo..hi, or comma-separated alternatives at depth 0.
+func alternatives(in string) ([]string, error) {
+	if lo, hi, ok := strings.Cut(in, ".."); ok && !strings.ContainsAny(in, ",{}") {
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || a < 0 || b < 0 {
+			return nil, fmt.Errorf("%w: {%s}: a range is {lo..hi} of numbers ≥ 0", ErrBadURL, in)
+		}
+		n := b - a
+		if n < 0 {
+			n = -n
+		}
+		if n >= maxExpansion {
+			return nil, fmt.Errorf("%w: {%s} expands to more than %d names", ErrBadURL, in, maxExpansion)
+		}
+		width := 0
+		if (len(lo) > 1 && lo[0] == '0') || (len(hi) > 1 && hi[0] == '0') {
+			width = max(len(lo), len(hi))
+		}
+		step := 1
+		if b < a {
+			step = -1
+		}
+		out := make([]string, 0, n+1)
+		for v := a; ; v += step {
+			out = append(out, fmt.Sprintf("%0*d", width, v))
+			if v == b {
+				return out, nil
+			}
+		}
+	}
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(in); i++ {
+		switch in[i] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, in[start:i])
+				start = i + 1
+			}
+		}
+	}
+	out = append(out, in[start:])
+	if len(out) == 1 {
+		// {x} is literal in a shell; as a shard pattern it is a mistake
+		// worth naming.
+		return nil, fmt.Errorf("%w: {%s} has neither a comma nor a range", ErrBadURL, in)
+	}
+	return out, nil
+}

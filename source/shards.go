@@ -1,0 +1,275 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pipefeed/pipe/source/remote"
+)
+
+// Remote is where sources fetch shards named by URLs (s3://, http://,
+// https://) and where they keep them: a store and a shard cache on local
+// disk. The zero value, or a nil *Remote, uses the environment's S3
+// settings ([remote.Options] defaults) and the default cache directory.
+type Remote struct {
+	Store *remote.Store
+	Cache *remote.Cache
+	// Progress, when set, is told the bytes of the shards in the cache so
+	// far and their total while a source fetches them, every 100 ms and
+	// at the end.
+	Progress func(done, total int64)
+}
+
+var (
+	defaultStoreOnce sync.Once
+	defaultStore     *remote.Store
+)
+
+func (r *Remote) progress() func(done, total int64) {
+	if r == nil {
+		return nil
+	}
+	return r.Progress
+}
+
+func (r *Remote) parts() (*remote.Store, *remote.Cache) {
+	var s *remote.Store
+	var c *remote.Cache
+	if r != nil {
+		s, c = r.Store, r.Cache
+	}
+	if s == nil {
+		defaultStoreOnce.Do(func() { defaultStore = remote.New(remote.Options{}) })
+		s = defaultStore
+	}
+	if c == nil {
+		c = &remote.Cache{}
+	}
+	return s, c
+}
+
+// shardFile is one file of a sharded source.
+type shardFile struct {
+	name string   // as the user knows it: a local path or a URL, for errors
+	path string   // the local file holding its bytes (a cached copy for a URL)
+	fh   *os.File // for a URL, path opened while the cache's lock was held; else nil
+	fp   string   // for a URL, its fingerprint (URL, size, ETag); else found from the file
+}
+
+// open returns the shard's file, opened now unless it was already.
+func (s *shardFile) open() (*os.File, error) {
+	if s.fh != nil {
+		fh := s.fh
+		s.fh = nil
+		return fh, nil
+	}
+	return os.Open(s.path)
+}
+
+// fingerprint describes the shard's data for Fingerprint and index keys.
+func (s *shardFile) fingerprint() (string, error) {
+	if s.fp != "" {
+		return s.fp, nil
+	}
+	return fileFingerprint(s.path)
+}
+
+// shardList is the files of a sharded source, in index order. For a URL
+// pattern they are fetched in the background, in order, several at once,
+// and get hands each out as soon as it is in the cache, so a source
+// indexes the first shards while the later ones still arrive.
+type shardList struct {
+	files []shardFile
+	ready []chan struct{} // closed when files[i] is fetched or failed; nil for local files
+	errs  []error
+
+	store  *remote.Store
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+	stop   func() // ends progress reports
+	mu     sync.Mutex
+	first  error // the first fetch's error, which cancelled the others
+}
+
+func (l *shardList) len() int { return len(l.files) }
+
+// get waits until shard i is ready and returns it, or the first error of
+// any fetch (wrapping ErrDownload unless it is the context's).
+func (l *shardList) get(i int) (*shardFile, error) {
+	if l.ready == nil {
+		return &l.files[i], nil
+	}
+	<-l.ready[i]
+	if l.errs[i] == nil {
+		return &l.files[i], nil
+	}
+	l.mu.Lock()
+	err := l.first
+	l.mu.Unlock()
+	if err == nil {
+		err = l.errs[i]
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: %w", ErrDownload, err)
+}
+
+// close cancels the fetches still under way, waits for them, and closes
+// the files no source took.
+func (l *shardList) close() {
+	if l.cancel != nil {
+		l.cancel(context.Canceled)
+		l.wg.Wait()
+		l.stop()
+		// Every shard is on disk now: the connections' goroutines need
+		// not wait out their idle timeout.
+		l.store.Close()
+	}
+	for _, f := range l.files {
+		if f.fh != nil {
+			f.fh.Close()
+		}
+	}
+}
+
+// shardFiles returns the files pattern names and sets an empty *dir to the
+// default index directory, $PIPE_CACHE/<what>. Braces are expanded first
+// (shard-{000..099}.tar, {train,extra}-*); then a local name is a glob
+// (sorted matches), and a URL's objects are listed and fetched into the
+// shard cache in the background (see shardList), each opened before its
+// cache lock is let go. The caller closes the list.
+func shardFiles(ctx context.Context, what, pattern string, rem *Remote, dir *string) (*shardList, error) {
+	if *dir == "" {
+		root, err := DefaultCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (or set index_dir)", what, err)
+		}
+		*dir = filepath.Join(root, what)
+	}
+	if remote.IsURL(pattern) {
+		l, err := fetchShards(ctx, pattern, rem)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return l, nil
+	}
+	globs, err := remote.ExpandBraces(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var files []shardFile
+	for _, g := range globs {
+		names, err := filepath.Glob(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%s: %s: no such files", what, g)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			files = append(files, shardFile{name: n, path: n})
+		}
+	}
+	return &shardList{files: files}, nil
+}
+
+// fetchShards lists the objects pattern names and starts bringing each
+// into the shard cache, in order, up to the store's concurrency at once.
+// The first error cancels the other fetches.
+func fetchShards(ctx context.Context, pattern string, rem *Remote) (*shardList, error) {
+	store, cache := rem.parts()
+	objs, err := store.List(ctx, pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDownload, err)
+	}
+	l := &shardList{store: store, files: make([]shardFile, len(objs)), ready: make([]chan struct{}, len(objs)), errs: make([]error, len(objs)), stop: func() {}}
+	for i := range l.ready {
+		l.ready[i] = make(chan struct{})
+	}
+	ctx, l.cancel = context.WithCancelCause(ctx)
+	if progress := rem.progress(); progress != nil {
+		l.stop = reportFetch(objs, progress)
+	}
+	var next atomic.Int64
+	for range min(store.Options().Concurrency, len(objs)) {
+		l.wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(objs) {
+					return
+				}
+				if ctx.Err() != nil {
+					l.errs[i] = context.Cause(ctx)
+				} else {
+					l.files[i], l.errs[i] = fetchShard(ctx, store, cache, objs[i])
+				}
+				if l.errs[i] != nil {
+					l.mu.Lock()
+					if l.first == nil {
+						l.first = l.errs[i]
+						l.cancel(l.errs[i])
+					}
+					l.mu.Unlock()
+				}
+				close(l.ready[i])
+			}
+		})
+	}
+	return l, nil
+}
+
+// reportFetch tells progress the bytes received since it was called (a
+// process-wide count, so other fetches at once count too, up to the total)
+// every 100 ms, until stop, which reports once more.
+func reportFetch(objs []remote.Object, progress func(done, total int64)) (stop func()) {
+	var total int64
+	for _, o := range objs {
+		total += o.Size
+	}
+	start := remote.Totals()
+	report := func() {
+		t := remote.Totals()
+		progress(min(t.Bytes-start.Bytes, total), total)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				report()
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		report()
+	}
+}
+
+func fetchShard(ctx context.Context, store *remote.Store, cache *remote.Cache, obj remote.Object) (shardFile, error) {
+	p, _, release, err := cache.Fetch(ctx, store, obj)
+	if err != nil {
+		return shardFile{}, err
+	}
+	defer release()
+	fh, err := os.Open(p)
+	if err != nil {
+		return shardFile{}, fmt.Errorf("%s: shard cache: %w", obj.URL, err)
+	}
+	return shardFile{name: obj.URL, path: p, fh: fh, fp: fmt.Sprintf("%s size=%d etag=%s", obj.URL, obj.Size, obj.ETag)}, nil
+}
