@@ -22,7 +22,7 @@ func TestAutoEqualsFixedWorkers(t *testing.T) {
 				if w > 0 {
 					depth = w + 1
 				}
-				extra = append(extra, withDevices(devices, depth, 0))
+				extra = append(extra, withDevices(devices, depth))
 			}
 			p := mustNew(t, recipe(synth(t, 64*60), extra...)...)
 			if s := p.Summary(); s.WorkersAuto != (w == 0) || devices > 0 && s.DepthAuto != (w == 0) {

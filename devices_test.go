@@ -20,8 +20,18 @@ import (
 	"github.com/pipefeed/pipe/transform"
 )
 
-func withDevices(n, depth int, delay time.Duration) Stage {
-	return Prefetch(PrefetchConfig{Depth: depth, Devices: fmt.Sprintf("cpu:%d", n), CopyDelay: delay})
+func withDevices(n, depth int) Stage {
+	return Prefetch(PrefetchConfig{Depth: depth, Devices: fmt.Sprintf("cpu:%d", n)})
+}
+
+// slowDevices makes the simulated devices of the pipelines the test builds
+// next take at least delay per copy.
+func slowDevices(t *testing.T, delay time.Duration) {
+	cpuDeviceOptions = nil
+	if delay > 0 {
+		cpuDeviceOptions = []prefetch.CPUOption{prefetch.WithCopyDelay(delay)}
+	}
+	t.Cleanup(func() { cpuDeviceOptions = nil })
 }
 
 // hostStream returns the samples and checksum of each epoch without devices.
@@ -54,7 +64,8 @@ func TestDeviceSlicesAreTheStream(t *testing.T) {
 		devices int
 		delay   time.Duration
 	}{{2, 0}, {4, 0}, {2, 3 * time.Millisecond}} {
-		p := mustNew(t, append(recipe(synth(t, 640)), withDevices(c.devices, 3, c.delay))...)
+		slowDevices(t, c.delay)
+		p := mustNew(t, append(recipe(synth(t, 640)), withDevices(c.devices, 3))...)
 		for e := range 2 {
 			x, err := p.DeviceEpoch(context.Background(), e)
 			if err != nil {
@@ -100,7 +111,7 @@ func TestDeviceSlicesAreTheStream(t *testing.T) {
 // TestDeviceConsumersOnTheirOwnGoroutines: one consumer per device, as
 // replicas run; each sees its batches in order.
 func TestDeviceConsumersOnTheirOwnGoroutines(t *testing.T) {
-	p := mustNew(t, append(recipe(synth(t, 640)), withDevices(2, 2, 0))...)
+	p := mustNew(t, append(recipe(synth(t, 640)), withDevices(2, 2))...)
 	x, err := p.DeviceEpoch(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +155,7 @@ func delivered(x *DeviceEpoch, d int) int64 {
 }
 
 func TestDeviceBackpressure(t *testing.T) {
-	p := mustNew(t, append(recipe(synth(t, 6400)), withDevices(2, 2, 0))...)
+	p := mustNew(t, append(recipe(synth(t, 6400)), withDevices(2, 2))...)
 	x, err := p.DeviceEpoch(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +199,8 @@ func producerWait(x *DeviceEpoch, d int) float64 {
 }
 
 func TestDeviceCancelReleasesEverything(t *testing.T) {
-	p := mustNew(t, append(recipe(synth(t, 6400)), withDevices(2, 3, time.Millisecond))...)
+	slowDevices(t, time.Millisecond)
+	p := mustNew(t, append(recipe(synth(t, 6400)), withDevices(2, 3))...)
 	ctx, cancel := context.WithCancel(context.Background())
 	x, err := p.DeviceEpoch(ctx, 0)
 	if err != nil {
@@ -226,12 +238,12 @@ func TestPrefetchConfigErrors(t *testing.T) {
 		stages []Stage
 		want   string
 	}{
-		{append(recipe(synth(t, 640)), withDevices(3, 2, 0)), "batch 64 does not divide into 3 devices"},
-		{append(recipe(synth(t, 650)), withDevices(4, 2, 0)), "last batch of an epoch has 10 samples"},
+		{append(recipe(synth(t, 640)), withDevices(3, 2)), "batch 64 does not divide into 3 devices"},
+		{append(recipe(synth(t, 650)), withDevices(4, 2)), "last batch of an epoch has 10 samples"},
 		{append(recipe(synth(t, 640)), Prefetch(PrefetchConfig{Devices: "all"})), "cuda build"},
 		{append(recipe(synth(t, 640)), Prefetch(PrefetchConfig{Devices: "gpu"})), "want cpu:N"},
-		{append(append(recipe(synth(t, 640))[:6], withDevices(2, 2, 0)), Batching(64, false)), "comes after batch"},
-		{append(recipe(synth(t, 640)), withDevices(2, 2, 0), ToTensor(transform.NCHW, transform.Float32)), "nothing may follow prefetch"},
+		{append(append(recipe(synth(t, 640))[:6], withDevices(2, 2)), Batching(64, false)), "comes after batch"},
+		{append(recipe(synth(t, 640)), withDevices(2, 2), ToTensor(transform.NCHW, transform.Float32)), "nothing may follow prefetch"},
 	} {
 		if c.want == "cuda build" && prefetch.CUDACompiled {
 			continue // devices=all finds GPUs in the cuda and cudaemu builds
@@ -272,7 +284,7 @@ func TestDeviceNormalizeEqualsHost(t *testing.T) {
 		}}); err != nil {
 			t.Fatal(err)
 		}
-		p := mustNew(t, onDevice(t, synth(t, 640), c.layout, c.dtype, withDevices(2, 3, 0))...)
+		p := mustNew(t, onDevice(t, synth(t, 640), c.layout, c.dtype, withDevices(2, 3))...)
 		if s := p.Summary(); !s.NormalizeOnDevice || s.HostTensor.DType != transform.Uint8 || p.Tensor().String() != host.Tensor().String() {
 			t.Fatalf("tensors: host %v, out %v, want out %v", s.HostTensor, p.Tensor(), host.Tensor())
 		}
@@ -333,7 +345,7 @@ func TestDeviceNormalizeConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{onDevice(t, synth(t, 640), transform.NCHW, transform.Float32), "add a prefetch stage"},
-		{onDevice(t, synth(t, 640), transform.NCHW, transform.Uint8, withDevices(2, 2, 0)), "dtype=uint8 cannot hold normalized values"},
+		{onDevice(t, synth(t, 640), transform.NCHW, transform.Uint8, withDevices(2, 2)), "dtype=uint8 cannot hold normalized values"},
 	} {
 		if _, err := New(c.stages...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want an error containing %q", err, c.want)
@@ -344,7 +356,7 @@ func TestDeviceNormalizeConfigErrors(t *testing.T) {
 // TestRunConsumeFeedsEveryDevice: with Consume, one consumer per device
 // takes every slice, and the stall figures cover the epoch.
 func TestRunConsumeFeedsEveryDevice(t *testing.T) {
-	p := mustNew(t, append(recipe(synth(t, 640)), withDevices(2, 2, 0))...)
+	p := mustNew(t, append(recipe(synth(t, 640)), withDevices(2, 2))...)
 	var mu sync.Mutex
 	images := 0
 	stats, err := p.Run(context.Background(), RunOptions{Epochs: 2, Consume: time.Millisecond, OnImages: func(n int) {

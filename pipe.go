@@ -168,6 +168,10 @@ type Pipeline struct {
 // New builds a pipeline from stages: exactly one Source first, then any
 // shuffle, decode, image operations, cache and normalize, then batch,
 // to_tensor, prefetch, train and eval.
+// cpuDeviceOptions configure the simulated devices of the pipelines built
+// after it is set: the tests' slow devices.
+var cpuDeviceOptions []prefetch.CPUOption
+
 func New(stages ...Stage) (*Pipeline, error) { return build(stages, loadOptions{}) }
 
 func build(stages []Stage, lo loadOptions) (*Pipeline, error) {
@@ -287,7 +291,7 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		if p.devs, err = pipefile.ParseDevices(cfg.Prefetch.Devices, true); err != nil {
 			return pipefile.Errorf(stages, i, "%w", err)
 		}
-		p.devs.Depth, p.devs.CopyDelay = cfg.Prefetch.Depth, cfg.Prefetch.CopyDelay
+		p.devs.Depth, p.devs.CPUOptions = cfg.Prefetch.Depth, cpuDeviceOptions
 		if err := p.checkDevices(); err != nil {
 			return pipefile.Errorf(stages, i, "%w", err)
 		}

@@ -74,16 +74,16 @@ func TestResumeContinuesExactly(t *testing.T) {
 	dir := t.TempDir()
 	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, LR: 0.1, BaseBatch: 100,
 		Optim: trainer.OptimConfig{Momentum: 0.9}, Schedule: "onecycle"}, Out: dir + "/whole"}
-	whole := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...), TrainOptions{})
+	whole := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 
 	c.Out = dir + "/parts"
-	p := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...)
+	p := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...)
 	ctx, stop := context.WithCancel(context.Background())
 	_, err := p.Fit(ctx, TrainOptions{OnEpoch: func(TrainEpoch) { stop() }})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("stopped run: %v", err)
 	}
-	q := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...)
+	q := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...)
 	resumed := fit(t, q, TrainOptions{Resume: true})
 	if len(resumed.History) != 2 || resumed.Trainer.Step != whole.Trainer.Step {
 		t.Fatalf("resumed: %d epochs, step %d; want 2 epochs, step %d", len(resumed.History), resumed.Trainer.Step, whole.Trainer.Step)
@@ -101,7 +101,7 @@ func TestResumeContinuesExactly(t *testing.T) {
 	}
 	// A checkpoint from another run is refused.
 	c.Model.Width = 8
-	other := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...)
+	other := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...)
 	if _, err := other.Fit(context.Background(), TrainOptions{Resume: true}); !errors.Is(err, trainer.ErrCheckpoint) {
 		t.Errorf("resume into another model: %v", err)
 	}
@@ -114,10 +114,10 @@ func TestResumeMidEpoch(t *testing.T) {
 	dir := t.TempDir()
 	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "keras_cnn"}, Epochs: 2, StepsPerEpoch: 3, LR: 0.01,
 		BaseBatch: 100, Optim: trainer.OptimConfig{Momentum: 0.9}, Schedule: "cosine"}, Out: dir + "/whole"}
-	whole := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...), TrainOptions{})
+	whole := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 
 	c.Out = dir + "/parts"
-	p := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...)
+	p := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...)
 	ctx, stop := context.WithCancel(context.Background())
 	_, err := p.Fit(ctx, TrainOptions{OnStep: func(s trainer.StepStats) {
 		if s.Step == 4 { // epoch 1, step 1 of 3
@@ -127,7 +127,7 @@ func TestResumeMidEpoch(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("stopped run: %v", err)
 	}
-	q := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...)
+	q := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...)
 	var at [3]int64
 	resumed := fit(t, q, TrainOptions{Resume: true, OnStart: func(tr *trainer.Trainer) {
 		at = [3]int64{int64(tr.Epoch), int64(tr.InEpoch), tr.Step}
@@ -316,7 +316,7 @@ func TestJobEqualsDevices(t *testing.T) {
 	dir := t.TempDir()
 	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, LR: 0.1, BaseBatch: 100,
 		Optim: trainer.OptimConfig{Momentum: 0.9}, Schedule: "cosine", Threads: 2}, Out: dir + "/one"}
-	one := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...), TrainOptions{})
+	one := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 
 	c.Threads, c.Out = 1, dir+"/job" // one thread a replica, as above
 	job, errs := fitJob(t, 2, func() []Stage { return trainStages(t, 400, false, c) }, TrainOptions{}, nil)
@@ -342,7 +342,7 @@ func TestJobEqualsDevices(t *testing.T) {
 		} else {
 			c.Model = trainer.ModelSpec{Name: "mlp", Width: 32}
 			c.Out, c.Threads = dir+"/mlp-one", 2
-			one = fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2, 0))...), TrainOptions{})
+			one = fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 			c.Threads = 1
 			o.OnStep = func(s trainer.StepStats) {
 				if s.Step == at {

@@ -36,11 +36,7 @@ func (e *Engine) openDevices() error {
 			devs = append(devs, g)
 			continue
 		}
-		var opts []prefetch.CPUOption
-		if spec.CopyDelay > 0 {
-			opts = append(opts, prefetch.WithCopyDelay(spec.CopyDelay))
-		}
-		devs = append(devs, prefetch.NewCPU(i, opts...))
+		devs = append(devs, prefetch.NewCPU(i, spec.CPUOptions...))
 	}
 	e.devs = devs
 	// Each device's buffers live as long as the devices: depth queued, one

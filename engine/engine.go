@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/prefetch"
@@ -84,8 +83,9 @@ type Devices struct {
 	// ordinals. One of them is set.
 	CPU  int
 	GPUs []int
-	// CopyDelay slows every copy of a simulated device, for tests.
-	CopyDelay time.Duration
+	// CPUOptions configure the simulated devices (prefetch.WithCopyDelay:
+	// a slow device).
+	CPUOptions []prefetch.CPUOption
 }
 
 // N is the number of devices.

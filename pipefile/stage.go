@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/engine"
@@ -485,8 +484,6 @@ type PrefetchConfig struct {
 	// memory (any machine), or "all" / "cuda:0,1" for GPUs (the cuda
 	// build). Default "cpu:1".
 	Devices string
-	// CopyDelay slows every copy of a simulated device, for tests.
-	CopyDelay time.Duration
 }
 
 // Prefetch sends every global batch to the devices, cut into contiguous,
