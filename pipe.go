@@ -288,8 +288,12 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 	}
 	if cfg.Prefetch != nil {
 		i := pipefile.Index(stages, "prefetch")
-		if p.devs, err = pipefile.ParseDevices(cfg.Prefetch.Devices, true); err != nil {
+		if p.devs, err = pipefile.ParseDevices(cfg.Prefetch.Devices); err != nil {
 			return pipefile.Errorf(stages, i, "%w", err)
+		}
+		if err := p.devs.Probe(); err != nil {
+			// Not a configuration error: the machine lacks what the file asks.
+			return &pipefile.StageError{Index: i, Stage: "prefetch", Err: fmt.Errorf("devices=%s: %w", cfg.Prefetch.Devices, err)}
 		}
 		p.devs.Depth, p.devs.CPUOptions = cfg.Prefetch.Depth, cpuDeviceOptions
 		if err := p.checkDevices(); err != nil {

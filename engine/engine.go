@@ -83,9 +83,34 @@ type Devices struct {
 	// ordinals. One of them is set.
 	CPU  int
 	GPUs []int
+	// AllGPUs asks for every GPU the driver sees: Probe lists them in GPUs.
+	AllGPUs bool
 	// CPUOptions configure the simulated devices (prefetch.WithCopyDelay:
 	// a slow device).
 	CPUOptions []prefetch.CPUOption
+}
+
+// Probe asks the CUDA driver for the GPUs: every one it sees for AllGPUs,
+// and for GPUs whether it is there (prefetch.ErrNoCUDA in a build without
+// CUDA). Simulated devices need no probe.
+func (d *Devices) Probe() error {
+	if !d.AllGPUs && len(d.GPUs) == 0 {
+		return nil
+	}
+	n, err := prefetch.CUDADevices()
+	if err != nil {
+		return err
+	}
+	if d.AllGPUs {
+		if n == 0 {
+			return errors.New("the CUDA driver sees no GPU")
+		}
+		d.GPUs = d.GPUs[:0]
+		for i := range n {
+			d.GPUs = append(d.GPUs, i)
+		}
+	}
+	return nil
 }
 
 // N is the number of devices.

@@ -595,7 +595,7 @@ var builtin = []*Spec{
 			{Name: "devices", Type: String, Default: defaultDevices, Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
 		},
 		Build: func(a Args) (Stage, error) {
-			if _, err := ParseDevices(a.String("devices"), true); err != nil {
+			if _, err := ParseDevices(a.String("devices")); err != nil {
 				return Stage{}, err
 			}
 			return Prefetch(PrefetchConfig{Depth: a.Int("depth"), Devices: a.String("devices")}), nil // auto: Depth 0

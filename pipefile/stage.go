@@ -10,7 +10,6 @@ import (
 
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/engine"
-	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
 	"github.com/pipefeed/pipe/transform"
@@ -505,7 +504,7 @@ func Prefetch(p PrefetchConfig) Stage {
 		if err := checkMax("depth", p.Depth, depthBound); err != nil {
 			return err
 		}
-		if _, err := ParseDevices(p.Devices, false); err != nil {
+		if _, err := ParseDevices(p.Devices); err != nil {
 			return err
 		}
 		if !c.afterBatch {
@@ -523,9 +522,10 @@ func Prefetch(p PrefetchConfig) Stage {
 }
 
 // ParseDevices parses devices=: cpu:N, all (every GPU the driver sees) or
-// cuda:I,J,... With probe, GPU specs ask the driver (ErrNoCUDA in a build
-// without the cuda tag); without it, only the syntax is checked.
-func ParseDevices(spec string, probe bool) (*engine.Devices, error) {
+// cuda:I,J,... It checks the syntax only; whether the GPUs are there is
+// the engine's question (engine.Devices.Probe), asked when a pipeline is
+// built, so that parsing a file never calls the CUDA driver.
+func ParseDevices(spec string) (*engine.Devices, error) {
 	if rest, ok := strings.CutPrefix(spec, "cpu:"); ok {
 		n, err := strconv.Atoi(rest)
 		if err != nil || n < 1 || n > 64 {
@@ -537,19 +537,7 @@ func ParseDevices(spec string, probe bool) (*engine.Devices, error) {
 	rest, ok := strings.CutPrefix(spec, "cuda:")
 	switch {
 	case spec == "all":
-		if !probe {
-			return d, nil
-		}
-		n, err := prefetch.CUDADevices()
-		if err != nil {
-			return nil, fmt.Errorf("devices=%s: %w", spec, err)
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("devices=%s: the CUDA driver sees no GPU", spec)
-		}
-		for i := range n {
-			d.GPUs = append(d.GPUs, i)
-		}
+		d.AllGPUs = true
 	case ok:
 		for _, f := range strings.Split(rest, ",") {
 			i, err := strconv.Atoi(f)
@@ -560,12 +548,6 @@ func ParseDevices(spec string, probe bool) (*engine.Devices, error) {
 				return nil, fmt.Errorf("devices=%s: cuda:%d given twice", spec, i)
 			}
 			d.GPUs = append(d.GPUs, i)
-		}
-		if !probe {
-			return d, nil
-		}
-		if _, err := prefetch.CUDADevices(); err != nil {
-			return nil, fmt.Errorf("devices=%s: %w", spec, err)
 		}
 	default:
 		return nil, fmt.Errorf("devices=%s: want cpu:N, all, or cuda:I,J,...", spec)

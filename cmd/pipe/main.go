@@ -24,6 +24,7 @@ import (
 
 	"github.com/pipefeed/pipe"
 	"github.com/pipefeed/pipe/feed"
+	"github.com/pipefeed/pipe/prefetch"
 )
 
 // usageError marks errors in how pipe was called or in the .pipe file.
@@ -86,6 +87,8 @@ func exitCode(ctx context.Context, err error) int {
 		return 130
 	case errors.As(err, &se), errors.As(err, &ue), errors.Is(err, pipe.ErrConfig):
 		return 2
+	case errors.Is(err, prefetch.ErrNoCUDA):
+		return 2 // the file asks for GPUs of a build without them
 	}
 	return 1
 }
