@@ -32,4 +32,9 @@
 // a sample's random draws come from a generator keyed by (seed, epoch,
 // sample index), so neither the worker count nor the timing changes a
 // byte.
+//
+// Errors begin "pipe:", not "engine:": the engine's Epoch, Batch and
+// DeviceEpoch are what package pipe hands its users (type aliases there),
+// who never import this package, so its errors speak as the one they
+// called.
 package engine
