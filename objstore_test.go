@@ -15,6 +15,7 @@ import (
 	"github.com/pipefeed/pipe/internal/shareddata"
 	"github.com/pipefeed/pipe/pipefile"
 	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/source/remote"
 )
 
 // wdsShards writes the real ImageNet sample as n plain WebDataset shards
@@ -104,6 +105,36 @@ func TestObjectStoreChecksums(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestObjectStoreStringRoundTrip: a pipeline built in Go over shards in
+// S3, with its own endpoint and shard cache, writes a String whose source
+// line reopens them (the endpoint, addressing and cache, not the keys).
+func TestObjectStoreStringRoundTrip(t *testing.T) {
+	srv := s3server.Start(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3server.SecretKey)
+	t.Setenv("PIPE_CACHE", t.TempDir())
+	srv.Bucket(t, "data")
+	for _, p := range wdsShards(t, t.TempDir(), 2) {
+		srv.PutFile(t, "data", "wds/"+filepath.Base(p), p)
+	}
+	rem := &source.Remote{Store: remote.New(remote.Options{Endpoint: srv.Endpoint, PathStyle: true}), Cache: &remote.Cache{Dir: t.TempDir(), Limit: 1 << 30}}
+	w, err := source.OpenWebDataset(context.Background(), "s3://data/wds/shard-*.tar", source.WithWDSRemote(rem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustNew(t, imagenetRecipe(w, 4)...)
+	first, _, _ := strings.Cut(p.String(), "\n")
+	for _, want := range []string{"endpoint=" + srv.Endpoint, "path_style=true", "cache_dir=", "cache_size=1073741824"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("source line %q lacks %s", first, want)
+		}
+	}
+	if strings.Contains(first, s3server.SecretKey) {
+		t.Errorf("source line %q holds the secret key", first)
+	}
+	roundTrip(t, "s3 webdataset", p, nil)
 }
 
 // TestObjectStoreErrors: a pipeline over a missing bucket, a missing key,

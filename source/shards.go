@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,36 @@ func (r *Remote) parts() (*remote.Store, *remote.Cache) {
 		c = &remote.Cache{}
 	}
 	return s, c
+}
+
+// args are the parameters that reopen r's store and cache for a URL
+// pattern, as a pipeline file writes them (nil for a local pattern): the
+// endpoint, region, addressing, concurrency and cache, never credentials,
+// which stay with the environment.
+func (r *Remote) args(pattern string) []Arg {
+	if !remote.IsURL(pattern) {
+		return nil
+	}
+	store, cache := r.parts()
+	o := store.Options()
+	var args []Arg
+	if o.Endpoint != "" {
+		args = append(args, Arg{"endpoint", o.Endpoint})
+	}
+	if o.Region != "" {
+		args = append(args, Arg{"region", o.Region})
+	}
+	if o.PathStyle {
+		args = append(args, Arg{"path_style", "true"})
+	}
+	args = append(args, Arg{"concurrency", strconv.Itoa(o.Concurrency)})
+	if cache.Dir != "" {
+		args = append(args, Arg{"cache_dir", cache.Dir})
+	}
+	if cache.Limit > 0 {
+		args = append(args, Arg{"cache_size", strconv.FormatInt(cache.Limit, 10)})
+	}
+	return args
 }
 
 // shardFile is one file of a sharded source.

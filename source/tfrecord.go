@@ -119,6 +119,7 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (
 	if cfg.indexDir != "" {
 		args = append(args, Arg{"index_dir", cfg.indexDir})
 	}
+	args = append(args, cfg.remote.args(pattern)...)
 	files, err := shardFiles(ctx, "tfrecord", pattern, cfg.remote, &cfg.indexDir)
 	if err != nil {
 		return nil, err

@@ -105,6 +105,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOptio
 	if cfg.indexDir != "" {
 		args = append(args, Arg{"index_dir", cfg.indexDir})
 	}
+	args = append(args, cfg.remote.args(pattern)...)
 	files, err := shardFiles(ctx, "webdataset", pattern, cfg.remote, &cfg.indexDir)
 	if err != nil {
 		return nil, err
