@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,6 +163,114 @@ func TestObjectStoreErrors(t *testing.T) {
 		_, err = loadFile(t.Context(), f)
 		if err == nil || !strings.Contains(err.Error(), c.holds) || !errors.Is(err, source.ErrDownload) {
 			t.Errorf("%s: %v; want a download error holding %q", c.url, err, c.holds)
+		}
+	}
+}
+
+// folderTree writes the real ImageNet sample as class folders under dir
+// (with a class whose name sorts differently from its prefix, a class of
+// one non-image, a notes file, a dot file and a deeper folder, all of
+// which listing must treat as a disk does) and returns the files written,
+// relative to dir.
+func folderTree(t *testing.T, dir string) []string {
+	t.Helper()
+	names, data := shareddata.ImageNetJPEGs(t)
+	classes := []string{"n01", "n01-b", "n02", "n02_c"}
+	var files []string
+	put := func(rel string, b []byte) {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, rel)
+	}
+	for i, n := range names[:40] {
+		put(classes[i%len(classes)]+"/"+n, data[i])
+	}
+	put("n01/notes.txt", []byte("not an image"))
+	put("n02/.DS_Store", []byte("x"))
+	put("n02/deeper/x.JPEG", data[0])
+	put("only-notes/readme.txt", []byte("a class with no images"))
+	put("README.md", []byte("beside the classes"))
+	return files
+}
+
+// TestObjectStoreFolders: image folders in S3 (class folders found by
+// listing; a flat folder with labels and class names read from URLs) and
+// over HTTP (flat, with labels) give the epoch checksums and non-image
+// counts of the same files on local disk, and what cannot work says so.
+func TestObjectStoreFolders(t *testing.T) {
+	sample := shareddata.Path(t, "imagenet-sample")
+	srv := s3server.Start(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3server.SecretKey)
+	t.Setenv("PIPE_CACHE", t.TempDir())
+	srv.Bucket(t, "data")
+	local := t.TempDir()
+	for _, rel := range folderTree(t, filepath.Join(local, "train")) {
+		srv.PutFile(t, "data", "train/"+rel, filepath.Join(local, "train", rel))
+	}
+	entries, err := os.ReadDir(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		srv.PutFile(t, "data", "flat/"+e.Name(), filepath.Join(sample, e.Name()))
+	}
+	web := httptest.NewServer(http.FileServer(http.Dir(sample)))
+	defer web.Close()
+	remoteArgs := fmt.Sprintf(" endpoint=%s path_style=true cache_dir=%s", srv.Endpoint, t.TempDir())
+	for _, c := range []struct{ local, url string }{
+		{`source image_folder path="` + local + `/train"`, `source image_folder path="s3://data/train/"` + remoteArgs},
+		{`source image_folder path="` + sample + `" labels="` + sample + `/labels.csv" classes="` + sample + `/synsets.csv"`,
+			`source image_folder path="s3://data/flat" labels="s3://data/flat/labels.csv" classes="s3://data/flat/synsets.csv"` + remoteArgs},
+		{`source image_folder path="` + sample + `" labels="` + sample + `/labels.csv"`,
+			`source image_folder path="` + web.URL + `" labels="` + web.URL + `/labels.csv"` + remoteArgs},
+	} {
+		for _, run := range []struct{ rank, world, workers int }{{0, 1, 1}, {0, 1, 3}, {1, 2, 2}} {
+			want := objstoreSums(t, c.local, run.rank, run.world, run.workers)
+			got := objstoreSums(t, c.url, run.rank, run.world, run.workers)
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("%s, rank %d of %d, %d workers: checksums %v, local files give %v", c.url, run.rank, run.world, run.workers, got, want)
+			}
+		}
+	}
+
+	rem := &source.Remote{Store: remote.New(remote.Options{Endpoint: srv.Endpoint, PathStyle: true}), Cache: &remote.Cache{Dir: t.TempDir()}}
+	want, err := source.OpenFolder(t.Context(), filepath.Join(local, "train"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := source.OpenFolder(t.Context(), "s3://data/train", source.WithFolderRemote(rem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if w, g := want.Info(), got.Info(); g.NonImages != w.NonImages || strings.Join(g.Classes, ",") != strings.Join(w.Classes, ",") || got.Len() != want.Len() {
+		t.Errorf("s3 folder: %d samples, classes %q, %d non-images; on disk %d, %q, %d", got.Len(), g.Classes, g.NonImages, want.Len(), w.Classes, w.NonImages)
+	}
+
+	for _, c := range []struct {
+		path, labels string
+		is           error
+		holds        string
+	}{
+		{web.URL, "", remote.ErrBadURL, "give labels="},
+		{"s3://nobucket/train", "", source.ErrDownload, "NoSuchBucket"},
+		{"s3://data/none", "", source.ErrDownload, "s3://data/none"},
+		{"s3://data/train", "s3://data/flat/labels.csv", remote.ErrNotFound, "s3://data/train/n01440764_tench.JPEG"},
+		{web.URL, web.URL + "/missing.csv", source.ErrDownload, web.URL + "/missing.csv"},
+	} {
+		opts := []source.FolderOption{source.WithFolderRemote(rem)}
+		if c.labels != "" {
+			opts = append(opts, source.WithLabels(c.labels))
+		}
+		_, err := source.OpenFolder(t.Context(), c.path, opts...)
+		if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.holds) {
+			t.Errorf("%s labels=%q: %v; want %v holding %q", c.path, c.labels, err, c.is, c.holds)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package pipefile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -361,13 +362,14 @@ var builtin = []*Spec{
 		}},
 	{Name: "image_folder", Kind: "source", Summary: "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
 		Params: []Param{
-			{Name: "path", Type: String, Required: true, Doc: "the directory"},
-			{Name: "labels", Type: String, Doc: "flat layout: a CSV of file,label lines (a header is skipped); without classes= the classes are 0..the largest label (past 1,024, half must appear)"},
-			{Name: "classes", Type: String, Doc: "a CSV of label,name lines naming the classes (e.g. ILSVRC synsets)"},
+			{Name: "path", Type: String, Required: true, Doc: "the directory, or a URL: s3://bucket/train/ (class folders found by listing), https://host/val/ (with labels=), each file fetched into the shard cache"},
+			{Name: "labels", Type: String, Doc: "flat layout: a CSV of file,label lines (a header is skipped), a path or URL; without classes= the classes are 0..the largest label (past 1,024, half must appear)"},
+			{Name: "classes", Type: String, Doc: "a CSV of label,name lines naming the classes (e.g. ILSVRC synsets), a path or URL"},
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads path/../val (or path/../test) when it exists"},
+			remoteParams[0], remoteParams[1], remoteParams[2], remoteParams[3], remoteParams[4], remoteParams[5],
 		},
 		Build: func(a Args) (Stage, error) {
-			return opener(a, func(ctx context.Context, _ *OpenOptions) (source.Source, error) {
+			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 				var opts []source.FolderOption
 				if a.Has("labels") {
 					opts = append(opts, source.WithLabels(a.String("labels")))
@@ -375,11 +377,20 @@ var builtin = []*Spec{
 				if a.Has("classes") {
 					opts = append(opts, source.WithClassNames(a.String("classes")))
 				}
+				rem, err := remoteArgs(a, o)
+				if err != nil {
+					return nil, err
+				}
+				opts = append(opts, source.WithFolderRemote(rem))
 				path := a.String("path")
-				if a.String("split") == "test" {
-					if path = siblingSplit(path); path == "" {
-						return nil, fmt.Errorf("split=test: no val/ or test/ directory beside %s", a.String("path"))
-					}
+				if a.String("split") != "test" {
+					return source.OpenFolder(ctx, path, opts...)
+				}
+				if remote.IsURL(path) {
+					return openSiblingURL(ctx, path, opts)
+				}
+				if path = siblingSplit(path); path == "" {
+					return nil, fmt.Errorf("split=test: no val/ or test/ directory beside %s", a.String("path"))
 				}
 				return source.OpenFolder(ctx, path, opts...)
 			}), nil
@@ -684,6 +695,20 @@ var dt = DefaultTrain("")
 
 func itoa(n int) string     { return strconv.Itoa(n) }
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// openSiblingURL opens the held-out folder beside a train folder named by
+// a URL (.../train → .../val, .../validation or .../test): the first that
+// holds objects.
+func openSiblingURL(ctx context.Context, train string, opts []source.FolderOption) (source.Source, error) {
+	parent := train[:strings.LastIndex(strings.TrimRight(train, "/"), "/")]
+	for _, name := range []string{"val", "validation", "test"} {
+		f, err := source.OpenFolder(ctx, parent+"/"+name, opts...)
+		if !errors.Is(err, remote.ErrNotFound) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("split=test: no val/, validation/ or test/ folder beside %s", train)
+}
 
 // siblingSplit returns the held-out directory beside a train directory
 // (.../train → .../val or .../test), or "".

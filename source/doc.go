@@ -44,7 +44,11 @@
 // the machine (see [Remote] and package remote), and then read like local
 // files, so the samples and their order are those of the same files on
 // disk. Errors name the URL, and a fingerprint names each shard by URL,
-// size and ETag.
+// size and ETag. An image folder may be a URL too: its class folders are
+// found by listing an s3:// prefix, or a flat folder's labels CSV names its
+// files (the only way over http(s)://); each file goes through the same
+// cache, fetched in the background from open and at once by a Read that
+// reaches it first.
 //
 // Bad data is found at open where that is cheap: sources that check every
 // record then ([Checker]) list the bad ones before any batch is made, so a

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/pipefeed/pipe/source/remote"
 )
 
 // ErrUnknownFormat means a file is not an image format a source reads.
@@ -47,6 +49,8 @@ type Folder struct {
 	sizes  []int64
 	mtimes []int64
 	labels []int // -1 for a corrupt label
+	// remote is set for a folder named by a URL (see folder_remote.go).
+	remote *remoteFolder
 	// nonImages counts files in class folders passed over for their
 	// extension.
 	nonImages int
@@ -60,6 +64,7 @@ type FolderOption func(*folderConfig)
 
 type folderConfig struct {
 	labels, classes string
+	remote          *Remote
 }
 
 // WithLabels makes the folder flat: path is a CSV of file,label lines (a
@@ -97,30 +102,13 @@ func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("image_folder: %w", err)
 	}
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return nil, err
-	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		return nil, fmt.Errorf("image_folder: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("image_folder: %s is not a directory", root)
-	}
-	f := &Folder{root: abs, bad: map[int]*RecordError{}}
+	var f *Folder
 	var classes []string
-	switch {
-	case cfg.labels != "" && cfg.classes != "":
-		if classes, err = readClassCSV(cfg.classes, nil); err == nil {
-			_, err = f.listFlat(ctx, cfg.labels, classes, cfg.classes)
-		}
-	case cfg.labels != "":
-		classes, err = f.listFlat(ctx, cfg.labels, nil, "")
-	default:
-		if classes, err = f.listClasses(ctx); err == nil && cfg.classes != "" {
-			classes, err = readClassCSV(cfg.classes, classes)
-		}
+	var err error
+	if remote.IsURL(root) {
+		f, classes, err = openRemoteFolder(ctx, root, cfg)
+	} else {
+		f, classes, err = openLocalFolder(ctx, root, cfg)
 	}
 	if err != nil {
 		return nil, err
@@ -129,25 +117,26 @@ func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder
 		return nil, fmt.Errorf("image_folder: %s: %w: no image files (files without an image extension, passed over: %d)", root, ErrFormat, f.nonImages)
 	}
 	for i, name := range f.files {
+		file := f.path(i)
 		e, ok := f.bad[i]
 		switch {
 		case ok:
 		case !isImage(name) && isFolderImage(name):
-			e = &RecordError{File: filepath.Join(abs, name), Index: i,
+			e = &RecordError{File: file, Index: i,
 				Err: fmt.Errorf("%w: %s is an image format pipe does not decode (it decodes JPEG and PNG; convert the file, or skip it with on_error=skip)", ErrUnknownFormat, filepath.Ext(name))}
 		case !isImage(name):
-			e = &RecordError{File: filepath.Join(abs, name), Index: i,
+			e = &RecordError{File: file, Index: i,
 				Err: fmt.Errorf("%w: extension %q (want .jpg, .jpeg or .png)", ErrUnknownFormat, filepath.Ext(name))}
 		case f.sizes[i] == 0:
-			e = &RecordError{File: filepath.Join(abs, name), Index: i, Err: fmt.Errorf("%w: empty file", ErrFormat)}
+			e = &RecordError{File: file, Index: i, Err: fmt.Errorf("%w: empty file", ErrFormat)}
 		default:
 			continue
 		}
 		f.bad[i] = e
 		f.corrupt = append(f.corrupt, e)
 	}
-	id := "image_folder " + abs
-	args := []Arg{{"path", abs}}
+	id := "image_folder " + f.root
+	args := []Arg{{"path", f.root}}
 	if cfg.labels != "" {
 		id += " labels=" + cfg.labels
 		args = append(args, Arg{"labels", cfg.labels})
@@ -156,8 +145,57 @@ func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder
 		id += " classes=" + cfg.classes
 		args = append(args, Arg{"classes", cfg.classes})
 	}
+	args = append(args, cfg.remote.args(root)...)
 	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages, Args: args}
 	return f, nil
+}
+
+// openLocalFolder lists a folder on a local disk.
+func openLocalFolder(ctx context.Context, root string, cfg folderConfig) (*Folder, []string, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("image_folder: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, nil, fmt.Errorf("image_folder: %s is not a directory", root)
+	}
+	f := &Folder{root: abs, bad: map[int]*RecordError{}}
+	read := func(name string) ([]byte, error) { return readAnywhere(ctx, cfg.remote, name) }
+	add := func(name string, label int) error {
+		st, err := os.Stat(filepath.Join(abs, name))
+		if err != nil {
+			return fmt.Errorf("image_folder: %w", err)
+		}
+		f.add(name, label, st.Size(), st.ModTime().UnixNano())
+		return nil
+	}
+	var classes []string
+	switch {
+	case cfg.labels != "" && cfg.classes != "":
+		if classes, err = readClassCSV(read, cfg.classes, nil); err == nil {
+			_, err = f.listFlat(ctx, read, add, cfg.labels, classes, cfg.classes)
+		}
+	case cfg.labels != "":
+		classes, err = f.listFlat(ctx, read, add, cfg.labels, nil, "")
+	default:
+		if classes, err = f.listClasses(ctx); err == nil && cfg.classes != "" {
+			classes, err = readClassCSV(read, cfg.classes, classes)
+		}
+	}
+	return f, classes, err
+}
+
+// path is where sample i is, for errors and records: a local path or a
+// URL.
+func (f *Folder) path(i int) string {
+	if f.remote != nil {
+		return f.root + "/" + f.files[i]
+	}
+	return filepath.Join(f.root, f.files[i])
 }
 
 // listClasses lists class sub-directories and their files, both sorted.
@@ -196,9 +234,11 @@ func (f *Folder) listClasses(ctx context.Context) ([]string, error) {
 			// os.Stat, not the entry's own information: a symbolic link
 			// (how ImageNet subsets are laid out) is read at its target's
 			// size.
-			if err := f.add(filepath.Join(class, e.Name()), label, fileStat{path}); err != nil {
-				return nil, err
+			st, err := os.Stat(path)
+			if err != nil {
+				return nil, fmt.Errorf("image_folder: %w", err)
 			}
+			f.add(filepath.Join(class, e.Name()), label, st.Size(), st.ModTime().UnixNano())
 		}
 	}
 	return classes, nil
@@ -213,23 +253,14 @@ func entryIsDir(path string, e fs.DirEntry) bool {
 	return isDir(path)
 }
 
-type statter interface{ Info() (os.FileInfo, error) }
-
-func (f *Folder) add(name string, label int, e statter) error {
-	st, err := e.Info()
-	if err != nil {
-		return fmt.Errorf("image_folder: %w", err)
-	}
+// add appends a sample: its name under the root, label, size and
+// modification time (0 for an object, whose version is its ETag).
+func (f *Folder) add(name string, label int, size, mtime int64) {
 	f.files = append(f.files, name)
-	f.sizes = append(f.sizes, st.Size())
-	f.mtimes = append(f.mtimes, st.ModTime().UnixNano())
+	f.sizes = append(f.sizes, size)
+	f.mtimes = append(f.mtimes, mtime)
 	f.labels = append(f.labels, label)
-	return nil
 }
-
-type fileStat struct{ path string }
-
-func (s fileStat) Info() (os.FileInfo, error) { return os.Stat(s.path) }
 
 // listFlat reads the labels CSV: the samples are the files it lists. A
 // line whose label is not a number, or is not below len(names) (classes
@@ -237,8 +268,8 @@ func (s fileStat) Info() (os.FileInfo, error) { return os.Stat(s.path) }
 // the classes are the numbers up to the largest good label, and at least
 // past 1,024 classes half of them must appear (denseLabels). Each file costs
 // a stat, so it looks at ctx before each.
-func (f *Folder) listFlat(ctx context.Context, csvPath string, names []string, namesPath string) ([]string, error) {
-	rows, err := readCSV(csvPath)
+func (f *Folder) listFlat(ctx context.Context, read readFunc, add func(name string, label int) error, csvPath string, names []string, namesPath string) ([]string, error) {
+	rows, err := readCSV(read, csvPath)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +296,7 @@ func (f *Folder) listFlat(ctx context.Context, csvPath string, names []string, n
 			f.bad[len(f.files)] = &RecordError{File: csvPath, Offset: r.off, Index: len(f.files), Err: bad}
 			label = -1
 		}
-		if err := f.add(name, label, fileStat{filepath.Join(f.root, name)}); err != nil {
+		if err := add(name, label); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", csvPath, r.line, err)
 		}
 		maxLabel = max(maxLabel, label)
@@ -288,9 +319,12 @@ type csvRow struct {
 	fields []string
 }
 
+// readFunc reads a whole file: a local path or a URL.
+type readFunc func(name string) ([]byte, error)
+
 // readCSV reads lines of two comma-separated fields.
-func readCSV(path string) ([]csvRow, error) {
-	b, err := os.ReadFile(path)
+func readCSV(read readFunc, path string) ([]csvRow, error) {
+	b, err := read(path)
 	if err != nil {
 		return nil, fmt.Errorf("image_folder: %w", err)
 	}
@@ -315,8 +349,8 @@ func readCSV(path string) ([]csvRow, error) {
 
 // readClassCSV reads label,name lines, labels below MaxClasses; there must
 // be a name for every label up to the largest, and for every class in have.
-func readClassCSV(path string, have []string) ([]string, error) {
-	rows, err := readCSV(path)
+func readClassCSV(read readFunc, path string, have []string) ([]string, error) {
+	rows, err := readCSV(read, path)
 	if err != nil {
 		return nil, err
 	}
@@ -362,10 +396,16 @@ func (f *Folder) Read(i int, rec *Record) error {
 	if e, ok := f.bad[i]; ok {
 		return e
 	}
-	path := filepath.Join(f.root, f.files[i])
+	path := f.path(i)
 	fail := func(err error) error { return &RecordError{File: path, Index: i, Err: err} }
-	fh, err := os.Open(path)
-	if err != nil {
+	var fh *os.File
+	var err error
+	if f.remote != nil {
+		fh, err = f.remote.open(i)
+		if err != nil {
+			return err // a download failure stops the epoch: it is not the record's
+		}
+	} else if fh, err = os.Open(path); err != nil {
 		return fail(err)
 	}
 	defer fh.Close()
@@ -381,14 +421,25 @@ func (f *Folder) Read(i int, rec *Record) error {
 	return nil
 }
 
-// Fingerprint covers every file's name, size and modification time.
+// Fingerprint covers every file's name, size and modification time (an
+// object's ETag).
 func (f *Folder) Fingerprint() (string, error) {
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%q\x00", f.info.Identity, len(f.files), f.info.Classes)
 	for i, name := range f.files {
 		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00", name, f.sizes[i], f.mtimes[i], f.labels[i])
+		if f.remote != nil {
+			fmt.Fprintf(h, "%s\x00", f.remote.etags[i])
+		}
 	}
 	return fmt.Sprintf("%016x", h.Sum64()), nil
 }
 
-func (f *Folder) Close() error { return nil }
+// Close stops fetching a remote folder's files; a local folder holds
+// nothing.
+func (f *Folder) Close() error {
+	if f.remote != nil {
+		f.remote.close()
+	}
+	return nil
+}

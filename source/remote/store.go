@@ -405,24 +405,57 @@ func (s *Store) glob(ctx context.Context, pattern string) ([]Object, error) {
 	if _, err := path.Match(key, ""); err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", pattern, ErrBadURL, err)
 	}
-	prefix := key[:strings.IndexAny(key, "*?[")]
+	objs, err := s.list(ctx, pattern, bucket, key[:strings.IndexAny(key, "*?[")], func(k string) bool {
+		ok, _ := path.Match(key, k)
+		return ok
+	})
+	if err == nil && len(objs) == 0 {
+		err = fmt.Errorf("%s: %w: no objects match", pattern, ErrNotFound)
+	}
+	return objs, err
+}
+
+// ListTree returns every object under the directory u names (s3:// only:
+// an HTTP server cannot be listed), at any depth, sorted by URL; none is
+// [ErrNotFound].
+func (s *Store) ListTree(ctx context.Context, u string) ([]Object, error) {
+	if !strings.HasPrefix(u, "s3://") {
+		return nil, fmt.Errorf("%s: %w: an HTTP server cannot be listed", u, ErrBadURL)
+	}
+	bucket, key, err := s3Path(u)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" && !strings.HasSuffix(key, "/") {
+		key += "/"
+	}
+	objs, err := s.list(ctx, u, bucket, key, func(string) bool { return true })
+	if err == nil && len(objs) == 0 {
+		err = fmt.Errorf("%s: %w: no objects under it", u, ErrNotFound)
+	}
+	return objs, err
+}
+
+// list lists bucket's objects under prefix whose keys keep takes, sorted
+// by URL; what names the listing in errors.
+func (s *Store) list(ctx context.Context, what, bucket, prefix string, keep func(key string) bool) ([]Object, error) {
 	c, err := s.client()
 	if err != nil {
 		return nil, err
 	}
 	if err := s.acquire(ctx); err != nil {
-		return nil, fmt.Errorf("%s: %w", pattern, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer s.release()
 	var objs []Object
-	err = s.retry(ctx, pattern, func() error {
+	err = s.retry(ctx, what, func() error {
 		objs = objs[:0]
 		totals.requests.Add(1)
 		for info := range c.Client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 			if info.Err != nil {
 				return info.Err
 			}
-			if ok, _ := path.Match(key, info.Key); ok {
+			if keep(info.Key) {
 				objs = append(objs, Object{URL: "s3://" + bucket + "/" + info.Key, Size: info.Size, ETag: strings.Trim(info.ETag, `"`)})
 			}
 		}
@@ -430,9 +463,6 @@ func (s *Store) glob(ctx context.Context, pattern string) ([]Object, error) {
 	})
 	if err != nil {
 		return nil, err
-	}
-	if len(objs) == 0 {
-		return nil, fmt.Errorf("%s: %w: no objects match", pattern, ErrNotFound)
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].URL < objs[j].URL })
 	return objs, nil
