@@ -72,4 +72,22 @@ to_tensor layout=nchw dtype=float32
 			t.Errorf("run %d: fetch %v; want %v misses of 2 shards, bytes only when fetched", run, f, wantMisses)
 		}
 	}
+
+	// A training run's --json epochs carry the fetch figures too.
+	trainFile := writePipe(t, fmt.Sprintf("source webdataset path=\"s3://data/wds/shard-{0..1}.tgz\" endpoint=%s path_style=true cache_dir=%s\n", srv.Endpoint, t.TempDir())+
+		"decode\nshuffle seed=3\nrandom_crop size=24\nbatch 30\nto_tensor layout=nchw dtype=float32\ntrain mlp width=16 epochs=2 lr=0.05 threads=1\n")
+	out, errs, code = pipeCmd(t, "run", trainFile, "--json")
+	if code != 0 {
+		t.Fatalf("run of a training file over S3: exit %d: %s", code, errs)
+	}
+	epochs := jsonLines(t, out)
+	if len(epochs) != 2 {
+		t.Fatalf("training --json: %d objects, want 2: %s", len(epochs), out)
+	}
+	for e, want := range []float64{2, 0} {
+		f, ok := epochs[e]["fetch"].(map[string]any)
+		if !ok || f["cache_misses"] != want {
+			t.Errorf("training epoch %d: fetch %v; want %v cache misses", e, epochs[e]["fetch"], want)
+		}
+	}
 }

@@ -106,7 +106,7 @@ func stream(c *cobra.Command, file string, f runFlags) error {
 		if c.Flags().Changed("epochs") || f.checksum || f.consume > 0 {
 			return usageError{errors.New("with a train stage, set epochs= on it; --epochs, --checksum and --consume are for streaming")}
 		}
-		return train(c, p, f)
+		return train(c, p, f, lastFetch)
 	}
 	if f.resume {
 		return usageError{errors.New("--resume continues training: the file has no train stage")}

@@ -17,8 +17,9 @@ import (
 )
 
 // train runs the pipeline's train stage: a header, a line (or --json
-// object) per epoch, plots and a summary at the end.
-func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
+// object, with the fetch figures since lastFetch for a source over URLs)
+// per epoch, plots and a summary at the end.
+func train(c *cobra.Command, p *pipe.Pipeline, f runFlags, lastFetch pipe.FetchStats) error {
 	out, errw := output(c), c.ErrOrStderr()
 	if f.resume && p.Summary().TrainOut == "" {
 		return usageError{errors.New("--resume needs the train stage's out= directory, where the checkpoint is")}
@@ -75,7 +76,9 @@ func train(c *cobra.Command, p *pipe.Pipeline, f runFlags) error {
 				bar.epochDone()
 			}
 			if f.json {
-				enc.Encode(e)
+				fetched := pipe.Fetched()
+				enc.Encode(withFetch(e, fetched, lastFetch))
+				lastFetch = fetched
 				return
 			}
 			fmt.Fprintln(out, trainLine(e))
