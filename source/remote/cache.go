@@ -28,8 +28,9 @@ import (
 // shard is checked, fetched, or opened by a reader; a fetch is written to
 // a temporary name and renamed when whole. When the files pass Limit, the
 // least recently used shards (by modification time, which a hit renews)
-// are removed, except those locked at that moment: a shard a process has
-// open stays readable through its descriptor until closed.
+// are removed with their lock files, except those locked at that moment: a
+// shard a process has open stays readable through its descriptor until
+// closed.
 type Cache struct {
 	// Dir is the cache directory. Default: $PIPE_SHARD_CACHE, else
 	// pipe/shards under the user cache directory (~/.cache on Linux).
@@ -76,7 +77,7 @@ func (c *Cache) Fetch(ctx context.Context, s *Store, obj Object) (p string, hit 
 	key := fmt.Sprintf("%016x", xxhash.Sum64String(obj.URL))
 	ver := fmt.Sprintf("%016x", xxhash.Sum64String(fmt.Sprintf("%s\x00%d", obj.ETag, obj.Size)))
 	p = filepath.Join(dir, key+"-"+ver+"-"+safeBase(obj.URL))
-	unlock, err := lockFile(ctx, filepath.Join(dir, key+".lock"))
+	lock, err := lockFile(ctx, filepath.Join(dir, key+".lock"))
 	if err != nil {
 		return "", false, nil, fmt.Errorf("%s: shard cache: %w", obj.URL, err)
 	}
@@ -84,10 +85,10 @@ func (c *Cache) Fetch(ctx context.Context, s *Store, obj Object) (p string, hit 
 		now := time.Now()
 		os.Chtimes(p, now, now) // the LRU stamp; best effort
 		totals.hits.Add(1)
-		return p, true, unlock, nil
+		return p, true, lock.unlock, nil
 	}
 	if err := c.fetch(ctx, s, obj, p); err != nil {
-		unlock()
+		lock.unlock()
 		return "", false, nil, err
 	}
 	totals.misses.Add(1)
@@ -100,7 +101,7 @@ func (c *Cache) Fetch(ctx context.Context, s *Store, obj Object) (p string, hit 
 	if c.Limit > 0 {
 		c.evict(dir, key)
 	}
-	return p, false, unlock, nil
+	return p, false, lock.unlock, nil
 }
 
 // fetch copies obj into a temporary file renamed to dst when whole.
@@ -175,14 +176,15 @@ func (c *Cache) evict(dir, keep string) {
 		if sh.key == keep {
 			continue
 		}
-		unlock, ok := tryLockFile(filepath.Join(dir, sh.key+".lock"))
+		lock, ok := tryLockFile(filepath.Join(dir, sh.key+".lock"))
 		if !ok {
 			continue
 		}
 		if os.Remove(sh.path) == nil {
 			total -= sh.size
 		}
-		unlock()
+		lock.remove() // the shard's lock file goes with it
+
 	}
 }
 

@@ -9,26 +9,32 @@ import (
 
 // Without flock, the cache's locks hold within one process only: two
 // processes sharing a cache directory may both fetch a shard (each into
-// its own temporary file, so neither sees the other's half written).
+// its own temporary file, so neither sees the other's half written), and
+// no lock file is made.
 var locks sync.Map // name → chan struct{} of capacity 1
 
-func lockFile(ctx context.Context, name string) (func(), error) {
+type fileLock struct{ ch chan struct{} }
+
+func (l *fileLock) unlock() { <-l.ch }
+func (l *fileLock) remove() { l.unlock() }
+
+func lockFile(ctx context.Context, name string) (*fileLock, error) {
 	v, _ := locks.LoadOrStore(name, make(chan struct{}, 1))
 	ch := v.(chan struct{})
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, nil
+		return &fileLock{ch}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-func tryLockFile(name string) (func(), bool) {
+func tryLockFile(name string) (*fileLock, bool) {
 	v, _ := locks.LoadOrStore(name, make(chan struct{}, 1))
 	ch := v.(chan struct{})
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, true
+		return &fileLock{ch}, true
 	default:
 		return nil, false
 	}

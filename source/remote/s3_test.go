@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,6 +214,39 @@ func TestCacheSharedAndLRU(t *testing.T) {
 	if strings.Join(names, " ") != "s2.tar s3.tar" && strings.Join(names, " ") != "s3.tar s2.tar" {
 		t.Fatalf("after 4 shards of 1000 bytes under a 2500-byte limit the cache holds %v; want s2 and s3", names)
 	}
+	if locks, _ := filepath.Glob(filepath.Join(c.Dir, "*.lock")); runtime.GOOS != "windows" && len(locks) != 2 {
+		t.Errorf("%d lock files for 2 shards kept: evicted shards' lock files must go with them", len(locks))
+	}
+
+	// Under a limit that holds one shard, fetchers of all four at once
+	// evict each other's shards and remove their lock files all along;
+	// every one still reads its own bytes, whole.
+	tight := &remote.Cache{Dir: t.TempDir(), Limit: 1500}
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 25 {
+				i := (g + k) % len(objs)
+				p, _, release, err := tight.Fetch(t.Context(), s, objs[i])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				fh, err := os.Open(p)
+				release()
+				if err != nil {
+					t.Errorf("%s: %v", objs[i].URL, err)
+					return
+				}
+				got, err := io.ReadAll(fh)
+				fh.Close()
+				if err != nil || !bytes.Equal(got, randomBytes(1000, uint64(i))) {
+					t.Errorf("%s: read %d bytes (%v), not the object's", objs[i].URL, len(got), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // proxy stands between the client and the S3 server and misbehaves as
