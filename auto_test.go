@@ -31,10 +31,13 @@ func TestAutoEqualsFixedWorkers(t *testing.T) {
 			got := checksums(t, p, 2)
 			// Every device buffer came back, and there are depth + 2 of
 			// them: the depth the tuner reports.
-			for d := range devices {
-				free, all := p.eng.FreeDeviceBuffers(d)
-				if depth := p.eng.AutoStats(-1); free != all || depth != nil && depth.DepthAuto && all != depth.Depth+2 {
-					t.Errorf("workers=%d device %d: %d of %d buffers free, depth %+v", w, d, free, all, depth)
+			bufs := p.Buffers().Devices
+			if len(bufs) != devices {
+				t.Fatalf("workers=%d: buffers of %d devices, want %d", w, len(bufs), devices)
+			}
+			for d, b := range bufs {
+				if depth := p.eng.AutoStats(-1); b.Held != 0 || depth != nil && depth.DepthAuto && b.All != depth.Depth+2 {
+					t.Errorf("workers=%d device %d: %d of %d buffers held, depth %+v", w, d, b.Held, b.All, depth)
 				}
 			}
 			if want == nil {

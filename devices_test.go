@@ -174,8 +174,8 @@ func TestDeviceBackpressure(t *testing.T) {
 	if a := delivered(x, 0); a != 2 {
 		t.Fatalf("with no consumer, device 0 received %d batches when production stopped: want the queue depth, 2", a)
 	}
-	if out := p.eng.SlabsOut(); out > p.eng.Slabs() {
-		t.Fatalf("%d slabs out of %d", out, p.eng.Slabs())
+	if out := p.Buffers().SlabsHeld; out > p.Buffers().Slabs {
+		t.Fatalf("%d slabs out of %d", out, p.Buffers().Slabs)
 	}
 	// Consumers resume (round-robin, as replicas advance together): a
 	// device that stops holds every device back, which is the point.
@@ -214,12 +214,16 @@ func TestDeviceCancelReleasesEverything(t *testing.T) {
 	}
 	x.Close()
 	held.Release()
-	if p.eng.SlabsOut() != 0 {
-		t.Errorf("%d host slabs not returned", p.eng.SlabsOut())
+	if p.Buffers().SlabsHeld != 0 {
+		t.Errorf("%d host slabs not returned", p.Buffers().SlabsHeld)
 	}
-	for d := range 2 {
-		if free, all := p.eng.FreeDeviceBuffers(d); free != all-boolInt(d == 1) {
-			t.Errorf("device %d: %d of %d buffers returned", d, free, all)
+	devs := p.Buffers().Devices
+	if len(devs) != 2 {
+		t.Fatalf("buffers of %d devices, want 2", len(devs))
+	}
+	for d, b := range devs {
+		if b.Held != boolInt(d == 1) {
+			t.Errorf("device %d: %d of %d buffers held; want %d", d, b.Held, b.All, boolInt(d == 1))
 		}
 	}
 	p.Close()

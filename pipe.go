@@ -45,6 +45,10 @@ type (
 	RunOptions = engine.RunOptions
 	// Checksum hashes an epoch's output.
 	Checksum = engine.Checksum
+	// Buffers is what the staging memory holds (Pipeline.Buffers);
+	// DeviceBuffers, one device's part.
+	Buffers       = engine.Buffers
+	DeviceBuffers = engine.DeviceBuffers
 
 	// CacheConfig configures a cache stage; CacheInfo describes one;
 	// WarmProgress reports a warm.
@@ -581,6 +585,12 @@ func (p *Pipeline) String() string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Buffers returns the host slabs and device buffers the pipeline stages
+// batches in, and how many are held now: between epochs, with every batch
+// released, none is, so a count above zero then is a batch never
+// released.
+func (p *Pipeline) Buffers() Buffers { return p.eng.Buffers() }
 
 // Skipped returns the records skipped so far under on_error=skip (up to the
 // first 1000) and how many there were in all.

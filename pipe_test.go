@@ -277,8 +277,8 @@ func TestCancelAndEarlyClose(t *testing.T) {
 		t.Fatalf("cancel: %v", err)
 	}
 	goleak.VerifyNone(t)
-	if p.eng.SlabsOut() != 0 {
-		t.Fatalf("%d slabs not returned after cancel", p.eng.SlabsOut())
+	if p.Buffers().SlabsHeld != 0 {
+		t.Fatalf("%d slabs not returned after cancel", p.Buffers().SlabsHeld)
 	}
 
 	x, err := p.Epoch(context.Background(), 0)
@@ -288,11 +288,11 @@ func TestCancelAndEarlyClose(t *testing.T) {
 	b, _ := x.Next()
 	x.Close()
 	goleak.VerifyNone(t)
-	if len(b.Data) == 0 || p.eng.SlabsOut() != 1 {
-		t.Fatalf("a delivered batch must stay valid after Close: %d slabs out", p.eng.SlabsOut())
+	if len(b.Data) == 0 || p.Buffers().SlabsHeld != 1 {
+		t.Fatalf("a delivered batch must stay valid after Close: %d slabs out", p.Buffers().SlabsHeld)
 	}
 	b.Release()
-	if p.eng.SlabsOut() != 0 {
+	if p.Buffers().SlabsHeld != 0 {
 		t.Fatal("slab not returned by Release after Close")
 	}
 }
@@ -315,8 +315,8 @@ func TestHoldingEveryBatchIsAnError(t *testing.T) {
 		}
 		held = append(held, b)
 	}
-	if len(held) != p.eng.Slabs() {
-		t.Errorf("held %d batches, pool has %d slabs", len(held), p.eng.Slabs())
+	if len(held) != p.Buffers().Slabs {
+		t.Errorf("held %d batches, pool has %d slabs", len(held), p.Buffers().Slabs)
 	}
 	for _, b := range held {
 		b.Release()

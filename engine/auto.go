@@ -615,7 +615,7 @@ func (x *DeviceEpoch) observeDepth() error {
 			if err != nil {
 				return err
 			}
-			x.e.devSlots[d]++
+			x.e.devSlots[d].Add(1)
 			x.free[d] <- s
 		}
 	}

@@ -139,8 +139,8 @@ func TestAutoMemoryBudget(t *testing.T) {
 	if a.MaxWorkers != 3 || e.Workers() > 3 {
 		t.Errorf("max workers %d, chose %d; the budget holds 3", a.MaxWorkers, e.Workers())
 	}
-	if a.MemoryBytes > a.BudgetBytes || int64(e.Slabs())*slab > a.BudgetBytes {
-		t.Errorf("%d slabs of %d bytes (reported %d) over the budget of %d", e.Slabs(), slab, a.MemoryBytes, a.BudgetBytes)
+	if a.MemoryBytes > a.BudgetBytes || int64(e.Buffers().Slabs)*slab > a.BudgetBytes {
+		t.Errorf("%d slabs of %d bytes (reported %d) over the budget of %d", e.Buffers().Slabs, slab, a.MemoryBytes, a.BudgetBytes)
 	}
 }
 

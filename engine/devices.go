@@ -57,7 +57,9 @@ func (e *Engine) openDevices() error {
 			free <- s
 		}
 		e.devFree = append(e.devFree, free)
-		e.devSlots = append(e.devSlots, depth+2)
+		slots := new(atomic.Int64)
+		slots.Store(int64(depth + 2))
+		e.devSlots = append(e.devSlots, slots)
 	}
 	// Page-locked slabs where the devices offer them: copies from pageable
 	// memory are staged by the driver and run at a fraction of the rate.

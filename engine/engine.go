@@ -139,7 +139,7 @@ type Engine struct {
 
 	devs      []prefetch.Device // opened by the first DeviceEpoch
 	devFree   []chan *devSlot   // per device, its free buffers
-	devSlots  []int             // per device, how many buffers it has
+	devSlots  []*atomic.Int64   // per device, how many buffers it has (grown by the tuner)
 	hostAlloc prefetch.HostAllocator
 	held      int // slabs a consumer holds beyond the usual (SetHostAllocator)
 	// tune is workers=auto and depth=auto's tuner, nil without them.
@@ -264,21 +264,35 @@ func (e *Engine) indexBuf(i int) []int {
 	return e.indices[i][:e.rows]
 }
 
-// SlabsOut is the number of host slabs not in the pool: held by batches
-// or in flight. For tests of the release discipline.
-func (e *Engine) SlabsOut() int {
-	if e.slabs == nil {
-		return 0
-	}
-	return e.slabs.Out()
+// Buffers is the engine's staging memory at a moment: its host slabs and
+// each device's buffers, and how many of each are held, by batches not yet
+// released or by work in flight. Between epochs, with every batch
+// released, nothing is held: a count that stays above zero then is a batch
+// never released, and memory that will not come back.
+type Buffers struct {
+	Slabs     int             `json:"slabs"`      // host slabs (0 before the first epoch)
+	SlabsHeld int             `json:"slabs_held"` // of those, not in the pool
+	Devices   []DeviceBuffers `json:"devices,omitempty"`
 }
 
-// Slabs is the number of host slabs (0 before the first epoch).
-func (e *Engine) Slabs() int {
-	if e.slabs == nil {
-		return 0
+// DeviceBuffers are one device's buffers, as [Buffers] counts them.
+type DeviceBuffers struct {
+	All  int `json:"all"`
+	Held int `json:"held"`
+}
+
+// Buffers returns what the staging memory holds now. It is safe to call
+// while an epoch runs, when the counts are a moment's.
+func (e *Engine) Buffers() Buffers {
+	var b Buffers
+	if e.slabs != nil {
+		b.Slabs, b.SlabsHeld = e.slabs.Len(), e.slabs.Out()
 	}
-	return e.slabs.Len()
+	for d, free := range e.devFree {
+		all := int(e.devSlots[d].Load())
+		b.Devices = append(b.Devices, DeviceBuffers{All: all, Held: all - len(free)})
+	}
+	return b
 }
 
 // Close closes the devices and frees the slabs. The source and the cache
@@ -290,14 +304,4 @@ func (e *Engine) Close() error {
 		e.slabs = nil
 	}
 	return err
-}
-
-// FreeDeviceBuffers reports how many of device d's buffers are free, of
-// all it has: every one once no slice is held. For tests of the release
-// discipline.
-func (e *Engine) FreeDeviceBuffers(d int) (free, all int) {
-	if d < 0 || d >= len(e.devFree) {
-		return 0, 0
-	}
-	return len(e.devFree[d]), e.devSlots[d]
 }

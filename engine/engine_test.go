@@ -161,8 +161,8 @@ func TestCloseFromAnotherGoroutine(t *testing.T) {
 	if err := <-done; err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next after Close: %v", err)
 	}
-	if e.SlabsOut() != 0 {
-		t.Fatalf("%d slabs out after Close", e.SlabsOut())
+	if e.Buffers().SlabsHeld != 0 {
+		t.Fatalf("%d slabs out after Close", e.Buffers().SlabsHeld)
 	}
 }
 
@@ -207,7 +207,7 @@ func TestCloseBeforeTheProducerStarts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := e.SlabsOut(); n != 0 {
+			if n := e.Buffers().SlabsHeld; n != 0 {
 				t.Fatalf("%d slabs out after the last Close", n)
 			}
 			t.Logf("%d epochs opened and closed", cycles.Load())
