@@ -2,15 +2,11 @@ package pipe
 
 import (
 	"context"
-	"flag"
-	"os"
-	"strings"
 	"testing"
 
+	"github.com/pipefeed/pipe/internal/golden"
 	"github.com/pipefeed/pipe/pipefile"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected results in pipefile/testdata/parse.txt")
 
 func testEnv(name string) (string, bool) {
 	switch name {
@@ -22,34 +18,13 @@ func testEnv(name string) (string, bool) {
 	return "", false
 }
 
-// TestParseData runs the cases in testdata/parse.txt: a new parser case is a
-// few lines of text there.
+// TestParseData runs the cases in testdata/parse.txt: a new case of the
+// file format, from parsing to the built pipeline's canonical lines or its
+// error, is a few lines of text there (-update rewrites their outputs).
 func TestParseData(t *testing.T) {
-	const path = "pipefile/testdata/parse.txt"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := strings.Split(string(b), "\n====\n")
-	for i, c := range cases {
-		src, want, ok := strings.Cut(c, "\n----\n")
-		if !ok {
-			t.Fatalf("case %d has no ----", i)
-		}
-		got := parseResult(src)
-		if *update {
-			cases[i] = src + "\n----\n" + strings.TrimSpace(got)
-			continue
-		}
-		if strings.TrimSpace(got) != strings.TrimSpace(want) {
-			t.Errorf("case %d:\n%s\ngot:\n%s\nwant:\n%s", i, src, got, want)
-		}
-	}
-	if *update {
-		if err := os.WriteFile(path, []byte(strings.Join(cases, "\n====\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	golden.Run(t, "testdata/parse.txt", func(t *testing.T, c golden.Case) string {
+		return parseResult(c.Input)
+	})
 }
 
 func parseResult(src string) string {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipefeed/pipe/internal/golden"
 	"github.com/pipefeed/pipe/internal/shareddata"
 	"github.com/pipefeed/pipe/pipefile"
 	"github.com/pipefeed/pipe/source"
@@ -73,16 +74,15 @@ func roundTrip(t *testing.T, name string, p *Pipeline, env func(string) (string,
 }
 
 // TestStringRoundTrip: the String of every example and of every pipeline in
-// pipefile/testdata/parse.txt parses back to an equal pipeline.
+// testdata/parse.txt parses back to an equal pipeline.
 func TestStringRoundTrip(t *testing.T) {
-	b, err := os.ReadFile("pipefile/testdata/parse.txt")
+	cases, err := golden.Read("testdata/parse.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	built := 0
-	for i, c := range strings.Split(string(b), "\n====\n") {
-		src, _, _ := strings.Cut(c, "\n----\n")
-		f, err := pipefile.Parse("x.pipe", src, testEnv)
+	for i, c := range cases {
+		f, err := pipefile.Parse("x.pipe", c.Input, testEnv)
 		if err != nil {
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pipefeed/pipe/cache/store"
+	"github.com/pipefeed/pipe/internal/golden"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -40,12 +41,9 @@ func compute(c *Cache, skip, panicAt int) ComputeFunc {
 	}
 }
 
-// TestCacheData runs the cases in testdata/cache.txt.
+// TestCacheData runs the cases in testdata/cache.txt (-update rewrites
+// their outputs).
 func TestCacheData(t *testing.T) {
-	b, err := os.ReadFile("testdata/cache.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var c *Cache
 	var spec Spec
 	defer func() {
@@ -53,21 +51,10 @@ func TestCacheData(t *testing.T) {
 			c.Close()
 		}
 	}()
-	for _, block := range strings.Split(string(b), "\n\n") {
-		var lines []string
-		for _, l := range strings.Split(block, "\n") {
-			if !strings.HasPrefix(l, "#") {
-				lines = append(lines, l)
-			}
-		}
-		text := strings.TrimSpace(strings.Join(lines, "\n"))
-		if text == "" {
-			continue
-		}
-		cmd, want, ok := strings.Cut(text, "\n----\n")
-		if !ok {
-			t.Fatalf("case %q has no ----", text)
-		}
+	tempDir := t.TempDir // the whole run's: a case's ends with it, later ones reopen it
+	golden.Run(t, "testdata/cache.txt", func(t *testing.T, tc golden.Case) string {
+		cmd := golden.Uncommented(tc.Input)
+		var err error
 		fields := strings.Fields(cmd)
 		args := map[string]string{}
 		for _, f := range fields[1:] {
@@ -91,7 +78,7 @@ func TestCacheData(t *testing.T) {
 				c.Close()
 			}
 			if fields[0] == "open" {
-				spec = Spec{Config: Config{Dir: t.TempDir(), ShardSize: num("shard", 4), Epochs: num("epochs", 1), Memory: 1 << 20},
+				spec = Spec{Config: Config{Dir: tempDir(), ShardSize: num("shard", 4), Epochs: num("epochs", 1), Memory: 1 << 20},
 					Parts: []string{"test"}, Samples: num("samples", 10), Ordered: args["ordered"] == "true"}
 			}
 			if c, err = Open(spec); err != nil {
@@ -194,10 +181,8 @@ func TestCacheData(t *testing.T) {
 		default:
 			t.Fatalf("unknown command %q", cmd)
 		}
-		if got != want {
-			t.Errorf("%s\ngot:\n%s\nwant:\n%s", cmd, got, want)
-		}
-	}
+		return got
+	})
 }
 
 // TestMetaEveryEpoch: the meta of a cache before any random stage says one

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/pipefeed/pipe/internal/golden"
 )
 
 func testEnv(name string) (string, bool) {
@@ -91,10 +93,10 @@ func TestExamplesParse(t *testing.T) {
 // FuzzParse checks that no input crashes the parser and that every error
 // carries a position.
 func FuzzParse(f *testing.F) {
-	b, _ := os.ReadFile("testdata/parse.txt")
-	for _, c := range strings.Split(string(b), "\n====\n") {
-		src, _, _ := strings.Cut(c, "\n----\n")
-		f.Add(src)
+	// The root's end-to-end cases, where this runs in a checkout.
+	cases, _ := golden.Read("../testdata/parse.txt")
+	for _, c := range cases {
+		f.Add(c.Input)
 	}
 	f.Add("source synthetic n=1\nbatch 1\n")
 	f.Add("\"\x00#=${:-}")

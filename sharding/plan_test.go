@@ -1,57 +1,33 @@
 package sharding
 
 import (
-	"bufio"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pipefeed/pipe/internal/golden"
 )
 
-// TestPlanData runs the cases in testdata/plan.txt.
+// TestPlanData runs the cases in testdata/plan.txt (-update rewrites
+// their outputs).
 func TestPlanData(t *testing.T) {
-	f, err := os.Open("testdata/plan.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	line := 0
-	for sc.Scan() {
-		line++
-		cmd := strings.TrimSpace(sc.Text())
-		if cmd == "" || strings.HasPrefix(cmd, "#") {
-			continue
-		}
+	golden.Run(t, "testdata/plan.txt", func(t *testing.T, c golden.Case) string {
+		cmd := golden.Uncommented(c.Input)
 		args := map[string]int{"world": 1, "epochs": 1, "seed": -1}
 		fields := strings.Fields(cmd)
-		if fields[0] != "plan" {
-			t.Fatalf("plan.txt:%d: unknown command %q", line, fields[0])
+		if len(fields) == 0 || fields[0] != "plan" {
+			t.Fatalf("unknown command %q", cmd)
 		}
 		for _, kv := range fields[1:] {
 			k, v, _ := strings.Cut(kv, "=")
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				t.Fatalf("plan.txt:%d: %s: %v", line, kv, err)
+				t.Fatalf("%s: %v", kv, err)
 			}
 			args[k] = n
-		}
-		start := line
-		sc.Scan()
-		line++
-		if sc.Text() != "----" {
-			t.Fatalf("plan.txt:%d: want ----", line)
-		}
-		var want []string
-		for sc.Scan() {
-			line++
-			if strings.TrimSpace(sc.Text()) == "" {
-				break
-			}
-			want = append(want, sc.Text())
 		}
 		opts := []Option{WithRank(args["rank"], args["world"])}
 		if args["slices"] > 0 {
@@ -65,16 +41,14 @@ func TestPlanData(t *testing.T) {
 		}
 		p, err := New(args["n"], opts...)
 		if err != nil {
-			t.Fatalf("plan.txt:%d: %v", start, err)
+			return "error: " + err.Error()
 		}
 		var got []string
 		for e := range args["epochs"] {
 			got = append(got, strings.Trim(fmt.Sprint(p.Epoch(e, nil)), "[]"))
 		}
-		if !slices.Equal(got, want) {
-			t.Errorf("plan.txt:%d: %s\ngot:\n%s\nwant:\n%s", start, cmd, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
+		return strings.Join(got, "\n")
+	})
 }
 
 func TestRanksPartitionEachEpoch(t *testing.T) {
