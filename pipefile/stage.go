@@ -575,9 +575,9 @@ type TrainConfig struct {
 func DefaultTrain(model string) TrainConfig {
 	return TrainConfig{Config: trainer.Config{
 		Model:  trainer.ModelSpec{Name: model, Depth: 20},
-		Epochs: 10, Optim: trainer.OptimConfig{Name: "sgd", Momentum: 0.9},
-		LR: 0.1, BaseBatch: 256, ScaleLR: "linear", Schedule: "constant", Gamma: 0.1, Mode: "sync",
-	}, Out: "runs/train"}
+		Epochs: 10, Optim: trainer.OptimConfig{Momentum: 0.9},
+		LR: 0.1, Gamma: 0.1,
+	}.WithDefaults(), Out: "runs/train"}
 }
 
 // Train makes the pipeline train a model on its batches (the .pipe stage
@@ -609,26 +609,17 @@ func (t TrainConfig) checkBounds() error {
 		checkMax("log_every", t.LogEvery, stepsBound))
 }
 
-// trainLine is t's canonical line: every parameter of the train spec.
+// trainLine is t's canonical line: every parameter of the train spec, the
+// unset ones at the trainer's defaults.
 func trainLine(t TrainConfig) string {
-	m, o := t.Model, t.Optim
-	name := o.Name
-	if name == "" {
-		name = "sgd"
-	}
+	c := t.Config.WithDefaults()
+	m, o := c.Model, c.Optim
 	return fmt.Sprintf("train model=%s depth=%d width=%d epochs=%d steps_per_epoch=%d optimizer=%s lr=%g base_batch=%d scale_lr=%s "+
 		"momentum=%g nesterov=%t weight_decay=%g schedule=%s warmup=%g step_every=%d gamma=%g label_smoothing=%g mode=%s "+
 		"average_every=%d threads=%d out=%s log_every=%d",
-		m.Name, m.Depth, m.Width, t.Epochs, t.StepsPerEpoch, name, t.LR, t.BaseBatch, orDefault(t.ScaleLR, "linear"),
-		o.Momentum, o.Nesterov, o.WeightDecay, orDefault(t.Schedule, "constant"), t.WarmupEpochs, t.StepEvery, t.Gamma, t.Smoothing,
-		orDefault(t.Mode, "sync"), t.AverageEvery, t.Threads, quote(t.Out), t.LogEvery)
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+		m.Name, m.Depth, m.Width, t.Epochs, c.StepsPerEpoch, o.Name, c.LR, t.BaseBatch, c.ScaleLR,
+		o.Momentum, o.Nesterov, o.WeightDecay, c.Schedule, c.WarmupEpochs, c.StepEvery, c.Gamma, c.Smoothing,
+		c.Mode, c.AverageEvery, t.Threads, quote(t.Out), t.LogEvery)
 }
 
 // EvalConfig is the eval stage: a held-out source, evaluated every Every

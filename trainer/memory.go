@@ -18,8 +18,9 @@ func ModelBytes(cfg Config) (bytes uint64, params int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	cfg = cfg.WithDefaults()
 	per := uint64(4 + 4 + 8 + 4) // W, G, G64, the first state
-	if cfg.Optim.Name != "" && cfg.Optim.Name != "sgd" {
+	if cfg.Optim.Name != "sgd" {
 		per += 4
 	}
 	hi, one := bits.Mul64(uint64(params), per)
@@ -44,10 +45,7 @@ func CheckModel(cfg Config) error {
 	if have == 0 || need <= have {
 		return nil
 	}
-	opt := cfg.Optim.Name
-	if opt == "" {
-		opt = "sgd"
-	}
+	cfg = cfg.WithDefaults()
 	return fmt.Errorf("trainer: model %s for %d classes of %v inputs has %d parameters: %d replica(s) need %.1f GB for them, their gradients and %s's state, and %s (fewer classes, a narrower model or fewer replicas)",
-		cfg.Model, cfg.Classes, cfg.Input, params, max(cfg.Replicas, 1), float64(need)/1e9, opt, sysmem.Describe())
+		cfg.Model, cfg.Classes, cfg.Input, params, max(cfg.Replicas, 1), float64(need)/1e9, cfg.Optim.Name, sysmem.Describe())
 }

@@ -162,6 +162,31 @@ type Config struct {
 // Modes lists the data-parallel modes.
 var Modes = []string{"sync", "local", "mixture"}
 
+// WithDefaults returns c with its unset choices at their defaults — mode
+// sync, optimiser sgd, scale_lr linear, schedule constant, base batch 256
+// — written here once: New, the memory check and the .pipe train stage
+// (its canonical line and the defaults `pipe stages` shows) read them from
+// here. Counts whose zero New takes as 1 (Replicas, Epochs, Threads) are
+// left as they are: to a .pipe file, threads=0 means every core.
+func (c Config) WithDefaults() Config {
+	if c.BaseBatch == 0 {
+		c.BaseBatch = 256
+	}
+	if c.Mode == "" {
+		c.Mode = "sync"
+	}
+	if c.ScaleLR == "" {
+		c.ScaleLR = "linear"
+	}
+	if c.Schedule == "" {
+		c.Schedule = "constant"
+	}
+	if c.Optim.Name == "" {
+		c.Optim.Name = "sgd"
+	}
+	return c
+}
+
 // Trainer trains one model data-parallel on its replicas.
 type Trainer struct {
 	cfg      Config
@@ -213,20 +238,15 @@ type replica struct {
 
 // New builds the replicas, every one initialised identically from the seed.
 func New(cfg Config) (*Trainer, error) {
+	cfg = cfg.WithDefaults()
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
 	if cfg.Epochs == 0 {
 		cfg.Epochs = 1
 	}
-	if cfg.BaseBatch == 0 {
-		cfg.BaseBatch = 256
-	}
 	if cfg.Threads == 0 {
 		cfg.Threads = 1
-	}
-	if cfg.Mode == "" {
-		cfg.Mode = "sync"
 	}
 	switch cfg.Mode {
 	case "sync", "mixture":
