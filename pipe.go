@@ -164,9 +164,21 @@ type Pipeline struct {
 	evalP *Pipeline // built by Fit
 	// group is the job this process is a rank of (WithGroup), or nil.
 	group trainer.Group
-	// fileBatch is the batch stage's size, before joinGroup divides it
-	// among ranks and resolve cuts it to the epoch.
-	fileBatch int
+	// at is where the pipeline runs and its batch sizes, settled while it
+	// is built; cfg stays as Compile made it.
+	at placement
+}
+
+// placement is a pipeline's rank and world and its batch sizes, settled
+// once as it is built: joinGroup sets the rank and world and divides a
+// training job's global batch among the ranks, resolve cuts a batch larger
+// than the rank's epoch to it, and nothing changes them after.
+type placement struct {
+	rank, world int
+	// fileBatch is the batch stage's size; batch the rank's, what each
+	// Next returns; global a training step's samples over every rank (in
+	// an elastic pipeline, the unit the ranks slice).
+	fileBatch, batch, global int
 }
 
 // New builds a pipeline from stages: exactly one Source first, then any
@@ -183,16 +195,17 @@ func build(stages []Stage, lo loadOptions) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
+	at := placement{rank: cfg.Rank, world: cfg.World, fileBatch: cfg.Batch, batch: cfg.Batch}
 	if lo.world > 0 {
 		if lo.rank < 0 || lo.rank >= lo.world {
 			return nil, fmt.Errorf("%w: rank %d of %d: want 0 ≤ rank < world", ErrConfig, lo.rank, lo.world)
 		}
-		cfg.Rank, cfg.World = lo.rank, lo.world
+		at.rank, at.world = lo.rank, lo.world
 	}
 	if cfg.Source == nil {
 		return nil, pipefile.Errorf(stages, 0, "the source is not open (pipefile.File.Open opens a file's sources)")
 	}
-	p := &Pipeline{stages: stages, cfg: cfg, cores: runtime.GOMAXPROCS(0), fileBatch: cfg.Batch}
+	p := &Pipeline{stages: stages, cfg: cfg, cores: runtime.GOMAXPROCS(0), at: at}
 	if lo.group != nil && lo.group.Size() > 1 {
 		if err := p.joinGroup(lo.group); err != nil {
 			return nil, err
@@ -261,8 +274,13 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 	// A batch larger than the rank's epoch is one batch of the epoch: that
 	// is the batch in use, which the figures report and the trainer scales
 	// its learning rate by.
-	if n := cfg.Source.Len() / cfg.World; cfg.Batch > n && !cfg.DropLast && !cfg.Elastic && n > 0 {
-		cfg.Batch = n
+	at := &p.at
+	if n := cfg.Source.Len() / at.world; at.batch > n && !cfg.DropLast && !cfg.Elastic && n > 0 {
+		at.batch = n
+	}
+	at.global = at.batch
+	if (p.group != nil && cfg.Train != nil) || cfg.Elastic {
+		at.global = at.batch * at.world
 	}
 	var popts []sharding.Option
 	switch {
@@ -275,20 +293,20 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 	case cfg.Shuffle:
 		popts = append(popts, sharding.WithShuffle(cfg.Seed))
 	}
-	popts = append(popts, sharding.WithRank(cfg.Rank, cfg.World))
+	popts = append(popts, sharding.WithRank(at.rank, at.world))
 	switch {
 	case cfg.Elastic:
 		// The global batch is this rank's batch times the ranks, in a
 		// training job and when streaming alike.
-		popts = append(popts, sharding.WithElastic(cfg.Batch*cfg.World))
+		popts = append(popts, sharding.WithElastic(at.global))
 	case p.group != nil && cfg.Train != nil:
-		popts = append(popts, sharding.WithSlices(cfg.Batch))
+		popts = append(popts, sharding.WithSlices(at.batch))
 	}
 	if p.plan, err = sharding.New(cfg.Source.Len(), popts...); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if cfg.DropLast && p.plan.Len() < cfg.Batch {
-		return fmt.Errorf("%w: batch %d with drop_last leaves nothing of %d samples", ErrConfig, cfg.Batch, p.plan.Len())
+	if cfg.DropLast && p.plan.Len() < at.batch {
+		return fmt.Errorf("%w: batch %d with drop_last leaves nothing of %d samples", ErrConfig, at.batch, p.plan.Len())
 	}
 	if cfg.Prefetch != nil {
 		i := pipefile.Index(stages, "prefetch")
@@ -319,7 +337,7 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 	p.eng, err = engine.New(engine.Spec{
 		Source: cfg.Source, InShape: in, Ops: cfg.Ops, CacheAt: cfg.CacheAt, Reduce: cfg.Reduce, MaxPixels: cfg.MaxPixels,
 		Host: p.host, Out: p.out, DevNorm: devNorm, Seed: cfg.Seed, Plan: p.plan,
-		Batch: cfg.Batch, DropLast: cfg.DropLast, Workers: cfg.Workers, OnError: cfg.OnError,
+		Batch: at.batch, DropLast: cfg.DropLast, Workers: cfg.Workers, OnError: cfg.OnError,
 		Cache: p.cache, Devices: p.devs, Auto: p.auto(),
 	})
 	if err != nil {
@@ -378,7 +396,7 @@ func deviceTensor(t *transform.Tensor) (*transform.Tensor, *prefetch.Norm, error
 // checkDevices checks that every batch of an epoch divides among the
 // devices.
 func (p *Pipeline) checkDevices() error {
-	n, b := p.devs.N(), p.cfg.Batch
+	n, b := p.devs.N(), p.at.batch
 	if b%n != 0 {
 		return fmt.Errorf("batch %d does not divide into %d devices: use a batch size that is a multiple of %d", b, n, n)
 	}
@@ -417,7 +435,7 @@ func (p *Pipeline) openCache(in transform.Shape, closed bool) (*cache.Cache, err
 	samples := cfg.Source.Len()
 	if ordered {
 		// Entries follow the plan, which the seed and the rank decide.
-		parts = append(parts, fmt.Sprintf("seed=%d order=plan rank=%d world=%d", cfg.Seed, cfg.Rank, cfg.World))
+		parts = append(parts, fmt.Sprintf("seed=%d order=plan rank=%d world=%d", cfg.Seed, p.at.rank, p.at.world))
 		if g := p.plan.Elastic(); g > 0 {
 			parts = append(parts, fmt.Sprintf("elastic=%d", g))
 		} else if b := p.plan.Slice(); b > 0 {
@@ -543,7 +561,7 @@ func (p *Pipeline) Tensor() *transform.Tensor { return p.out }
 // BatchSize is the number of samples in a full batch of this process's
 // epochs, which its devices split. In a training job of several ranks
 // (WithGroup) that is the rank's slice of the global batch (GlobalBatch).
-func (p *Pipeline) BatchSize() int { return p.cfg.Batch }
+func (p *Pipeline) BatchSize() int { return p.at.batch }
 
 // Workers is the size of the transform pool.
 func (p *Pipeline) Workers() int { return p.eng.Workers() }
@@ -739,8 +757,8 @@ func (p *Pipeline) Summary() Summary {
 	cfg := p.cfg
 	info := cfg.Source.Info()
 	s := Summary{Source: info.Identity, SourceSamples: cfg.Source.Len(), Classes: len(info.Classes),
-		Samples: p.Samples(), Batches: p.Batches(), BatchSize: cfg.Batch, FileBatch: p.fileBatch, Elastic: cfg.Elastic, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
-		Rank: cfg.Rank, World: cfg.World, Tensor: p.out, HostTensor: p.host, NormalizeOnDevice: cfg.NormOnDevice,
+		Samples: p.Samples(), Batches: p.Batches(), BatchSize: p.at.batch, FileBatch: p.at.fileBatch, Elastic: cfg.Elastic, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
+		Rank: p.at.rank, World: p.at.world, Tensor: p.out, HostTensor: p.host, NormalizeOnDevice: cfg.NormOnDevice,
 		Procs: p.procs(), Workers: p.Workers(), OnError: cfg.OnError, Cache: p.CacheInfo(), Train: cfg.Train != nil}
 	if info.Encoded {
 		s.Decode = p.decodeSummary(s.Procs)

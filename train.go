@@ -77,20 +77,20 @@ func NewInGroup(g trainer.Group, stages ...Stage) (*Pipeline, error) {
 // joinGroup places the pipeline in g's job: its rank and world, and with a
 // train stage its slice of the global batch.
 func (p *Pipeline) joinGroup(g trainer.Group) error {
-	cfg, w := p.cfg, g.Size()
-	if cfg.World > 1 && cfg.World != w {
+	at, w := &p.at, g.Size()
+	if at.world > 1 && at.world != w {
 		i := max(pipefile.Index(p.stages, "pipeline"), 0)
-		return pipefile.Errorf(p.stages, i, "the file says world=%d, and the job has %d ranks (start it with mpirun -np %d)", cfg.World, w, cfg.World)
+		return pipefile.Errorf(p.stages, i, "the file says world=%d, and the job has %d ranks (start it with mpirun -np %d)", at.world, w, at.world)
 	}
-	cfg.Rank, cfg.World = g.Rank(), w
+	at.rank, at.world = g.Rank(), w
 	p.group = g
-	if cfg.Train == nil {
+	if p.cfg.Train == nil {
 		return nil
 	}
-	if cfg.Batch%w != 0 {
-		return pipefile.Errorf(p.stages, pipefile.Index(p.stages, "batch"), "batch %d is the global batch of the job's %d ranks and does not divide among them: use a multiple of %d", cfg.Batch, w, w)
+	if at.batch%w != 0 {
+		return pipefile.Errorf(p.stages, pipefile.Index(p.stages, "batch"), "batch %d is the global batch of the job's %d ranks and does not divide among them: use a multiple of %d", at.batch, w, w)
 	}
-	cfg.Batch /= w
+	at.batch /= w
 	return nil
 }
 
@@ -98,12 +98,7 @@ func (p *Pipeline) joinGroup(g trainer.Group) error {
 // device: the file's batch; and in an elastic pipeline (pipeline
 // elastic=true) streaming as one of several ranks, the batch times the
 // ranks, the unit the ranks slice.
-func (p *Pipeline) GlobalBatch() int {
-	if (p.group != nil && p.cfg.Train != nil) || p.cfg.Elastic {
-		return p.cfg.Batch * p.cfg.World
-	}
-	return p.cfg.Batch
-}
+func (p *Pipeline) GlobalBatch() int { return p.at.global }
 
 // Ranks is the number of ranks training together (WithGroup): 1 alone.
 func (p *Pipeline) Ranks() int {
@@ -190,9 +185,9 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 	if c == nil {
 		return nil, errors.New("pipe: the pipeline has no train stage")
 	}
-	if p.group == nil && p.cfg.World > 1 {
+	if p.group == nil && p.at.world > 1 {
 		return nil, fmt.Errorf("%w: world=%d: this process was started alone, and would train a model of its own on 1/%d of the data; start the %d ranks together with an MPI launcher (mpirun -np %d pipe run, built with -tags mpi)",
-			ErrConfig, p.cfg.World, p.cfg.World, p.cfg.World, p.cfg.World)
+			ErrConfig, p.at.world, p.at.world, p.at.world, p.at.world)
 	}
 	cfg := p.trainConfig()
 	closeGPUs, err := p.gpuReplicas(&cfg)
@@ -390,10 +385,10 @@ func (p *Pipeline) evalPipeline() (*Pipeline, error) {
 	if p.group != nil {
 		// Each rank evaluates its share of the held-out batches; the
 		// trainer adds the figures back in order.
-		rb := &rankBatches{Source: src, rank: p.cfg.Rank, world: p.cfg.World, batch: p.cfg.Eval.Batch}
+		rb := &rankBatches{Source: src, rank: p.at.rank, world: p.at.world, batch: p.cfg.Eval.Batch}
 		if rb.Len() == 0 {
 			return nil, fmt.Errorf("the %d held-out samples make fewer batches of %d than the job has ranks (%d), and rank %d would have none: use a smaller eval batch",
-				src.Len(), p.cfg.Eval.Batch, p.cfg.World, p.cfg.Rank)
+				src.Len(), p.cfg.Eval.Batch, p.at.world, p.at.rank)
 		}
 		src = rb
 	}
