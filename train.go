@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -376,7 +375,7 @@ func appendJSONLine(path string, v any, truncate bool) error {
 
 // evalPipeline is the held-out data as the model sees it: the eval source,
 // the training's decode stage and image operations with each random one
-// replaced by its deterministic counterpart (evalOps), the training
+// replaced by its deterministic counterpart (transform.EvalOps), the training
 // normalisation on the host, NCHW float32. Its samples must come out in the
 // shape the model takes.
 func (p *Pipeline) evalPipeline() (*Pipeline, error) {
@@ -405,9 +404,9 @@ func (p *Pipeline) evalPipeline() (*Pipeline, error) {
 		if s.Op() == nil {
 			continue
 		}
-		ops, err := evalOps(s.Op(), shape)
+		ops, err := transform.EvalOps(s.Op(), shape)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("held-out images: %w", err)
 		}
 		for _, op := range ops {
 			if shape, err = op.OutShape(shape); err != nil {
@@ -435,43 +434,6 @@ func (p *Pipeline) evalPipeline() (*Pipeline, error) {
 		return nil, fmt.Errorf("held-out images come out %s (after %s), and the model takes %s: the random stages are left out of evaluation, so the deterministic ones must make the training shape (e.g. resize and center_crop)", got, steps, want)
 	}
 	return e, nil
-}
-
-// evalOps is what evaluation runs for the training operation op on images
-// of shape in: op itself when it is deterministic; for random_resized_crop
-// S, resize shorter=round(S·8/7) then center_crop S (torchvision's
-// evaluation: 256 then 224 for 224); for random_crop S, center_crop S of
-// the unpadded image; nothing for the other random operations (flips,
-// shifts, colour jitter).
-func evalOps(op transform.Op, in transform.Shape) ([]transform.Op, error) {
-	if !op.Random() {
-		return []transform.Op{op}, nil
-	}
-	switch o := op.(type) {
-	case *transform.RandomResizedCropOp:
-		r, err := transform.Resize(int(math.Round(float64(o.Size)*8/7)), o.Interp)
-		if err != nil {
-			return nil, err
-		}
-		c, err := transform.CenterCrop(o.Size)
-		if err != nil {
-			return nil, err
-		}
-		return []transform.Op{r, c}, nil
-	case *transform.RandomCropOp:
-		if in.H == o.Size && in.W == o.Size {
-			return nil, nil
-		}
-		if in.H > 0 && (in.H < o.Size || in.W < o.Size) {
-			return nil, fmt.Errorf("held-out images: %s: the %dx%d images are smaller than the crop, which only padding fills; evaluation does not pad", op, in.W, in.H)
-		}
-		c, err := transform.CenterCrop(o.Size)
-		if err != nil {
-			return nil, err
-		}
-		return []transform.Op{c}, nil
-	}
-	return nil, nil
 }
 
 // trainFeed hands the pipeline's batches to the trainer: each device's

@@ -26,6 +26,23 @@ func RandomCrop(size, pad int, fill Fill) (*RandomCropOp, error) {
 
 func (o *RandomCropOp) Name() string { return "random_crop" }
 func (o *RandomCropOp) Random() bool { return true }
+
+// EvalOps is center_crop of the crop's size on the unpadded image, or
+// nothing when the images are that size already; images smaller than the
+// crop, which only padding fills, cannot be evaluated this way.
+func (o *RandomCropOp) EvalOps(in Shape) ([]Op, error) {
+	if in.H == o.Size && in.W == o.Size {
+		return nil, nil
+	}
+	if in.H > 0 && (in.H < o.Size || in.W < o.Size) {
+		return nil, fmt.Errorf("%s: the %dx%d images are smaller than the crop, which only padding fills; evaluation does not pad", o, in.W, in.H)
+	}
+	c, err := CenterCrop(o.Size)
+	if err != nil {
+		return nil, err
+	}
+	return []Op{c}, nil
+}
 func (o *RandomCropOp) String() string {
 	return fmt.Sprintf("random_crop size=%d pad=%d fill=%s", o.Size, o.Pad, o.Fill)
 }

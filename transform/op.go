@@ -29,6 +29,28 @@ type Op interface {
 	Apply(dst, src *Image, r *Rand) bool
 }
 
+// Evaluator is implemented by a random operation that has an evaluation
+// form: the deterministic operations a model trained through it is
+// evaluated with, for images of shape in (H, W 0 where sizes vary).
+type Evaluator interface {
+	EvalOps(in Shape) ([]Op, error)
+}
+
+// EvalOps is what evaluation runs in place of the training operation op:
+// op itself when it is deterministic; its evaluation form when it has one
+// ([Evaluator]: random_resized_crop, random_crop); nothing for the other
+// random operations (flips, shifts, colour jitter), which only vary the
+// training images.
+func EvalOps(op Op, in Shape) ([]Op, error) {
+	if !op.Random() {
+		return []Op{op}, nil
+	}
+	if e, ok := op.(Evaluator); ok {
+		return e.EvalOps(in)
+	}
+	return nil, nil
+}
+
 // MaxSide is the longest image side pipe handles: the decoder refuses a
 // longer one, and no operation makes one (crop, resize and pad sizes are
 // bounded by it), since the cache stores sides in 16 bits.

@@ -372,6 +372,20 @@ func RandomResizedCrop(size int, scale, ratio [2]float64, interp Interp) (*Rando
 
 func (o *RandomResizedCropOp) Name() string { return "random_resized_crop" }
 func (o *RandomResizedCropOp) Random() bool { return true }
+
+// EvalOps is torchvision's evaluation of a random resized crop of size S:
+// resize shorter=round(S·8/7), then center_crop S (256 then 224 for 224).
+func (o *RandomResizedCropOp) EvalOps(Shape) ([]Op, error) {
+	r, err := Resize(int(math.Round(float64(o.Size)*8/7)), o.Interp)
+	if err != nil {
+		return nil, err
+	}
+	c, err := CenterCrop(o.Size)
+	if err != nil {
+		return nil, err
+	}
+	return []Op{r, c}, nil
+}
 func (o *RandomResizedCropOp) String() string {
 	return fmt.Sprintf("random_resized_crop size=%d scale=%g,%g ratio=%g,%g interpolation=%s",
 		o.Size, o.Scale[0], o.Scale[1], o.Ratio[0], o.Ratio[1], o.Interp)
