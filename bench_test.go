@@ -23,7 +23,7 @@ func cifarRecipe(b *testing.B, dtype transform.DType, extra ...Stage) *Pipeline 
 // cifarStages is the recipe's stage list; normalize runs on the devices when
 // onDevice is set (the caller adds the prefetch stage).
 func cifarStages(b *testing.B, dtype transform.DType, onDevice bool, extra []Stage) []Stage {
-	src, err := source.CIFAR10(context.Background(), shareddata.Path(b, "cifar10/cifar-10-binary.tar.gz"), source.Train)
+	src, err := source.OpenCIFAR10(context.Background(), shareddata.Path(b, "cifar10/cifar-10-binary.tar.gz"), source.Train)
 	if err != nil {
 		b.Fatal(err)
 	}

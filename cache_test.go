@@ -363,7 +363,7 @@ func TestCacheKeepsSkippedRecords(t *testing.T) {
 	path := writeCIFAR(t, 200, map[int]byte{7: 12, 150: 99})
 	dir := t.TempDir()
 	run := func() ([]string, []EpochStats, []*source.RecordError) {
-		src, err := source.CIFAR10(context.Background(), path, source.Train)
+		src, err := source.OpenCIFAR10(context.Background(), path, source.Train)
 		if err != nil {
 			t.Fatal(err)
 		}

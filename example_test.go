@@ -13,7 +13,7 @@ import (
 // The Go API has the same stages as a .pipe file: random_crop size=32 pad=4
 // is transform.RandomCrop(32, 4, ...), wrapped by pipe.Map.
 func Example() {
-	src, err := source.NewSynthetic(1000, source.Train, 0) // or source.CIFAR10(ctx, path, source.Train)
+	src, err := source.NewSynthetic(1000, source.Train, 0) // or source.OpenCIFAR10(ctx, path, source.Train)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -182,7 +182,7 @@ func writeCIFAR(t *testing.T, n int, badLabels map[int]byte) string {
 func TestCorruptRecordPolicies(t *testing.T) {
 	path := writeCIFAR(t, 100, map[int]byte{17: 12, 60: 255})
 	open := func() source.Source {
-		c, err := source.CIFAR10(context.Background(), path, source.Train)
+		c, err := source.OpenCIFAR10(context.Background(), path, source.Train)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -198,7 +198,7 @@ func TestGoBuiltStringRoundTrip(t *testing.T) {
 			return cifarRest(s)
 		},
 		"cifar10": func(t *testing.T) []Stage {
-			s, err := source.CIFAR10(ctx, smallCIFAR(t), source.Test)
+			s, err := source.OpenCIFAR10(ctx, smallCIFAR(t), source.Test)
 			if err != nil {
 				t.Fatal(err)
 			}

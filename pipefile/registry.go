@@ -334,10 +334,10 @@ var interpParam = Param{Name: "interpolation", Type: Enum, Enum: []string{"bilin
 // walked by Stages and `pipe stages`.
 var builtin = []*Spec{
 	{Name: "cifar10", Kind: "source", Summary: "CIFAR-10 binary distribution: 32×32 RGB, 10 classes (50,000 train, 10,000 test)",
-		Params: cifarParams, Build: openCIFAR(source.CIFAR10, nil)},
+		Params: cifarParams, Build: openCIFAR(source.OpenCIFAR10, nil)},
 	{Name: "cifar100", Kind: "source", Summary: "CIFAR-100 binary distribution: 32×32 RGB, 100 fine or 20 coarse classes",
 		Params: append(append([]Param{}, cifarParams...), Param{Name: "labels", Type: Enum, Enum: []string{"fine", "coarse"}, Default: "fine", Doc: "which label byte to use"}),
-		Build: openCIFAR(source.CIFAR100, func(a Args) []source.CIFAROption {
+		Build: openCIFAR(source.OpenCIFAR100, func(a Args) []source.CIFAROption {
 			if a.String("labels") == "coarse" {
 				return []source.CIFAROption{source.WithCoarseLabels()}
 			}

@@ -125,10 +125,10 @@ func TestSourcesMatchGo(t *testing.T) {
 	}{
 		"synthetic": {"source synthetic", func() (source.Source, error) { return source.NewSynthetic(50000, source.Train, 0) }},
 		"cifar10": {"source cifar10 path=" + cifar, func() (source.Source, error) {
-			return source.CIFAR10(ctx, cifar, source.Train)
+			return source.OpenCIFAR10(ctx, cifar, source.Train)
 		}},
 		"cifar100": {"source cifar100 path=" + cifar100, func() (source.Source, error) {
-			return source.CIFAR100(ctx, cifar100, source.Train)
+			return source.OpenCIFAR100(ctx, cifar100, source.Train)
 		}},
 		"image_folder": {"source image_folder path=" + filepath.Dir(folder), func() (source.Source, error) {
 			return source.OpenFolder(ctx, filepath.Dir(folder))

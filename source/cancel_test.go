@@ -339,7 +339,7 @@ func TestCIFARArchiveCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCancel(t, func(ctx context.Context, _ string) error {
-		_, err := CIFAR10(ctx, archive, Train)
+		_, err := OpenCIFAR10(ctx, archive, Train)
 		return err
 	})
 }
@@ -387,7 +387,7 @@ func TestDownloadCancelStalled(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		_, err := CIFAR10(ctx, "", Train, WithDownload(cache), WithMirror(srv.URL+"/cifar-10-binary.tar.gz", md5sum(nil)),
+		_, err := OpenCIFAR10(ctx, "", Train, WithDownload(cache), WithMirror(srv.URL+"/cifar-10-binary.tar.gz", md5sum(nil)),
 			WithDownloadProgress(progress))
 		errc <- err
 	}()

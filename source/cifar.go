@@ -154,20 +154,20 @@ func WithDownloadOptions(opts ...DownloadOption) CIFAROption {
 	}
 }
 
-// CIFAR10 opens a split of CIFAR-10 from path: the official
+// OpenCIFAR10 opens a split of CIFAR-10 from path: the official
 // cifar-10-binary.tar.gz, the cifar-10-batches-bin directory extracted from
 // it (or a directory holding that), or a single batch file. With
 // [WithDownload] and no path, the archive is fetched instead. Cancelling
 // ctx stops a download (leaving nothing in the cache directory) or the
 // reading of the archive; the error wraps ctx's.
-func CIFAR10(ctx context.Context, path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
+func OpenCIFAR10(ctx context.Context, path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
 	return openCIFAR(ctx, cifar10, path, split, opts)
 }
 
-// CIFAR100 opens a split of CIFAR-100 from path: the official
+// OpenCIFAR100 opens a split of CIFAR-100 from path: the official
 // cifar-100-binary.tar.gz, the cifar-100-binary directory, or a single file.
-// ctx is as for [CIFAR10].
-func CIFAR100(ctx context.Context, path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
+// ctx is as for [OpenCIFAR10].
+func OpenCIFAR100(ctx context.Context, path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
 	return openCIFAR(ctx, cifar100, path, split, opts)
 }
 

@@ -93,7 +93,7 @@ func TestCIFARArchiveDirAndFileAgree(t *testing.T) {
 	for _, split := range []Split{Train, Test} {
 		var opened []*CIFAR
 		for _, p := range []string{archive, root, filepath.Join(root, "cifar-10-batches-bin")} {
-			c, err := CIFAR10(t.Context(), p, split)
+			c, err := OpenCIFAR10(t.Context(), p, split)
 			if err != nil {
 				t.Fatalf("%s: %v", p, err)
 			}
@@ -131,7 +131,7 @@ func TestCIFARArchiveDirAndFileAgree(t *testing.T) {
 			}
 		}
 	}
-	single, err := CIFAR10(t.Context(), filepath.Join(root, "cifar-10-batches-bin", "data_batch_2.bin"), Train)
+	single, err := OpenCIFAR10(t.Context(), filepath.Join(root, "cifar-10-batches-bin", "data_batch_2.bin"), Train)
 	if err != nil || single.Len() != 7 {
 		t.Fatalf("single file: %v, %d records", err, single.Len())
 	}
@@ -169,7 +169,7 @@ func TestCIFARBadInput(t *testing.T) {
 		}, []string{"emptydir", "missing data_batch_1.bin"}},
 	}
 	for _, c := range cases {
-		_, err := CIFAR10(t.Context(), c.setup(), Train)
+		_, err := OpenCIFAR10(t.Context(), c.setup(), Train)
 		if err == nil {
 			t.Errorf("%s: no error", c.name)
 			continue
@@ -188,7 +188,7 @@ func TestCIFARLabelOutOfRange(t *testing.T) {
 	b[2*3073] = 10 // record 2 of the second file: sample 6
 	dir := t.TempDir()
 	writeDir(t, dir, files)
-	c, err := CIFAR10(t.Context(), dir, Train)
+	c, err := OpenCIFAR10(t.Context(), dir, Train)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,11 +218,11 @@ func TestCIFAR100Labels(t *testing.T) {
 	}
 	dir := t.TempDir()
 	writeDir(t, dir, map[string][]byte{"train.bin": b, "coarse_label_names.txt": []byte(strings.Repeat("x\n", 20))})
-	fine, err := CIFAR100(t.Context(), dir, Train)
+	fine, err := OpenCIFAR100(t.Context(), dir, Train)
 	if err != nil {
 		t.Fatal(err)
 	}
-	coarse, err := CIFAR100(t.Context(), dir, Train, WithCoarseLabels())
+	coarse, err := OpenCIFAR100(t.Context(), dir, Train, WithCoarseLabels())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestCIFAR100Labels(t *testing.T) {
 	if len(fine.Info().Classes) != 100 || len(coarse.Info().Classes) != 20 {
 		t.Errorf("classes: %d fine, %d coarse", len(fine.Info().Classes), len(coarse.Info().Classes))
 	}
-	if _, err := CIFAR10(t.Context(), dir, Train, WithCoarseLabels()); err == nil {
+	if _, err := OpenCIFAR10(t.Context(), dir, Train, WithCoarseLabels()); err == nil {
 		t.Error("cifar10 accepted coarse labels")
 	}
 }
@@ -267,7 +267,7 @@ func TestDownload(t *testing.T) {
 
 	cache := t.TempDir()
 	var seen int64
-	c, err := CIFAR10(t.Context(), "", Train, WithDownload(cache), WithMirror(srv.URL+"/ok.tar.gz", md5sum(archive)),
+	c, err := OpenCIFAR10(t.Context(), "", Train, WithDownload(cache), WithMirror(srv.URL+"/ok.tar.gz", md5sum(archive)),
 		WithDownloadProgress(func(done, total int64) { seen = done }))
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func TestDownload(t *testing.T) {
 	}
 	// A second open uses the cached file without the network.
 	srv.Close()
-	if _, err := CIFAR10(t.Context(), "", Test, WithDownload(cache), WithMirror("http://127.0.0.1:1/none", md5sum(archive))); err != nil {
+	if _, err := OpenCIFAR10(t.Context(), "", Test, WithDownload(cache), WithMirror("http://127.0.0.1:1/none", md5sum(archive))); err != nil {
 		t.Fatalf("cached archive not reused: %v", err)
 	}
 
@@ -295,7 +295,7 @@ func TestDownload(t *testing.T) {
 		{"/cut.tar.gz", md5sum(archive), "unexpected EOF"},
 	} {
 		dir := t.TempDir()
-		_, err := CIFAR10(t.Context(), "", Train, WithDownload(dir), WithMirror(srv2.URL+c.path, c.sum))
+		_, err := OpenCIFAR10(t.Context(), "", Train, WithDownload(dir), WithMirror(srv2.URL+c.path, c.sum))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", c.path, err, c.want)
 		}
@@ -307,18 +307,18 @@ func TestDownload(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("network failure: %v", err)
 	}
-	if _, err := CIFAR10(t.Context(), "", Train, WithMirror("x", "crc:12")); err == nil {
+	if _, err := OpenCIFAR10(t.Context(), "", Train, WithMirror("x", "crc:12")); err == nil {
 		t.Error("bad checksum spec accepted")
 	}
 }
 
 func TestRealCIFAR10(t *testing.T) {
 	archive := shareddata.Path(t, "cifar10/cifar-10-binary.tar.gz")
-	train, err := CIFAR10(t.Context(), archive, Train)
+	train, err := OpenCIFAR10(t.Context(), archive, Train)
 	if err != nil {
 		t.Fatal(err)
 	}
-	test, err := CIFAR10(t.Context(), archive, Test)
+	test, err := OpenCIFAR10(t.Context(), archive, Test)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestRealCIFAR10(t *testing.T) {
 			t.Errorf("test class %d has %d samples, want 1000", c, n)
 		}
 	}
-	frag, err := CIFAR10(t.Context(), shareddata.Path(t, "cifar10-original-fragment/data_batch_1.first258.bin"), Train)
+	frag, err := OpenCIFAR10(t.Context(), shareddata.Path(t, "cifar10-original-fragment/data_batch_1.first258.bin"), Train)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestCIFARArchiveHugeMember(t *testing.T) {
 	zw.Close()
 	archive := filepath.Join(t.TempDir(), "cifar-10-binary.tar.gz")
 	os.WriteFile(archive, buf.Bytes(), 0o644)
-	_, err := CIFAR10(t.Context(), archive, Train)
+	_, err := OpenCIFAR10(t.Context(), archive, Train)
 	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "cut short at offset 100 of 1099511627776") {
 		t.Fatalf("err = %v, want the member cut short", err)
 	}
@@ -388,7 +388,7 @@ func FuzzCIFARFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := filepath.Join(dir, "data.bin")
 		os.WriteFile(p, b, 0o644)
-		c, err := CIFAR10(t.Context(), p, Train)
+		c, err := OpenCIFAR10(t.Context(), p, Train)
 		if err != nil {
 			if len(b) > 0 {
 				t.Fatalf("%d bytes rejected: %v", len(b), err)
@@ -430,7 +430,7 @@ func TestCIFARGivenPathMissing(t *testing.T) {
 	defer srv.Close()
 	cache := t.TempDir()
 	missing := filepath.Join(t.TempDir(), "no", "such", "file.tar.gz")
-	_, err := CIFAR10(t.Context(), missing, Train, WithDownload(cache), WithMirror(srv.URL+"/x.tar.gz", md5sum(nil)))
+	_, err := OpenCIFAR10(t.Context(), missing, Train, WithDownload(cache), WithMirror(srv.URL+"/x.tar.gz", md5sum(nil)))
 	if err == nil || !strings.Contains(err.Error(), missing+" does not exist") || errors.Is(err, ErrDownload) {
 		t.Fatalf("err = %v, want one naming the missing path", err)
 	}
@@ -444,7 +444,7 @@ func TestCIFARGivenPathMissing(t *testing.T) {
 		t.Errorf("cache holds %v", left)
 	}
 	// With no path, the same options download (here: the mirror's 404).
-	_, err = CIFAR10(t.Context(), "", Train, WithDownload(cache), WithMirror(srv.URL+"/x.tar.gz", md5sum(nil)))
+	_, err = OpenCIFAR10(t.Context(), "", Train, WithDownload(cache), WithMirror(srv.URL+"/x.tar.gz", md5sum(nil)))
 	if !errors.Is(err, ErrDownload) || requests.Load() != 1 {
 		t.Errorf("no path: err = %v after %d requests, want the mirror's 404", err, requests.Load())
 	}

@@ -362,7 +362,7 @@ func TestCIFARPartialTail(t *testing.T) {
 	archive := filepath.Join(root, "cifar-10-binary.tar.gz")
 	os.WriteFile(archive, tarGz(t, "cifar-10-batches-bin", files, sortedKeys(files)), 0o644)
 
-	single, err := CIFAR10(t.Context(), filepath.Join(dir, "data_batch_2.bin"), Train)
+	single, err := OpenCIFAR10(t.Context(), filepath.Join(dir, "data_batch_2.bin"), Train)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestCIFARPartialTail(t *testing.T) {
 		t.Errorf("error does not say how much is left over: %v", c[0])
 	}
 	for _, p := range []string{dir, archive} {
-		c, err := CIFAR10(t.Context(), p, Train)
+		c, err := OpenCIFAR10(t.Context(), p, Train)
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
@@ -390,7 +390,7 @@ func TestCIFARPartialTail(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(root, "short.bin"), make([]byte, 100), 0o644)
-	c, err := CIFAR10(t.Context(), filepath.Join(root, "short.bin"), Train)
+	c, err := OpenCIFAR10(t.Context(), filepath.Join(root, "short.bin"), Train)
 	if err != nil {
 		t.Fatal(err)
 	}

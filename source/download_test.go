@@ -151,7 +151,7 @@ func TestDownloadOptionsValidate(t *testing.T) {
 			t.Errorf("a non-positive timeout: %v", err)
 		}
 	}
-	if _, err := CIFAR10(t.Context(), "", Train, WithDownload(t.TempDir()), WithDownloadOptions(WithIdleTimeout(0))); err == nil {
+	if _, err := OpenCIFAR10(t.Context(), "", Train, WithDownload(t.TempDir()), WithDownloadOptions(WithIdleTimeout(0))); err == nil {
 		t.Error("cifar10 accepted a zero idle timeout")
 	}
 }
@@ -160,7 +160,7 @@ func TestDownloadOptionsValidate(t *testing.T) {
 // on: a stalled mirror fails the open with the timeout.
 func TestCIFARDownloadTimeout(t *testing.T) {
 	cache := t.TempDir()
-	_, err := CIFAR10(t.Context(), "", Train, WithDownload(cache), WithMirror(stallingServer(t, 10), md5sum(nil)),
+	_, err := OpenCIFAR10(t.Context(), "", Train, WithDownload(cache), WithMirror(stallingServer(t, 10), md5sum(nil)),
 		WithDownloadOptions(WithIdleTimeout(200*time.Millisecond)))
 	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.HasPrefix(err.Error(), "cifar10: ") {
 		t.Fatalf("err = %v, want a cifar10 timeout", err)

@@ -13,7 +13,7 @@ func TestCIFARFingerprintTracksTheFile(t *testing.T) {
 	rec := make([]byte, 3073*30)
 	os.WriteFile(p, rec, 0o644)
 	fp := func() string {
-		c, err := CIFAR10(t.Context(), p, Train)
+		c, err := OpenCIFAR10(t.Context(), p, Train)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	src, err := source.NewSynthetic(2000, source.Train, 0) // or source.CIFAR10(ctx, path, source.Train)
+	src, err := source.NewSynthetic(2000, source.Train, 0) // or source.OpenCIFAR10(ctx, path, source.Train)
 	if err != nil {
 		return err
 	}
