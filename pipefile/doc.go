@@ -8,10 +8,15 @@
 // declares a stage's parameters with type, default and doc, and its Build
 // calls the same constructor with the parsed values. The defaults of the
 // stages configured by a struct come from one function or constant each
-// (DefaultTrain, cache.Config.WithDefaults, the prefetch and eval
-// constants), which both the constructor and the registry read, so a file
-// and Go code cannot disagree; a test builds every registered stage both
-// ways and compares.
+// (DefaultTrain over trainer.Config.WithDefaults, cache.Config.WithDefaults,
+// the prefetch and eval constants), which both the constructor and the
+// registry read, so a file and Go code cannot disagree; a test builds every
+// registered stage both ways and compares. Each spec sits beside its
+// constructor, a file per kind of stage: sources.go, ops.go (the shuffle
+// and the image operations), batches.go (batch, to_tensor, cache,
+// prefetch), train.go (train, eval) and settings.go (pipeline); registry.go
+// holds the machinery (Param, Spec, Args, the lookup) and stage.go the
+// Stage, the Config stages compile to, and their errors.
 //
 // Loading a file goes in three steps, so that mistakes are found before any
 // data is touched: Parse checks names, types and ranges (errors carry

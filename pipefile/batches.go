@@ -1,0 +1,197 @@
+package pipefile
+
+// Batches: batch, to_tensor, cache and prefetch, their specs and
+// constructors.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pipefeed/pipe/cache"
+	"github.com/pipefeed/pipe/engine"
+	"github.com/pipefeed/pipe/transform"
+)
+
+// Batching groups samples into batches of size (the .pipe stage "batch");
+// with dropLast the final short batch of an epoch is left out. Every
+// pipeline needs one.
+func Batching(size int, dropLast bool) Stage {
+	return Stage{name: "batch", line: fmt.Sprintf("batch size=%d drop_last=%t", size, dropLast), apply: func(c *Config) error {
+		if size < 1 {
+			return fmt.Errorf("size=%d: must be at least 1", size)
+		}
+		if err := checkMax("size", size, batchBound); err != nil {
+			return err
+		}
+		c.afterBatch, c.Batch, c.DropLast = true, size, dropLast
+		return nil
+	}}
+}
+
+// ToTensor sets the layout and element type of batches. A pipeline without
+// one is NCHW float32, as if it ended in ToTensor(NCHW, Float32).
+func ToTensor(layout transform.Layout, dtype transform.DType) Stage {
+	return Stage{name: "to_tensor", line: fmt.Sprintf("to_tensor layout=%s dtype=%s", layout, dtype), apply: func(c *Config) error {
+		c.haveTensor, c.Layout, c.DType = true, layout, dtype
+		return nil
+	}}
+}
+
+// Cache stores the output of every stage before it, per shard of samples, in
+// a Badger directory, and reads it back instead of recomputing it.
+func Cache(cfg cache.Config) Stage {
+	d, err := cfg.WithDefaults()
+	line := fmt.Sprintf("cache dir=%s epochs=%d shard=%d ahead=%d memory=%d", quote(d.Dir), d.Epochs, d.ShardSize, d.Ahead, d.Memory>>20)
+	return Stage{name: "cache", line: line, apply: func(c *Config) error {
+		if err != nil {
+			return err
+		}
+		if c.afterBatch || c.haveTensor {
+			return errors.New("cache must come before batch and to_tensor: it stores single images")
+		}
+		if err := errors.Join(checkMax("epochs", d.Epochs, epochsBound), checkMax("shard", d.ShardSize, shardBound),
+			checkMax("ahead", d.Ahead, epochsBound), checkMax("memory", int(d.Memory>>20), memoryBound)); err != nil {
+			return err
+		}
+		if c.Norm != nil {
+			return errors.New("cache after normalize: put the cache before normalize (normalize is applied as the tensor is written, so the cache stores uint8 images either way)")
+		}
+		c.Cache, c.CacheAt = &d, len(c.Ops)
+		return nil
+	}}
+}
+
+const (
+	defaultDepth   = 2 // where depth=auto starts
+	defaultDevices = "cpu:1"
+)
+
+// PrefetchConfig configures a prefetch stage; its zero value is the
+// default.
+type PrefetchConfig struct {
+	// Depth is how many batches each device's queue holds ahead of its
+	// consumer. Default 0: auto, which starts at 2 and deepens the
+	// queues on bursty stalls, within the pipeline's memory budget
+	// (engine.Auto).
+	Depth int
+	// Devices names the devices: "cpu:N" for N simulated devices in host
+	// memory (any machine), or "all" / "cuda:0,1" for GPUs (the cuda
+	// build). Default "cpu:1".
+	Devices string
+}
+
+// Prefetch sends every global batch to the devices, cut into contiguous,
+// equal per-device slices, each copied asynchronously into device memory
+// and queued for that device's consumer. It comes after batch; only train
+// and eval may follow it.
+func Prefetch(p PrefetchConfig) Stage {
+	if p.Devices == "" {
+		p.Devices = defaultDevices
+	}
+	depth := "auto"
+	if p.Depth != 0 {
+		depth = strconv.Itoa(p.Depth)
+	}
+	return Stage{name: "prefetch", line: fmt.Sprintf("prefetch depth=%s devices=%s", depth, p.Devices), apply: func(c *Config) error {
+		if p.Depth < 0 {
+			return fmt.Errorf("depth=%d: must be 0 (auto) or at least 1", p.Depth)
+		}
+		if err := checkMax("depth", p.Depth, depthBound); err != nil {
+			return err
+		}
+		if _, err := ParseDevices(p.Devices); err != nil {
+			return err
+		}
+		if !c.afterBatch {
+			return errors.New("prefetch moves batches: it comes after batch (and to_tensor)")
+		}
+		// The engine starts depth=auto at defaultDepth.
+		c.AutoDepth = p.Depth == 0
+		q := p
+		if c.AutoDepth {
+			q.Depth = defaultDepth
+		}
+		c.Prefetch = &q
+		return nil
+	}}
+}
+
+// ParseDevices parses devices=: cpu:N, all (every GPU the driver sees) or
+// cuda:I,J,... It checks the syntax only; whether the GPUs are there is
+// the engine's question (engine.Devices.Probe), asked when a pipeline is
+// built, so that parsing a file never calls the CUDA driver.
+func ParseDevices(spec string) (*engine.Devices, error) {
+	if rest, ok := strings.CutPrefix(spec, "cpu:"); ok {
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 1 || n > 64 {
+			return nil, fmt.Errorf("devices=%s: want cpu:N with 1 ≤ N ≤ 64", spec)
+		}
+		return &engine.Devices{CPU: n}, nil
+	}
+	d := &engine.Devices{}
+	rest, ok := strings.CutPrefix(spec, "cuda:")
+	switch {
+	case spec == "all":
+		d.AllGPUs = true
+	case ok:
+		for _, f := range strings.Split(rest, ",") {
+			i, err := strconv.Atoi(f)
+			if err != nil || i < 0 {
+				return nil, fmt.Errorf("devices=%s: %q is not a GPU number (want cuda:0 or cuda:0,1,...)", spec, f)
+			}
+			if slices.Contains(d.GPUs, i) {
+				return nil, fmt.Errorf("devices=%s: cuda:%d given twice", spec, i)
+			}
+			d.GPUs = append(d.GPUs, i)
+		}
+	default:
+		return nil, fmt.Errorf("devices=%s: want cpu:N, all, or cuda:I,J,...", spec)
+	}
+	return d, nil
+}
+
+// batchSpecs are the stages that make, store and place batches.
+var batchSpecs = []*Spec{
+	{Name: "batch", Kind: "stage", Summary: "group samples into batches written straight into reusable slabs",
+		Params: []Param{
+			Param{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "samples per batch"}.with(batchBound),
+			{Name: "drop_last", Type: Bool, Default: "false", Doc: "leave out the final short batch of each epoch"},
+		},
+		Build: func(a Args) (Stage, error) { return Batching(a.Int("size"), a.Bool("drop_last")), nil }},
+	{Name: "to_tensor", Kind: "stage", Summary: "the memory layout and element type of batches",
+		Params: []Param{
+			{Name: "layout", Type: Enum, Enum: []string{"nchw", "nhwc"}, Default: "nchw", Doc: "nchw (channels first, cuDNN's preference) or nhwc"},
+			{Name: "dtype", Type: Enum, Enum: []string{"float32", "float16", "uint8"}, Default: "float32", Doc: "element type; floats without normalize are scaled to [0,1]"},
+		},
+		Build: func(a Args) (Stage, error) {
+			l, _ := transform.ParseLayout(a.String("layout"))
+			d, _ := transform.ParseDType(a.String("dtype"))
+			return ToTensor(l, d), nil
+		}},
+	{Name: "cache", Kind: "stage", Summary: "store the output of every stage before it in a Badger directory and read it back instead of recomputing it",
+		Params: []Param{
+			{Name: "dir", Type: String, Required: true, Doc: "cache directory (created if missing; one pipe process at a time)"},
+			Param{Name: "epochs", Type: Int, Default: itoa(cache.DefaultEpochs), Min: bound(1), Doc: "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"}.with(epochsBound),
+			Param{Name: "shard", Type: Int, Default: "0", Min: bound(0), Doc: "samples per cache entry (0: about 1 MiB of images after random stages, 256 KiB otherwise, at most 256)"}.with(shardBound),
+			Param{Name: "ahead", Type: Int, Default: "0", Min: bound(0), Doc: "epochs pipe run warms in the background ahead of the one being read"}.with(epochsBound),
+			Param{Name: "memory", Type: Int, Default: itoa(cache.DefaultMemory >> 20), Min: bound(1), Doc: "MiB of decoded entries kept in memory"}.with(memoryBound),
+		},
+		Build: func(a Args) (Stage, error) {
+			return Cache(cache.Config{Dir: a.String("dir"), Epochs: a.Int("epochs"), ShardSize: a.Int("shard"),
+				Ahead: a.Int("ahead"), Memory: int64(a.Int("memory")) << 20}), nil
+		}},
+	{Name: "prefetch", Kind: "stage", Summary: "cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers",
+		Params: []Param{
+			Param{Name: "depth", Type: Int, Default: "auto", Auto: true, Min: bound(1), Doc: "batches each device's queue holds ahead of its consumer; auto starts at 2 and deepens on bursty stalls, within the pipeline's memory="}.with(depthBound),
+			{Name: "devices", Type: String, Default: defaultDevices, Doc: "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"},
+		},
+		Build: func(a Args) (Stage, error) {
+			if _, err := ParseDevices(a.String("devices")); err != nil {
+				return Stage{}, err
+			}
+			return Prefetch(PrefetchConfig{Depth: a.Int("depth"), Devices: a.String("devices")}), nil // auto: Depth 0
+		}},
+}

@@ -1,0 +1,253 @@
+package pipefile
+
+// The shuffle and the image operations: their specs and constructors.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pipefeed/pipe/transform"
+)
+
+// Shuffle permutes the samples anew every epoch; seed also keys the random
+// augmentations (it is the pipeline's seed). It is ShuffleBuffer(seed, 0).
+func Shuffle(seed uint64) Stage { return ShuffleBuffer(seed, 0) }
+
+// ShuffleBuffer is Shuffle as a streaming reader does it, for sharded
+// sources (tfrecord, webdataset): shards in a new random order each epoch,
+// read in sequence through a shuffle buffer of buffer samples (see
+// sharding.WithShuffleBuffer); a source without shards is one shard.
+// Buffer 0 is Shuffle's full permutation.
+func ShuffleBuffer(seed uint64, buffer int) Stage {
+	return Stage{name: "shuffle", line: fmt.Sprintf("shuffle seed=%d buffer=%d", seed, buffer), apply: func(c *Config) error {
+		if buffer < 0 {
+			return fmt.Errorf("buffer=%d: want 0 (a full permutation) or more", buffer)
+		}
+		if err := checkMax("buffer", buffer, samplesBound); err != nil {
+			return err
+		}
+		if err := c.setSeed(seed); err != nil {
+			return err
+		}
+		c.Shuffle, c.ShuffleBuffer = true, buffer
+		return nil
+	}}
+}
+
+func (c *Config) setSeed(seed uint64) error {
+	if c.SeedSet && c.Seed != seed {
+		return fmt.Errorf("seed=%d conflicts with seed=%d set earlier", seed, c.Seed)
+	}
+	c.Seed, c.SeedSet = seed, true
+	return nil
+}
+
+// Map applies a per-sample image operation (random_crop, flip, resize, …:
+// the constructors of package transform).
+func Map(op transform.Op) Stage {
+	return Stage{name: op.Name(), line: op.String(), op: op, apply: func(c *Config) error {
+		if c.afterBatch || c.haveTensor {
+			return fmt.Errorf("%s must come before batch and to_tensor: it works on single images", op.Name())
+		}
+		if c.Norm != nil {
+			return fmt.Errorf("%s after normalize: normalize must follow every image operation (it is applied as the tensor is written)", op.Name())
+		}
+		c.Ops = append(c.Ops, op)
+		return nil
+	}}
+}
+
+// DecodeConfig configures a decode stage; its zero value is the default.
+type DecodeConfig struct {
+	// FullScale turns off reduced-scale decoding (the .pipe parameter
+	// reduce=false): by default, where the first operation is resize or
+	// random_resized_crop, a JPEG is decoded at the smallest DCT scale of
+	// 1/8, 1/4 and 1/2 that still gives it at least as many pixels as it
+	// outputs, in every build.
+	FullScale bool
+	// MaxPixels is the largest image, width × height, decoded (the .pipe
+	// parameter max_pixels=); 0 means transform.DefaultMaxPixels, whose
+	// doc says why that default. A larger image is refused from its
+	// header, before its pixels are allocated, as a corrupt record
+	// (on_error=skip skips it). Negative values are an error.
+	MaxPixels int
+}
+
+// Decode turns the encoded images of a source such as image_folder (JPEG,
+// PNG) into RGB pixels. It comes right after the source, before any image
+// operation; a cache after it stores decoded images, so later epochs skip
+// the decoding. When the first operation is resize or random_resized_crop,
+// only the window of a JPEG it reads is decoded, in every build.
+func Decode(d DecodeConfig) Stage {
+	limit := d.MaxPixels
+	if limit == 0 {
+		limit = transform.DefaultMaxPixels
+	}
+	line := fmt.Sprintf("decode reduce=%t max_pixels=%d", !d.FullScale, limit)
+	return Stage{name: "decode", line: line, apply: func(c *Config) error {
+		if len(c.Ops) > 0 || c.Cache != nil {
+			return errors.New("decode must come before image operations and the cache: they work on pixels")
+		}
+		if d.MaxPixels < 0 {
+			return fmt.Errorf("max_pixels=%d: want a pixel count ≥ 1, or 0 for the default (%d)", d.MaxPixels, transform.DefaultMaxPixels)
+		}
+		c.Decode, c.Reduce, c.MaxPixels = true, !d.FullScale, limit
+		return nil
+	}}
+}
+
+// Normalize maps pixels to (v/255 - mean) / std per channel as the tensor
+// is written; it must follow every image operation and needs a float dtype.
+func Normalize(n *transform.Normalization) Stage { return normalize(n, false) }
+
+// DeviceNormalize is Normalize run on the devices (the .pipe parameter
+// where=device): batches travel as uint8, a quarter of the bytes of
+// float32, and each device converts its slice with the same arithmetic
+// (prefetch.Norm). It needs a prefetch stage and a float dtype.
+func DeviceNormalize(n *transform.Normalization) Stage { return normalize(n, true) }
+
+func normalize(n *transform.Normalization, device bool) Stage {
+	where := "host"
+	if device {
+		where = "device"
+	}
+	return Stage{name: "normalize", line: n.String() + " where=" + where, apply: func(c *Config) error {
+		c.Norm, c.NormOnDevice = n, device
+		return nil
+	}}
+}
+
+var fillParam = Param{Name: "fill", Type: Enum, Enum: transform.FillNames(), Default: "zero",
+	Doc: "pixels outside the image: zero, reflect (dcb|abcd), edge (aaa|abcd) or wrap (bcd|abcd)"}
+
+var interpParam = Param{Name: "interpolation", Type: Enum, Enum: []string{"bilinear", "bicubic", "lanczos"}, Default: "bilinear",
+	Doc: "resampling filter, antialiased when shrinking (as PIL)"}
+
+// opSpecs are the shuffle and the image operations.
+var opSpecs = []*Spec{
+	{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
+		Params: []Param{
+			{Name: "seed", Type: Int, Default: "0", Positional: true, Min: bound(0), Doc: "the pipeline's seed"},
+			Param{Name: "buffer", Type: Int, Default: "0", Min: bound(0), Doc: "0: a full permutation; N: shards (tfrecord, webdataset files) in random order, read in sequence through an N-sample shuffle buffer (tf.data, WebDataset)"}.with(samplesBound),
+		},
+		Build: func(a Args) (Stage, error) { return ShuffleBuffer(uint64(a.Int("seed")), a.Int("buffer")), nil }},
+	{Name: "random_crop", Kind: "stage", Summary: "crop size×size at a random place of the image padded by pad (torchvision RandomCrop)",
+		Params: []Param{
+			Param{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop in pixels"}.with(sideBound),
+			Param{Name: "pad", Type: Int, Default: "0", Min: bound(0), Doc: "padding added on every side before cropping"}.with(sideBound),
+			fillParam,
+		},
+		Build: func(a Args) (Stage, error) {
+			f, _ := transform.ParseFill(a.String("fill"))
+			op, err := transform.RandomCrop(a.Int("size"), a.Int("pad"), f)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "flip", Kind: "stage", Summary: "mirror the image with probability p",
+		Params: []Param{
+			{Name: "direction", Type: Enum, Enum: []string{"horizontal", "vertical"}, Default: "horizontal", Positional: true, Doc: "horizontal (left-right) or vertical (top-bottom)"},
+			{Name: "p", Type: Float, Default: "0.5", Min: bound(0), Max: bound(1), Doc: "probability of flipping"},
+		},
+		Build: func(a Args) (Stage, error) {
+			d, _ := transform.ParseDirection(a.String("direction"))
+			op, err := transform.Flip(d, a.Float("p"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "shift", Kind: "stage", Summary: "translate by a random whole number of pixels (Keras ImageDataGenerator width/height_shift_range)",
+		Params: []Param{
+			Param{Name: "width", Type: Float, Default: "0.1", Min: bound(0), Doc: "largest horizontal shift: a fraction of the width if < 1, else pixels"}.with(sideBound),
+			Param{Name: "height", Type: Float, Default: "0.1", Min: bound(0), Doc: "largest vertical shift: a fraction of the height if < 1, else pixels"}.with(sideBound),
+			fillParam,
+		},
+		Build: func(a Args) (Stage, error) {
+			f, _ := transform.ParseFill(a.String("fill"))
+			op, err := transform.Shift(a.Float("width"), a.Float("height"), f)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "decode", Kind: "stage", Summary: "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
+		Params: []Param{
+			{Name: "reduce", Type: Bool, Default: "true", Doc: "decode only the window a following resize/random_resized_crop reads at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size; false: at full scale"},
+			Param{Name: "max_pixels", Type: Int, Default: itoa(transform.DefaultMaxPixels), Min: bound(1), Doc: "largest image decoded, width × height (the default, 2^26, is an 8192×8192 square, above a 61-MP photograph); checked from the header before anything is allocated: a larger image is a corrupt record, which on_error=skip skips"}.with(pixelsBound),
+		},
+		Build: func(a Args) (Stage, error) {
+			return Decode(DecodeConfig{FullScale: !a.Bool("reduce"), MaxPixels: a.Int("max_pixels")}), nil
+		}},
+	{Name: "resize", Kind: "stage", Summary: "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",
+		Params: []Param{
+			Param{Name: "shorter", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "length of the shorter side after resizing"}.with(sideBound),
+			interpParam,
+		},
+		Build: func(a Args) (Stage, error) {
+			in, _ := transform.ParseInterp(a.String("interpolation"))
+			op, err := transform.Resize(a.Int("shorter"), in)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "center_crop", Kind: "stage", Summary: "the central size×size window, zero-padded if the image is smaller (torchvision CenterCrop)",
+		Params: []Param{Param{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the square crop"}.with(sideBound)},
+		Build: func(a Args) (Stage, error) {
+			op, err := transform.CenterCrop(a.Int("size"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "random_resized_crop", Kind: "stage", Summary: "a random area and aspect-ratio crop resized to size×size (torchvision RandomResizedCrop, with its centre-crop fallback)",
+		Params: []Param{
+			Param{Name: "size", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the output"}.with(sideBound),
+			{Name: "scale", Type: Floats, Default: "0.08,1", Doc: "range of the crop's area as a fraction of the image's"},
+			{Name: "ratio", Type: Floats, Default: "0.75,1.3333333333333333", Doc: "range of the crop's aspect ratio (width/height), drawn log-uniformly"},
+			interpParam,
+		},
+		Build: func(a Args) (Stage, error) {
+			sc, ra := a.Floats("scale"), a.Floats("ratio")
+			if len(sc) != 2 || len(ra) != 2 {
+				return Stage{}, fmt.Errorf("scale and ratio take two values each: min,max")
+			}
+			in, _ := transform.ParseInterp(a.String("interpolation"))
+			op, err := transform.RandomResizedCrop(a.Int("size"), [2]float64{sc[0], sc[1]}, [2]float64{ra[0], ra[1]}, in)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "color_jitter", Kind: "stage", Summary: "random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)",
+		Params: []Param{
+			{Name: "brightness", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v]"},
+			{Name: "contrast", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v], around the mean grey"},
+			{Name: "saturation", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v], around each pixel's grey"},
+		},
+		Build: func(a Args) (Stage, error) {
+			op, err := transform.ColorJitter(a.Float("brightness"), a.Float("contrast"), a.Float("saturation"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "normalize", Kind: "stage", Summary: "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
+		Params: []Param{
+			{Name: "mean", Type: Floats, Required: true, Doc: "per-channel means on the [0,1] scale, comma-separated (one value: all channels)"},
+			{Name: "std", Type: Floats, Required: true, Doc: "per-channel standard deviations on the [0,1] scale, all > 0"},
+			{Name: "where", Type: Enum, Enum: []string{"host", "device"}, Default: "host", Doc: "device: ship uint8 (4× fewer bytes) and normalise on each device; needs prefetch"},
+		},
+		Build: func(a Args) (Stage, error) {
+			n, err := transform.Normalize(a.Floats("mean"), a.Floats("std"))
+			if err != nil {
+				return Stage{}, err
+			}
+			if a.String("where") == "device" {
+				return DeviceNormalize(n), nil
+			}
+			return Normalize(n), nil
+		}},
+}
