@@ -24,14 +24,12 @@ func withDevices(n, depth int) Stage {
 	return Prefetch(PrefetchConfig{Depth: depth, Devices: fmt.Sprintf("cpu:%d", n)})
 }
 
-// slowDevices makes the simulated devices of the pipelines the test builds
-// next take at least delay per copy.
-func slowDevices(t *testing.T, delay time.Duration) {
-	cpuDeviceOptions = nil
-	if delay > 0 {
-		cpuDeviceOptions = []prefetch.CPUOption{prefetch.WithCopyDelay(delay)}
-	}
-	t.Cleanup(func() { cpuDeviceOptions = nil })
+// withSlowDevices is withDevices with simulated devices that take at
+// least delay per copy, opened through PrefetchConfig.Open.
+func withSlowDevices(n, depth int, delay time.Duration) Stage {
+	return Prefetch(PrefetchConfig{Depth: depth, Devices: fmt.Sprintf("cpu:%d", n), Open: func(i int) (prefetch.Device, error) {
+		return prefetch.NewCPU(i, prefetch.WithCopyDelay(delay)), nil
+	}})
 }
 
 // hostStream returns the samples and checksum of each epoch without devices.
@@ -64,8 +62,7 @@ func TestDeviceSlicesAreTheStream(t *testing.T) {
 		devices int
 		delay   time.Duration
 	}{{2, 0}, {4, 0}, {2, 3 * time.Millisecond}} {
-		slowDevices(t, c.delay)
-		p := mustNew(t, append(recipe(synth(t, 640)), withDevices(c.devices, 3))...)
+		p := mustNew(t, append(recipe(synth(t, 640)), withSlowDevices(c.devices, 3, c.delay))...)
 		for e := range 2 {
 			x, err := p.DeviceEpoch(context.Background(), e)
 			if err != nil {
@@ -199,8 +196,7 @@ func producerWait(x *DeviceEpoch, d int) float64 {
 }
 
 func TestDeviceCancelReleasesEverything(t *testing.T) {
-	slowDevices(t, time.Millisecond)
-	p := mustNew(t, append(recipe(synth(t, 6400)), withDevices(2, 3))...)
+	p := mustNew(t, append(recipe(synth(t, 6400)), withSlowDevices(2, 3, time.Millisecond))...)
 	ctx, cancel := context.WithCancel(context.Background())
 	x, err := p.DeviceEpoch(ctx, 0)
 	if err != nil {
@@ -385,3 +381,36 @@ func TestRunConsumeFeedsEveryDevice(t *testing.T) {
 		t.Error("Consume with Checksum accepted")
 	}
 }
+
+// TestDeviceOpenError: a device a program opens itself (PrefetchConfig.Open)
+// that fails to open fails the epoch with its error and index, and closes
+// the devices opened before it.
+func TestDeviceOpenError(t *testing.T) {
+	var opened []*closeCounter
+	boom := errors.New("no such board")
+	p := mustNew(t, append(recipe(synth(t, 640)), Prefetch(PrefetchConfig{Devices: "cpu:4", Open: func(i int) (prefetch.Device, error) {
+		if i == 2 {
+			return nil, boom
+		}
+		d := &closeCounter{Device: prefetch.NewCPU(i)}
+		opened = append(opened, d)
+		return d, nil
+	}}))...)
+	defer p.Close()
+	_, err := p.DeviceEpoch(context.Background(), 0)
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "device 2") {
+		t.Fatalf("epoch over a device that fails to open: %v", err)
+	}
+	for i, d := range opened {
+		if d.closed != 1 {
+			t.Errorf("device %d opened before the failure closed %d times", i, d.closed)
+		}
+	}
+}
+
+type closeCounter struct {
+	prefetch.Device
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return c.Device.Close() }

@@ -184,10 +184,6 @@ type placement struct {
 // New builds a pipeline from stages: exactly one Source first, then any
 // shuffle, decode, image operations, cache and normalize, then batch,
 // to_tensor, prefetch, train and eval.
-// cpuDeviceOptions configure the simulated devices of the pipelines built
-// after it is set: the tests' slow devices.
-var cpuDeviceOptions []prefetch.CPUOption
-
 func New(stages ...Stage) (*Pipeline, error) { return build(stages, loadOptions{}) }
 
 func build(stages []Stage, lo loadOptions) (*Pipeline, error) {
@@ -317,7 +313,7 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 			// Not a configuration error: the machine lacks what the file asks.
 			return &pipefile.StageError{Index: i, Stage: "prefetch", Err: fmt.Errorf("devices=%s: %w", cfg.Prefetch.Devices, err)}
 		}
-		p.devs.Depth, p.devs.CPUOptions = cfg.Prefetch.Depth, cpuDeviceOptions
+		p.devs.Depth, p.devs.Open = cfg.Prefetch.Depth, cfg.Prefetch.Open
 		if err := p.checkDevices(); err != nil {
 			return pipefile.Errorf(stages, i, "%w", err)
 		}

@@ -28,6 +28,14 @@ func (e *Engine) openDevices() error {
 		return err
 	}
 	for i := range spec.N() {
+		if spec.Open != nil {
+			d, err := spec.Open(i)
+			if err != nil {
+				return fail(fmt.Errorf("device %d: %w", i, err))
+			}
+			devs = append(devs, d)
+			continue
+		}
 		if len(spec.GPUs) > 0 {
 			g, err := prefetch.NewCUDA(spec.GPUs[i])
 			if err != nil {
@@ -36,7 +44,7 @@ func (e *Engine) openDevices() error {
 			devs = append(devs, g)
 			continue
 		}
-		devs = append(devs, prefetch.NewCPU(i, spec.CPUOptions...))
+		devs = append(devs, prefetch.NewCPU(i))
 	}
 	e.devs = devs
 	// Each device's buffers live as long as the devices: depth queued, one

@@ -85,9 +85,11 @@ type Devices struct {
 	GPUs []int
 	// AllGPUs asks for every GPU the driver sees: Probe lists them in GPUs.
 	AllGPUs bool
-	// CPUOptions configure the simulated devices (prefetch.WithCopyDelay:
-	// a slow device).
-	CPUOptions []prefetch.CPUOption
+	// Open, when set, opens device i (0 ≤ i < N) in place of the
+	// default, prefetch.NewCUDA(GPUs[i]) or prefetch.NewCPU(i): a device
+	// of a program's own, or a simulated one made to copy slowly
+	// (prefetch.WithCopyDelay).
+	Open func(i int) (prefetch.Device, error)
 }
 
 // Probe asks the CUDA driver for the GPUs: every one it sees for AllGPUs,

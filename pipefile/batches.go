@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/engine"
+	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -81,6 +82,10 @@ type PrefetchConfig struct {
 	// memory (any machine), or "all" / "cuda:0,1" for GPUs (the cuda
 	// build). Default "cpu:1".
 	Devices string
+	// Open, when set, opens device i of those Devices names in place of
+	// the default (see engine.Devices.Open): the Go API's way to a device
+	// of a program's own. The stage's line does not carry it.
+	Open func(i int) (prefetch.Device, error)
 }
 
 // Prefetch sends every global batch to the devices, cut into contiguous,
