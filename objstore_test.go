@@ -122,7 +122,7 @@ func TestObjectStoreStringRoundTrip(t *testing.T) {
 		srv.PutFile(t, "data", "wds/"+filepath.Base(p), p)
 	}
 	rem := &source.Remote{Store: remote.New(remote.Options{Endpoint: srv.Endpoint, PathStyle: true}), Cache: &remote.Cache{Dir: t.TempDir(), Limit: 1 << 30}}
-	w, err := source.OpenWebDataset(context.Background(), "s3://data/wds/shard-*.tar", source.WithWDSRemote(rem))
+	w, err := source.OpenWebDataset(context.Background(), "s3://data/wds/shard-*.tar", source.WithRemote(rem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestObjectStoreFolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := source.OpenFolder(t.Context(), "s3://data/train", source.WithFolderRemote(rem))
+	got, err := source.OpenFolder(t.Context(), "s3://data/train", source.WithRemote(rem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestObjectStoreFolders(t *testing.T) {
 		{"s3://data/train", "s3://data/flat/labels.csv", remote.ErrNotFound, "s3://data/train/n01440764_tench.JPEG"},
 		{web.URL, web.URL + "/missing.csv", source.ErrDownload, web.URL + "/missing.csv"},
 	} {
-		opts := []source.FolderOption{source.WithFolderRemote(rem)}
+		opts := []source.Option{source.WithRemote(rem)}
 		if c.labels != "" {
 			opts = append(opts, source.WithLabels(c.labels))
 		}

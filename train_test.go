@@ -22,7 +22,7 @@ import (
 // trainStages is a small synthetic training run: n samples, the given
 // model, with an eval stage on the test split.
 func trainStages(t *testing.T, n int, shuffled bool, c TrainConfig, extra ...Stage) []Stage {
-	var opts []source.SyntheticOption
+	var opts []source.Option
 	if shuffled {
 		opts = append(opts, source.WithShuffledLabels())
 	}

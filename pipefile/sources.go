@@ -63,14 +63,14 @@ var cifarParams = []Param{
 	{Name: "checksum", Type: String, Doc: "the mirror's md5:<hex> or sha256:<hex>"},
 }
 
-func openCIFAR(open func(context.Context, string, source.Split, ...source.CIFAROption) (*source.CIFAR, error), extra func(Args) []source.CIFAROption) func(Args) (Stage, error) {
+func openCIFAR(open func(context.Context, string, source.Split, ...source.Option) (*source.CIFAR, error), extra func(Args) []source.Option) func(Args) (Stage, error) {
 	return func(a Args) (Stage, error) {
 		if a.Has("mirror") != a.Has("checksum") {
 			return Stage{}, fmt.Errorf("mirror and checksum go together: a download is only kept if it matches its checksum")
 		}
 		return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 			split, _ := source.ParseSplit(a.String("split"))
-			var opts []source.CIFAROption
+			var opts []source.Option
 			if a.Bool("download") {
 				opts = append(opts, source.WithDownload(a.String("cache_dir")))
 				if o.Progress != nil {
@@ -91,7 +91,7 @@ func openCIFAR(open func(context.Context, string, source.Split, ...source.CIFARO
 // openSiblingURL opens the held-out folder beside a train folder named by
 // a URL (.../train → .../val, .../validation or .../test): the first that
 // holds objects.
-func openSiblingURL(ctx context.Context, train string, opts []source.FolderOption) (source.Source, error) {
+func openSiblingURL(ctx context.Context, train string, opts []source.Option) (source.Source, error) {
 	parent := train[:strings.LastIndex(strings.TrimRight(train, "/"), "/")]
 	for _, name := range []string{"val", "validation", "test"} {
 		f, err := source.OpenFolder(ctx, parent+"/"+name, opts...)
@@ -157,9 +157,9 @@ var sourceSpecs = []*Spec{
 		Params: cifarParams, Build: openCIFAR(source.OpenCIFAR10, nil)},
 	{Name: "cifar100", Kind: "source", Summary: "CIFAR-100 binary distribution: 32×32 RGB, 100 fine or 20 coarse classes",
 		Params: append(append([]Param{}, cifarParams...), Param{Name: "labels", Type: Enum, Enum: []string{"fine", "coarse"}, Default: "fine", Doc: "which label byte to use"}),
-		Build: openCIFAR(source.OpenCIFAR100, func(a Args) []source.CIFAROption {
+		Build: openCIFAR(source.OpenCIFAR100, func(a Args) []source.Option {
 			if a.String("labels") == "coarse" {
-				return []source.CIFAROption{source.WithCoarseLabels()}
+				return []source.Option{source.WithCoarseLabels()}
 			}
 			return nil
 		})},
@@ -173,7 +173,7 @@ var sourceSpecs = []*Spec{
 		Build: func(a Args) (Stage, error) {
 			return opener(a, func(context.Context, *OpenOptions) (source.Source, error) {
 				split, _ := source.ParseSplit(a.String("split"))
-				var opts []source.SyntheticOption
+				var opts []source.Option
 				if a.Bool("shuffle_labels") {
 					opts = append(opts, source.WithShuffledLabels())
 				}
@@ -190,7 +190,7 @@ var sourceSpecs = []*Spec{
 		},
 		Build: func(a Args) (Stage, error) {
 			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
-				var opts []source.FolderOption
+				var opts []source.Option
 				if a.Has("labels") {
 					opts = append(opts, source.WithLabels(a.String("labels")))
 				}
@@ -201,7 +201,7 @@ var sourceSpecs = []*Spec{
 				if err != nil {
 					return nil, err
 				}
-				opts = append(opts, source.WithFolderRemote(rem))
+				opts = append(opts, source.WithRemote(rem))
 				path := a.String("path")
 				if a.String("split") != "test" {
 					return source.OpenFolder(ctx, path, opts...)
@@ -227,7 +227,7 @@ var sourceSpecs = []*Spec{
 		},
 		Build: func(a Args) (Stage, error) {
 			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
-				opts := []source.TFRecordOption{source.WithFeatureKeys(a.String("image_key"), a.String("label_key")),
+				opts := []source.Option{source.WithFeatureKeys(a.String("image_key"), a.String("label_key")),
 					source.WithLabelOffset(a.Int("label_offset"))}
 				if a.Has("index_dir") {
 					opts = append(opts, source.WithIndexDir(a.String("index_dir")))
@@ -236,7 +236,7 @@ var sourceSpecs = []*Spec{
 				if err != nil {
 					return nil, err
 				}
-				opts = append(opts, source.WithTFRemote(rem))
+				opts = append(opts, source.WithRemote(rem))
 				path := a.String("path")
 				if a.String("split") == "test" {
 					if path = siblingGlob(path); path == "" {
@@ -255,15 +255,15 @@ var sourceSpecs = []*Spec{
 		},
 		Build: func(a Args) (Stage, error) {
 			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
-				opts := []source.WebDatasetOption{source.WithJSONLabel(a.String("label_field"))}
+				opts := []source.Option{source.WithJSONLabel(a.String("label_field"))}
 				if a.Has("index_dir") {
-					opts = append(opts, source.WithWDSIndexDir(a.String("index_dir")))
+					opts = append(opts, source.WithIndexDir(a.String("index_dir")))
 				}
 				rem, err := remoteArgs(a, o)
 				if err != nil {
 					return nil, err
 				}
-				opts = append(opts, source.WithWDSRemote(rem))
+				opts = append(opts, source.WithRemote(rem))
 				return source.OpenWebDataset(ctx, a.String("path"), opts...)
 			}), nil
 		}},

@@ -278,7 +278,7 @@ func TestWebDatasetCancel(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkCancel(t, func(ctx context.Context, dir string) error {
-				w, err := OpenWebDataset(ctx, file, WithWDSIndexDir(dir))
+				w, err := OpenWebDataset(ctx, file, WithIndexDir(dir))
 				if err == nil {
 					if w.Len() != 1000 || len(w.Corrupt()) != 0 {
 						t.Errorf("%d samples, corrupt %v", w.Len(), w.Corrupt())
@@ -310,7 +310,7 @@ func TestFolderCancel(t *testing.T) {
 	if err := os.WriteFile(labels, []byte(csv.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, opts := range map[string][]FolderOption{"classes": nil, "labels": {WithLabels(labels)}} {
+	for name, opts := range map[string][]Option{"classes": nil, "labels": {WithLabels(labels)}} {
 		t.Run(name, func(t *testing.T) {
 			checkCancel(t, func(ctx context.Context, _ string) error {
 				f, err := OpenFolder(ctx, root, opts...)

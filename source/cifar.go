@@ -90,9 +90,6 @@ type cifarFile struct {
 	partial int    // bytes after them: a partial record at index first+len(data)/recSize
 }
 
-// CIFAROption configures a CIFAR source.
-type CIFAROption func(*cifarConfig) error
-
 type cifarConfig struct {
 	download bool
 	cacheDir string
@@ -107,51 +104,55 @@ type cifarConfig struct {
 // default, [DefaultCacheDir]) when no path is given, and reads it from
 // there. A path that is given and missing stays an error: a mistyped path
 // does not turn into a download. Default: off.
-func WithDownload(cacheDir string) CIFAROption {
-	return func(c *cifarConfig) error {
-		c.download = true
-		c.cacheDir = cacheDir
+// For OpenCIFAR10, OpenCIFAR100.
+func WithDownload(cacheDir string) Option {
+	return Option{"WithDownload", func(o *options) error {
+		o.cifar.download = true
+		o.cifar.cacheDir = cacheDir
 		return nil
-	}
+	}}
 }
 
 // WithMirror replaces the official download URL and its checksum
 // ("md5:<hex>" or "sha256:<hex>"), for mirrors and tests.
-func WithMirror(url, checksum string) CIFAROption {
-	return func(c *cifarConfig) error {
+// For OpenCIFAR10, OpenCIFAR100.
+func WithMirror(url, checksum string) Option {
+	return Option{"WithMirror", func(o *options) error {
 		if _, _, err := parseChecksum(checksum); err != nil {
 			return err
 		}
-		c.url, c.checksum = url, checksum
+		o.cifar.url, o.cifar.checksum = url, checksum
 		return nil
-	}
+	}}
 }
 
 // WithCoarseLabels makes a CIFAR-100 source yield its 20 coarse labels
-// instead of the 100 fine ones. Default: fine.
-func WithCoarseLabels() CIFAROption {
-	return func(c *cifarConfig) error { c.coarse = true; return nil }
+// instead of the 100 fine ones. Default: fine. For OpenCIFAR100.
+func WithCoarseLabels() Option {
+	return Option{"WithCoarseLabels", func(o *options) error { o.cifar.coarse = true; return nil }}
 }
 
 // WithDownloadProgress reports download progress (total is -1 if unknown).
-func WithDownloadProgress(f func(done, total int64)) CIFAROption {
-	return func(c *cifarConfig) error { c.progress = f; return nil }
+// For OpenCIFAR10, OpenCIFAR100.
+func WithDownloadProgress(f func(done, total int64)) Option {
+	return Option{"WithDownloadProgress", func(o *options) error { o.cifar.progress = f; return nil }}
 }
 
 // WithDownloadOptions sets the download's options, such as its timeouts
 // ([WithConnectTimeout], [WithIdleTimeout]). Default: none, so the
 // defaults of [Download].
-func WithDownloadOptions(opts ...DownloadOption) CIFAROption {
-	return func(c *cifarConfig) error {
+// For OpenCIFAR10, OpenCIFAR100.
+func WithDownloadOptions(opts ...DownloadOption) Option {
+	return Option{"WithDownloadOptions", func(o *options) error {
 		var d downloadConfig
-		for _, o := range opts {
-			if err := o(&d); err != nil {
+		for _, opt := range opts {
+			if err := opt(&d); err != nil {
 				return err
 			}
 		}
-		c.dlOpts = append(c.dlOpts, opts...)
+		o.cifar.dlOpts = append(o.cifar.dlOpts, opts...)
 		return nil
-	}
+	}}
 }
 
 // OpenCIFAR10 opens a split of CIFAR-10 from path: the official
@@ -160,31 +161,34 @@ func WithDownloadOptions(opts ...DownloadOption) CIFAROption {
 // [WithDownload] and no path, the archive is fetched instead. Cancelling
 // ctx stops a download (leaving nothing in the cache directory) or the
 // reading of the archive; the error wraps ctx's.
-func OpenCIFAR10(ctx context.Context, path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
+func OpenCIFAR10(ctx context.Context, path string, split Split, opts ...Option) (*CIFAR, error) {
 	return openCIFAR(ctx, cifar10, path, split, opts)
 }
 
 // OpenCIFAR100 opens a split of CIFAR-100 from path: the official
 // cifar-100-binary.tar.gz, the cifar-100-binary directory, or a single file.
 // ctx is as for [OpenCIFAR10].
-func OpenCIFAR100(ctx context.Context, path string, split Split, opts ...CIFAROption) (*CIFAR, error) {
+func OpenCIFAR100(ctx context.Context, path string, split Split, opts ...Option) (*CIFAR, error) {
 	return openCIFAR(ctx, cifar100, path, split, opts)
 }
 
-func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts []CIFAROption) (*CIFAR, error) {
-	cfg := cifarConfig{url: f.url, checksum: f.checksum}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.name, err)
-		}
+func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts []Option) (*CIFAR, error) {
+	takes := []string{"WithDownload", "WithMirror", "WithDownloadProgress", "WithDownloadOptions"}
+	if f.labelBytes == 2 {
+		takes = append(takes, "WithCoarseLabels") // coarse labels exist only in CIFAR-100
 	}
-	if f.labelBytes == 1 && cfg.coarse {
-		return nil, fmt.Errorf("%s: coarse labels exist only in cifar100", f.name)
+	o, err := apply(f.name, opts, takes...)
+	if err != nil {
+		return nil, err
+	}
+	cfg := o.cifar
+	if cfg.url == "" {
+		cfg.url, cfg.checksum = f.url, f.checksum
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.name, err)
 	}
-	p, err := resolveCIFARPath(ctx, f, p, cfg)
+	p, err = resolveCIFARPath(ctx, f, p, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -206,7 +206,7 @@ func TestWebDatasetBadMembers(t *testing.T) {
 	}
 	order := []string{"a.png", "a.cls", "b.png", "b.cls", "c.png", "c.cls", "d.png", "d.json", "e.png", "e.cls", "f.png", "f.json"}
 	writeTar(t, filepath.Join(dir, "s.tar"), members, order)
-	w, err := OpenWebDataset(t.Context(), filepath.Join(dir, "s.tar"), WithWDSIndexDir(dir))
+	w, err := OpenWebDataset(t.Context(), filepath.Join(dir, "s.tar"), WithIndexDir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestWebDatasetBadTail(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			file := filepath.Join(dir, "t.tar")
 			os.WriteFile(file, c.data, 0o644)
-			w, err := OpenWebDataset(t.Context(), file, WithWDSIndexDir(dir))
+			w, err := OpenWebDataset(t.Context(), file, WithIndexDir(dir))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +345,7 @@ func TestSparseLabels(t *testing.T) {
 	png := "\x89PNG\r\n\x1a\nfake"
 	wds := filepath.Join(dir, "s.tar")
 	os.WriteFile(wds, tarOf("a.png", png, "a.cls", "0", "b.png", png, "b.cls", "1048575"), 0o644)
-	if _, err := OpenWebDataset(t.Context(), wds, WithWDSIndexDir(dir)); !errors.Is(err, ErrLabel) || !strings.Contains(err.Error(), "only 2 distinct labels") {
+	if _, err := OpenWebDataset(t.Context(), wds, WithIndexDir(dir)); !errors.Is(err, ErrLabel) || !strings.Contains(err.Error(), "only 2 distinct labels") {
 		t.Errorf("webdataset with sparse labels: %v", err)
 	}
 }

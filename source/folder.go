@@ -59,9 +59,6 @@ type Folder struct {
 	bad       map[int]*RecordError // corrupt by index
 }
 
-// FolderOption configures a Folder.
-type FolderOption func(*folderConfig)
-
 type folderConfig struct {
 	labels, classes string
 	remote          *Remote
@@ -74,13 +71,31 @@ type folderConfig struct {
 // half of those are an error: they cannot be the class count. A line whose label is not a number in
 // 0..MaxClasses-1 (or, with [WithClassNames], one it names) makes its file
 // a corrupt record.
-func WithLabels(path string) FolderOption { return func(c *folderConfig) { c.labels = path } }
+// For OpenFolder.
+func WithLabels(path string) Option {
+	return Option{"WithLabels", func(o *options) error {
+		if path == "" {
+			return errors.New("an empty path")
+		}
+		o.folder.labels = path
+		return nil
+	}}
+}
 
 // WithClassNames names the labels from a CSV of label,name lines (such as
 // ILSVRC's synsets); its labels are the classes, so they must run from 0
 // without gaps, and with class folders, name every one. Default: class
 // folders' names, or the label numbers.
-func WithClassNames(path string) FolderOption { return func(c *folderConfig) { c.classes = path } }
+// For OpenFolder.
+func WithClassNames(path string) Option {
+	return Option{"WithClassNames", func(o *options) error {
+		if path == "" {
+			return errors.New("an empty path")
+		}
+		o.folder.classes = path
+		return nil
+	}}
+}
 
 // OpenFolder lists the folder at root. In class folders, as in
 // torchvision's ImageFolder, only files with an image extension (.jpg,
@@ -94,17 +109,18 @@ func WithClassNames(path string) FolderOption { return func(c *folderConfig) { c
 // run stops on the first, before any batch. Listing stats every file,
 // which takes a while for a folder the size of ImageNet; cancelling ctx
 // stops it before the next file, and the error wraps ctx's.
-func OpenFolder(ctx context.Context, root string, opts ...FolderOption) (*Folder, error) {
-	var cfg folderConfig
-	for _, o := range opts {
-		o(&cfg)
+func OpenFolder(ctx context.Context, root string, opts ...Option) (*Folder, error) {
+	o, err := apply("image_folder", opts, "WithLabels", "WithClassNames", "WithRemote")
+	if err != nil {
+		return nil, err
 	}
+	cfg := o.folder
+	cfg.remote = o.remote
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("image_folder: %w", err)
 	}
 	var f *Folder
 	var classes []string
-	var err error
 	if remote.IsURL(root) {
 		f, classes, err = openRemoteFolder(ctx, root, cfg)
 	} else {

@@ -15,11 +15,6 @@ import (
 	"github.com/pipefeed/pipe/source/remote"
 )
 
-// WithFolderRemote sets where a folder named by a URL, and labels or
-// classes files named by URLs, are read from and cached (see [Remote]).
-// Default: the environment's S3 settings and the default shard cache.
-func WithFolderRemote(r *Remote) FolderOption { return func(c *folderConfig) { c.remote = r } }
-
 // maxCSV bounds a labels or classes file read from a URL: ImageNet's
 // validation labels are under 2 MB.
 const maxCSV = 256 << 20

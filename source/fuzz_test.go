@@ -199,7 +199,7 @@ func FuzzWebDataset(f *testing.F) {
 			t.Fatal(err)
 		}
 		checkBoundedAlloc(t, fuzzAllocLimit(len(b)), func() {
-			w, err := OpenWebDataset(t.Context(), file, WithWDSIndexDir(dir))
+			w, err := OpenWebDataset(t.Context(), file, WithIndexDir(dir))
 			if err != nil {
 				sparse := errors.Is(err, ErrLabel) && strings.Contains(err.Error(), "distinct labels appear")
 				if !errors.Is(err, ErrFormat) && !sparse {
@@ -253,7 +253,7 @@ func FuzzLabelsCSV(f *testing.F) {
 		classesPath := filepath.Join(csvDir, "classes.csv")
 		os.WriteFile(labelsPath, labels, 0o644)
 		os.WriteFile(classesPath, classes, 0o644)
-		opts := []FolderOption{WithLabels(labelsPath)}
+		opts := []Option{WithLabels(labelsPath)}
 		if len(classes) > 0 {
 			opts = append(opts, WithClassNames(classesPath))
 		}

@@ -32,7 +32,7 @@ func TestRemoteFingerprint(t *testing.T) {
 		Cache: &remote.Cache{Dir: t.TempDir()}}
 	open := func() (*WebDataset, string) {
 		t.Helper()
-		w, err := OpenWebDataset(t.Context(), "s3://data/a.tar", WithWDSRemote(rem), WithWDSIndexDir(t.TempDir()))
+		w, err := OpenWebDataset(t.Context(), "s3://data/a.tar", WithRemote(rem), WithIndexDir(t.TempDir()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestRemoteCancel(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	_, err := OpenWebDataset(ctx, srv.URL+"/a.tar", WithWDSRemote(rem), WithWDSIndexDir(t.TempDir()))
+	_, err := OpenWebDataset(ctx, srv.URL+"/a.tar", WithRemote(rem), WithIndexDir(t.TempDir()))
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), srv.URL+"/a.tar") {
 		t.Fatalf("%v; want context.Canceled naming the URL", err)
 	}
@@ -126,7 +126,7 @@ func TestRemoteWebDatasetIndexKept(t *testing.T) {
 		Cache: &remote.Cache{Dir: cache}}
 	open := func() *WebDataset {
 		t.Helper()
-		w, err := OpenWebDataset(t.Context(), "s3://data/a.tar", WithWDSRemote(rem), WithWDSIndexDir(index))
+		w, err := OpenWebDataset(t.Context(), "s3://data/a.tar", WithRemote(rem), WithIndexDir(index))
 		if err != nil {
 			t.Fatal(err)
 		}

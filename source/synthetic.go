@@ -26,24 +26,24 @@ type Synthetic struct {
 	shuffled bool
 }
 
-// SyntheticOption configures a Synthetic source.
-type SyntheticOption func(*Synthetic)
-
 // WithShuffledLabels gives every sample a label drawn independently of its
 // image, a control for "can a model learn this?": nothing can be learned.
-func WithShuffledLabels() SyntheticOption { return func(s *Synthetic) { s.shuffled = true } }
+// For NewSynthetic.
+func WithShuffledLabels() Option {
+	return Option{"WithShuffledLabels", func(o *options) error { o.shuffled = true; return nil }}
+}
 
 // NewSynthetic returns n generated samples; the test split holds different
 // images from the train split for the same seed.
-func NewSynthetic(n int, split Split, seed uint64, opts ...SyntheticOption) (*Synthetic, error) {
+func NewSynthetic(n int, split Split, seed uint64, opts ...Option) (*Synthetic, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("synthetic: n=%d: must be at least 1", n)
 	}
-	s := &Synthetic{n: n, seed: seed, split: split}
-	for _, o := range opts {
-		o(s)
+	o, err := apply("synthetic", opts, "WithShuffledLabels")
+	if err != nil {
+		return nil, err
 	}
-	return s, nil
+	return &Synthetic{n: n, seed: seed, split: split, shuffled: o.shuffled}, nil
 }
 
 func (s *Synthetic) Len() int { return s.n }

@@ -54,9 +54,6 @@ type tfFile struct {
 	offsets []int64 // record start offsets in path; the last may be a corrupt tail
 }
 
-// TFRecordOption configures a TFRecord source.
-type TFRecordOption func(*tfConfig)
-
 type tfConfig struct {
 	imageKey, labelKey, textKey string
 	indexDir                    string
@@ -67,21 +64,29 @@ type tfConfig struct {
 // WithFeatureKeys sets the Example features holding the encoded image and
 // the integer label. Defaults: image/encoded and image/class/label (the
 // build_image_data layout).
-func WithFeatureKeys(image, label string) TFRecordOption {
-	return func(c *tfConfig) { c.imageKey, c.labelKey = image, label }
+// For OpenTFRecord.
+func WithFeatureKeys(image, label string) Option {
+	return Option{"WithFeatureKeys", func(o *options) error {
+		if image == "" || label == "" {
+			return fmt.Errorf("image key %q, label key %q: both must be named", image, label)
+		}
+		o.tf.imageKey, o.tf.labelKey = image, label
+		return nil
+	}}
 }
 
-// WithIndexDir sets where offset indexes (and decompressed copies of GZIP
-// files) go. Default: $PIPE_CACHE/tfrecord, or ~/.cache/pipe/tfrecord.
-func WithIndexDir(dir string) TFRecordOption { return func(c *tfConfig) { c.indexDir = dir } }
-
-// WithTFRemote sets where files named by URLs are fetched from and cached.
-// Default: the environment's S3 settings and the default shard cache.
-func WithTFRemote(r *Remote) TFRecordOption { return func(c *tfConfig) { c.remote = r } }
-
-// WithLabelOffset subtracts off from every label: build_image_data numbers
-// classes from 1 (0 was background), so 1 makes them 0-based. Default 0.
-func WithLabelOffset(off int) TFRecordOption { return func(c *tfConfig) { c.labelOffset = off } }
+// WithLabelOffset subtracts off (≥ 0) from every label: build_image_data
+// numbers classes from 1 (0 was background), so 1 makes them 0-based.
+// Default 0. For OpenTFRecord.
+func WithLabelOffset(off int) Option {
+	return Option{"WithLabelOffset", func(o *options) error {
+		if off < 0 {
+			return fmt.Errorf("offset %d: must be 0 or more", off)
+		}
+		o.tf.labelOffset = off
+		return nil
+	}}
+}
 
 // ErrCRC means a TFRecord checksum does not match its bytes. It wraps
 // [ErrChecksum]: a CRC mismatch is damaged data, like any other checksum
@@ -107,11 +112,16 @@ func maskedCRC(b []byte) uint32 {
 // label below label_offset or not below MaxClasses, a corrupt tail) are
 // listed by Corrupt, and Read of one returns the same error. Cancelling ctx
 // stops opening within about a megabyte of reading; the error wraps ctx's.
-func OpenTFRecord(ctx context.Context, pattern string, opts ...TFRecordOption) (*TFRecord, error) {
-	cfg := tfConfig{imageKey: "image/encoded", labelKey: "image/class/label", textKey: "image/class/text"}
-	for _, o := range opts {
-		o(&cfg)
+func OpenTFRecord(ctx context.Context, pattern string, opts ...Option) (*TFRecord, error) {
+	o, err := apply("tfrecord", opts, "WithFeatureKeys", "WithLabelOffset", "WithIndexDir", "WithRemote")
+	if err != nil {
+		return nil, err
 	}
+	cfg := o.tf
+	if cfg.imageKey == "" {
+		cfg.imageKey, cfg.labelKey = "image/encoded", "image/class/label"
+	}
+	cfg.textKey, cfg.indexDir, cfg.remote = "image/class/text", o.indexDir, o.remote
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}

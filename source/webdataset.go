@@ -59,9 +59,6 @@ func (s *wdsSample) fail(off int64, err error) {
 	}
 }
 
-// WebDatasetOption configures a WebDataset source.
-type WebDatasetOption func(*wdsConfig)
-
 type wdsConfig struct {
 	labelField string
 	indexDir   string
@@ -69,17 +66,16 @@ type wdsConfig struct {
 }
 
 // WithJSONLabel takes labels from field of each sample's .json member when
-// it has no .cls member.
-func WithJSONLabel(field string) WebDatasetOption { return func(c *wdsConfig) { c.labelField = field } }
-
-// WithWDSIndexDir sets where gzipped shards are decompressed to. Default:
-// $PIPE_CACHE/webdataset.
-func WithWDSIndexDir(dir string) WebDatasetOption { return func(c *wdsConfig) { c.indexDir = dir } }
-
-// WithWDSRemote sets where shards named by URLs are fetched from and
-// cached. Default: the environment's S3 settings and the default shard
-// cache.
-func WithWDSRemote(r *Remote) WebDatasetOption { return func(c *wdsConfig) { c.remote = r } }
+// it has no .cls member. Default "label". For OpenWebDataset.
+func WithJSONLabel(field string) Option {
+	return Option{"WithJSONLabel", func(o *options) error {
+		if field == "" {
+			return errors.New("an empty field name")
+		}
+		o.wds.labelField = field
+		return nil
+	}}
+}
 
 // OpenWebDataset opens the shards pattern names: its brace groups expanded
 // (shard-{000000..001023}.tar), each then a glob of local files, in sorted
@@ -93,11 +89,16 @@ func WithWDSRemote(r *Remote) WebDatasetOption { return func(c *wdsConfig) { c.r
 // it is one more sample. Opening reads every shard (and decompresses the
 // gzipped ones the index directory lacks); cancelling ctx stops that
 // within about a megabyte of reading, and the error wraps ctx's.
-func OpenWebDataset(ctx context.Context, pattern string, opts ...WebDatasetOption) (*WebDataset, error) {
-	cfg := wdsConfig{labelField: "label"}
-	for _, o := range opts {
-		o(&cfg)
+func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDataset, error) {
+	o, err := apply("webdataset", opts, "WithJSONLabel", "WithIndexDir", "WithRemote")
+	if err != nil {
+		return nil, err
 	}
+	cfg := o.wds
+	if cfg.labelField == "" {
+		cfg.labelField = "label"
+	}
+	cfg.indexDir, cfg.remote = o.indexDir, o.remote
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("webdataset: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 // a .cls label each, labels 0..9.
 func TestWebDatasetReal(t *testing.T) {
 	shard := shareddata.Path(t, "webdataset/sample.tgz")
-	w, err := OpenWebDataset(t.Context(), shard, WithWDSIndexDir(t.TempDir()))
+	w, err := OpenWebDataset(t.Context(), shard, WithIndexDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestWebDatasetBadShards(t *testing.T) {
 	}
 	order := []string{"a/000.jpg", "a/000.cls", "a/001.png", "a/001.json", "a/002.txt", "a/002.cls", "a/003.png"}
 	writeTar(t, filepath.Join(dir, "s0.tar"), members, order)
-	w, err := OpenWebDataset(t.Context(), filepath.Join(dir, "s0.tar"), WithWDSIndexDir(dir))
+	w, err := OpenWebDataset(t.Context(), filepath.Join(dir, "s0.tar"), WithIndexDir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestWebDatasetBadShards(t *testing.T) {
 	full := writeTar(t, filepath.Join(dir, "s1.tar"), map[string]string{"x.png": strings.Repeat("p", 3000), "x.cls": "1", "y.png": png, "y.cls": "2"},
 		[]string{"y.png", "y.cls", "x.png", "x.cls"})
 	os.WriteFile(filepath.Join(dir, "s1.tar"), full[:2048+512+1000], 0o644) // inside x.png
-	w2, err := OpenWebDataset(t.Context(), filepath.Join(dir, "s1.tar"), WithWDSIndexDir(dir))
+	w2, err := OpenWebDataset(t.Context(), filepath.Join(dir, "s1.tar"), WithIndexDir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
