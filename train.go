@@ -17,6 +17,7 @@ import (
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
 	"github.com/pipefeed/pipe/trainer/gpu"
+	"github.com/pipefeed/pipe/trainer/nn"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -126,7 +127,7 @@ type TrainEpoch struct {
 	// across resumes.
 	WallSeconds float64 `json:"wall_seconds"`
 	// ParamsHash is the SHA-256 of the model's parameters and buffers after
-	// the epoch (trainer.Model.Hash): two runs that trained the same model
+	// the epoch (nn.Model.Hash): two runs that trained the same model
 	// bit for bit show the same hashes.
 	ParamsHash string `json:"params_hash"`
 	// Auto reports workers=auto and depth=auto after the epoch, with its
@@ -463,10 +464,10 @@ func (f *trainFeed) EpochFrom(ctx context.Context, e, first int) (trainer.EpochF
 }
 
 // batchTensor views NCHW float32 batch bytes as a tensor, without copying.
-func batchTensor(p *Pipeline, data []byte, n int) *trainer.Tensor {
+func batchTensor(p *Pipeline, data []byte, n int) *nn.Tensor {
 	s := p.out.Shape
 	f := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), len(data)/4)
-	return &trainer.Tensor{Shape: []int{n, s.C, s.H, s.W}, Data: f[:n*s.Len()]}
+	return &nn.Tensor{Shape: []int{n, s.C, s.H, s.W}, Data: f[:n*s.Len()]}
 }
 
 type deviceFeed struct {

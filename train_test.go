@@ -16,6 +16,7 @@ import (
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
 	"github.com/pipefeed/pipe/trainer/gpu"
+	"github.com/pipefeed/pipe/trainer/nn"
 	"github.com/pipefeed/pipe/transform"
 )
 
@@ -51,8 +52,8 @@ func fit(t *testing.T, p *Pipeline, o TrainOptions) *TrainResult {
 // with the true labels and stay at chance on the test split with shuffled
 // ones.
 func TestTrainLearnsTrueLabelsNotShuffledOnes(t *testing.T) {
-	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "mlp", Width: 64}, Epochs: 4, LR: 0.1, BaseBatch: 100,
-		Optim: trainer.OptimConfig{Momentum: 0.9}, Schedule: "cosine"}}
+	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "mlp", Width: 64}, Epochs: 4, LR: 0.1, BaseBatch: 100,
+		Optim: nn.OptimConfig{Momentum: 0.9}, Schedule: "cosine"}}
 	for _, shuffled := range []bool{false, true} {
 		p := mustNew(t, trainStages(t, 2000, shuffled, c)...)
 		res := fit(t, p, TrainOptions{})
@@ -72,8 +73,8 @@ func TestTrainLearnsTrueLabelsNotShuffledOnes(t *testing.T) {
 // ends with the parameters and history of the uninterrupted run.
 func TestResumeContinuesExactly(t *testing.T) {
 	dir := t.TempDir()
-	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, LR: 0.1, BaseBatch: 100,
-		Optim: trainer.OptimConfig{Momentum: 0.9}, Schedule: "onecycle"}, Out: dir + "/whole"}
+	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, LR: 0.1, BaseBatch: 100,
+		Optim: nn.OptimConfig{Momentum: 0.9}, Schedule: "onecycle"}, Out: dir + "/whole"}
 	whole := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 
 	c.Out = dir + "/parts"
@@ -112,8 +113,8 @@ func TestResumeContinuesExactly(t *testing.T) {
 // uninterrupted run's parameters (two replicas, sync mode, no batch norm).
 func TestResumeMidEpoch(t *testing.T) {
 	dir := t.TempDir()
-	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "keras_cnn"}, Epochs: 2, StepsPerEpoch: 3, LR: 0.01,
-		BaseBatch: 100, Optim: trainer.OptimConfig{Momentum: 0.9}, Schedule: "cosine"}, Out: dir + "/whole"}
+	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "keras_cnn"}, Epochs: 2, StepsPerEpoch: 3, LR: 0.01,
+		BaseBatch: 100, Optim: nn.OptimConfig{Momentum: 0.9}, Schedule: "cosine"}, Out: dir + "/whole"}
 	whole := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 
 	c.Out = dir + "/parts"
@@ -149,7 +150,7 @@ func TestResumeMidEpoch(t *testing.T) {
 }
 
 func TestTrainConfigErrors(t *testing.T) {
-	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "mlp"}, Epochs: 1, LR: 0.1}}
+	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "mlp"}, Epochs: 1, LR: 0.1}}
 	for _, tc := range []struct {
 		stages []Stage
 		want   string
@@ -314,8 +315,8 @@ func sameEpochs(t *testing.T, what string, got, want []TrainEpoch) {
 // from rank 0's checkpoint, to the same end.
 func TestJobEqualsDevices(t *testing.T) {
 	dir := t.TempDir()
-	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, LR: 0.1, BaseBatch: 100,
-		Optim: trainer.OptimConfig{Momentum: 0.9}, Schedule: "cosine", Threads: 2}, Out: dir + "/one"}
+	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, LR: 0.1, BaseBatch: 100,
+		Optim: nn.OptimConfig{Momentum: 0.9}, Schedule: "cosine", Threads: 2}, Out: dir + "/one"}
 	one := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 
 	c.Threads, c.Out = 1, dir+"/job" // one thread a replica, as above
@@ -340,7 +341,7 @@ func TestJobEqualsDevices(t *testing.T) {
 		if at == 4 {
 			o.OnEpoch = func(TrainEpoch) { stop() }
 		} else {
-			c.Model = trainer.ModelSpec{Name: "mlp", Width: 32}
+			c.Model = nn.ModelSpec{Name: "mlp", Width: 32}
 			c.Out, c.Threads = dir+"/mlp-one", 2
 			one = fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 			c.Threads = 1
@@ -382,7 +383,7 @@ func TestJobEqualsDevices(t *testing.T) {
 // does not divide among the ranks, a world= that is not the job's and an
 // evaluation with fewer batches than ranks are refused, saying so.
 func TestJobErrors(t *testing.T) {
-	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.1}}
+	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.1}}
 	p := mustNew(t, trainStages(t, 400, false, c, Options(Settings{World: 2}))...)
 	if _, err := p.Fit(context.Background(), TrainOptions{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "started alone") {
 		t.Errorf("world=2 alone: %v", err)
@@ -411,7 +412,7 @@ func TestBatchCutToTheEpochScalesLRByWhatIsUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.1, BaseBatch: 256, ScaleLR: "linear"}}
+	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.1, BaseBatch: 256, ScaleLR: "linear"}}
 	p := mustNew(t, Source(src), Batching(1000, false), Train(c))
 	if s := p.Summary(); s.BatchSize != 100 || s.FileBatch != 1000 || s.Batches != 1 || s.GlobalBatch != 100 {
 		t.Errorf("summary: batch %d (file %d), %d batches, global %d; want 100 (1000), 1, 100", s.BatchSize, s.FileBatch, s.Batches, s.GlobalBatch)
@@ -430,7 +431,7 @@ func TestBatchCutToTheEpochScalesLRByWhatIsUsed(t *testing.T) {
 // time, 10× too fast).
 func TestResumedEpochFigures(t *testing.T) {
 	dir := t.TempDir()
-	c := TrainConfig{Config: trainer.Config{Model: trainer.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.01, BaseBatch: 100},
+	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.01, BaseBatch: 100},
 		Out: dir}
 	ctx, stop := context.WithCancel(context.Background())
 	_, err := mustNew(t, trainStages(t, 1000, false, c)...).Fit(ctx, TrainOptions{OnStep: func(s trainer.StepStats) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 const (
@@ -36,8 +37,8 @@ type TrainConfig struct {
 // default, as the .pipe line "train MODEL" gives it.
 func DefaultTrain(model string) TrainConfig {
 	return TrainConfig{Config: trainer.Config{
-		Model:  trainer.ModelSpec{Name: model, Depth: 20},
-		Epochs: 10, Optim: trainer.OptimConfig{Momentum: 0.9},
+		Model:  nn.ModelSpec{Name: model, Depth: 20},
+		Epochs: 10, Optim: nn.OptimConfig{Momentum: 0.9},
 		LR: 0.1, Gamma: 0.1,
 	}.WithDefaults(), Out: "runs/train"}
 }
@@ -135,19 +136,19 @@ var dt = DefaultTrain("")
 var trainSpecs = []*Spec{
 	{Name: "train", Kind: "stage", Summary: "train a model on the batches, one replica per device (data parallel); comes last, before eval",
 		Params: []Param{
-			{Name: "model", Type: Enum, Enum: trainer.Models, Required: true, Positional: true, Doc: "mlp, keras_cnn (Keras' cifar10_cnn.py) or resnet (CIFAR ResNet, He et al.)"},
+			{Name: "model", Type: Enum, Enum: nn.Models, Required: true, Positional: true, Doc: "mlp, keras_cnn (Keras' cifar10_cnn.py) or resnet (CIFAR ResNet, He et al.)"},
 			Param{Name: "depth", Type: Int, Default: itoa(dt.Model.Depth), Min: bound(8), Doc: "resnet depth, 6n+2: 8, 14, 20, 32, 44, 56, 110"}.with(resnetBound),
 			Param{Name: "width", Type: Int, Default: itoa(dt.Model.Width), Min: bound(0), Doc: "resnet's first-stage channels (0: 16) or mlp's hidden units (0: 512)"}.with(widthBound),
 			Param{Name: "epochs", Type: Int, Default: itoa(dt.Epochs), Min: bound(1), Doc: "epochs to train"}.with(epochsBound),
 			Param{Name: "steps_per_epoch", Type: Int, Default: itoa(dt.StepsPerEpoch), Min: bound(0), Doc: "cap on steps per epoch (0: the whole epoch), for quick runs"}.with(stepsBound),
-			{Name: "optimizer", Type: Enum, Enum: trainer.Optimizers, Default: dt.Optim.Name, Doc: "sgd, adam or rmsprop (PyTorch's update rules)"},
+			{Name: "optimizer", Type: Enum, Enum: nn.Optimizers, Default: dt.Optim.Name, Doc: "sgd, adam or rmsprop (PyTorch's update rules)"},
 			{Name: "lr", Type: Float, Default: ftoa(dt.LR), Min: bound(0), Doc: "peak learning rate for base_batch, scaled to the global batch by scale_lr"},
 			Param{Name: "base_batch", Type: Int, Default: itoa(dt.BaseBatch), Min: bound(1), Doc: "the batch size lr is given for"}.with(batchBound),
 			{Name: "scale_lr", Type: Enum, Enum: []string{"linear", "sqrt", "none"}, Default: dt.ScaleLR, Doc: "how lr grows with the global batch (Goyal et al.: linear)"},
 			{Name: "momentum", Type: Float, Default: ftoa(dt.Optim.Momentum), Min: bound(0), Max: bound(0.999), Doc: "sgd and rmsprop momentum"},
 			{Name: "nesterov", Type: Bool, Default: strconv.FormatBool(dt.Optim.Nesterov), Doc: "Nesterov momentum (sgd)"},
 			{Name: "weight_decay", Type: Float, Default: ftoa(dt.Optim.WeightDecay), Min: bound(0), Doc: "L2 penalty on weights (not biases or batch-norm parameters)"},
-			{Name: "schedule", Type: Enum, Enum: trainer.Schedules, Default: dt.Schedule, Doc: "learning-rate schedule after warm-up: constant, step, cosine or onecycle"},
+			{Name: "schedule", Type: Enum, Enum: nn.Schedules, Default: dt.Schedule, Doc: "learning-rate schedule after warm-up: constant, step, cosine or onecycle"},
 			{Name: "warmup", Type: Float, Default: ftoa(dt.WarmupEpochs), Min: bound(0), Doc: "epochs of linear warm-up (gradual warm-up for large batches)"},
 			Param{Name: "step_every", Type: Int, Default: itoa(dt.StepEvery), Min: bound(0), Doc: "schedule=step: epochs between decays"}.with(epochsBound),
 			{Name: "gamma", Type: Float, Default: ftoa(dt.Gamma), Min: bound(0), Doc: "schedule=step: the decay factor"},
@@ -162,7 +163,7 @@ var trainSpecs = []*Spec{
 			t := DefaultTrain(a.String("model"))
 			t.Model.Depth, t.Model.Width = a.Int("depth"), a.Int("width")
 			t.Epochs, t.StepsPerEpoch = a.Int("epochs"), a.Int("steps_per_epoch")
-			t.Optim = trainer.OptimConfig{Name: a.String("optimizer"), Momentum: a.Float("momentum"), Nesterov: a.Bool("nesterov"), WeightDecay: a.Float("weight_decay")}
+			t.Optim = nn.OptimConfig{Name: a.String("optimizer"), Momentum: a.Float("momentum"), Nesterov: a.Bool("nesterov"), WeightDecay: a.Float("weight_decay")}
 			t.LR, t.BaseBatch, t.ScaleLR = a.Float("lr"), a.Int("base_batch"), a.String("scale_lr")
 			t.Schedule, t.WarmupEpochs, t.StepEvery, t.Gamma = a.String("schedule"), a.Float("warmup"), a.Int("step_every"), a.Float("gamma")
 			t.Smoothing, t.Mode, t.AverageEvery, t.Threads = a.Float("label_smoothing"), a.String("mode"), a.Int("average_every"), a.Int("threads")

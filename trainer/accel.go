@@ -3,6 +3,8 @@ package trainer
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // Accelerator runs one replica on a device other than the host CPU: the
@@ -22,13 +24,13 @@ type Accelerator interface {
 	// Name is the device's name: "cuda:0".
 	Name() string
 	// Load copies m's parameters and buffers and o's state into the device.
-	Load(m *Model, o *Optimizer) error
+	Load(m *nn.Model, o *nn.Optimizer) error
 	// Store copies them from the device into m and o.
-	Store(m *Model, o *Optimizer) error
+	Store(m *nn.Model, o *nn.Optimizer) error
 	// ForwardBackward trains on b: the gradients of b's mean loss replace
 	// the device's, and it returns the loss summed over b's samples and the
 	// correct top-1 predictions.
-	ForwardBackward(c *Context, b Batch) (lossSum float64, correct int, err error)
+	ForwardBackward(c *nn.Context, b Batch) (lossSum float64, correct int, err error)
 	// Gradients returns the gradient sums, every trained value of the model
 	// in its order, in host memory owned by the accelerator.
 	Gradients() ([]float64, error)
@@ -72,23 +74,6 @@ func (b Batch) N() int {
 
 // ErrHostBatch is returned for a device batch given to a CPU replica.
 var ErrHostBatch = errors.New("trainer: a batch in device memory reached a replica on the CPU")
-
-// Config returns the optimiser's configuration, its defaults filled in.
-func (o *Optimizer) Config() OptimConfig { return o.cfg }
-
-// Steps is the number of updates taken (Adam's bias correction counts them).
-func (o *Optimizer) Steps() int64 { return o.t }
-
-// SetSteps sets the number of updates taken.
-func (o *Optimizer) SetSteps(t int64) { o.t = t }
-
-// State returns parameter i's optimiser state, the slices themselves: the
-// momentum or first moment, and the second moment (nil for sgd; both nil
-// for a buffer).
-func (o *Optimizer) State(i int) (first, second []float32) { return o.state[i], o.sq[i] }
-
-// Index is the dropout layer's number in its model, which keys its masks.
-func (l *Dropout) Index() int { return l.index }
 
 // accelerate binds the accelerators to the replicas and loads the model
 // into them.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // hostAccel is an Accelerator whose "device" is a second copy of the model
@@ -14,10 +16,10 @@ import (
 // trains, which is what lets the GPU replicas be checked against the CPU on
 // a GPU machine with everything else already known to work.
 type hostAccel struct {
-	m     *Model
-	o     *Optimizer
-	pool  *Pool
-	loss  SoftmaxCrossEntropy
+	m     *nn.Model
+	o     *nn.Optimizer
+	pool  *nn.Pool
+	loss  nn.SoftmaxCrossEntropy
 	g     []float64
 	loads int
 }
@@ -28,16 +30,16 @@ func newHostAccel(t *testing.T, cfg Config) *hostAccel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := NewOptimizer(cfg.Optim, m.Params())
+	o, err := nn.NewOptimizer(cfg.Optim, m.Params())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &hostAccel{m: m, o: o, pool: NewPool(1)}
+	return &hostAccel{m: m, o: o, pool: nn.NewPool(1)}
 }
 
 func (a *hostAccel) Name() string { return "host:0" }
 
-func copyState(dm *Model, do *Optimizer, sm *Model, so *Optimizer) {
+func copyState(dm *nn.Model, do *nn.Optimizer, sm *nn.Model, so *nn.Optimizer) {
 	for i, p := range sm.Params() {
 		copy(dm.Params()[i].W, p.W)
 		f, s := so.State(i)
@@ -48,18 +50,18 @@ func copyState(dm *Model, do *Optimizer, sm *Model, so *Optimizer) {
 	do.SetSteps(so.Steps())
 }
 
-func (a *hostAccel) Load(m *Model, o *Optimizer) error {
+func (a *hostAccel) Load(m *nn.Model, o *nn.Optimizer) error {
 	a.loads++
 	copyState(a.m, a.o, m, o)
 	return nil
 }
 
-func (a *hostAccel) Store(m *Model, o *Optimizer) error {
+func (a *hostAccel) Store(m *nn.Model, o *nn.Optimizer) error {
 	copyState(m, o, a.m, a.o)
 	return nil
 }
 
-func (a *hostAccel) ForwardBackward(c *Context, b Batch) (float64, int, error) {
+func (a *hostAccel) ForwardBackward(c *nn.Context, b Batch) (float64, int, error) {
 	if b.X == nil {
 		return 0, 0, errors.New("no host batch")
 	}
@@ -99,8 +101,8 @@ func (a *hostAccel) Update(lr float64) error {
 }
 
 func (a *hostAccel) Evaluate(b Batch) (float64, int, error) {
-	var loss SoftmaxCrossEntropy
-	l, k, _ := loss.Loss(a.m.Forward(&Context{Pool: a.pool}, b.X), b.Labels)
+	var loss nn.SoftmaxCrossEntropy
+	l, k, _ := loss.Loss(a.m.Forward(&nn.Context{Pool: a.pool}, b.X), b.Labels)
 	return l * float64(b.N()), k, nil
 }
 
@@ -131,9 +133,9 @@ func (h *hostReducer) ReduceGradients(accs []Accelerator) error {
 // from the accelerators in the middle and resumed on the CPU.
 func TestAcceleratorsTrainLikeCPU(t *testing.T) {
 	feed := &fakeFeed{shape: []int{3, 8, 8}, global: 32, replicas: 2, batches: 4, classes: 4}
-	for _, opt := range []OptimConfig{{Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}, {Name: "adam", WeightDecay: 1e-4}, {Name: "rmsprop", Momentum: 0.5}} {
+	for _, opt := range []nn.OptimConfig{{Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}, {Name: "adam", WeightDecay: 1e-4}, {Name: "rmsprop", Momentum: 0.5}} {
 		t.Run(opt.Name, func(t *testing.T) {
-			cfg := Config{Model: ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, Optim: opt, LR: 0.05, Seed: 3,
+			cfg := Config{Model: nn.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, Optim: opt, LR: 0.05, Seed: 3,
 				Smoothing: 0.1, Mode: "sync"}
 			cpu := train(t, cfg, feed)
 
@@ -219,7 +221,7 @@ func TestAcceleratorsTrainLikeCPU(t *testing.T) {
 // A device batch reaching a CPU replica is an error, not a crash.
 func TestDeviceBatchOnCPU(t *testing.T) {
 	feed := &fakeFeed{shape: []int{3, 8, 8}, global: 16, replicas: 1, batches: 1, classes: 4}
-	cfg := Config{Model: ModelSpec{Name: "mlp", Width: 8}, LR: 0.1, GlobalBatch: 16, BatchesPerEpoch: 1, Input: feed.shape, Classes: 4}
+	cfg := Config{Model: nn.ModelSpec{Name: "mlp", Width: 8}, LR: 0.1, GlobalBatch: 16, BatchesPerEpoch: 1, Input: feed.shape, Classes: 4}
 	tr, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // BenchmarkTrainStep measures training throughput (images/s) of the
 // built-in models on CIFAR-shaped data, batch 128, one replica on 2 threads:
 // the figure to compare with bench/torch/keras_cnn.py --threads 2.
 func BenchmarkTrainStep(b *testing.B) {
-	for _, spec := range []ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 8}, {Name: "resnet", Depth: 20}} {
+	for _, spec := range []nn.ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 8}, {Name: "resnet", Depth: 20}} {
 		b.Run(fmt.Sprintf("%s%d", spec.Name, spec.Depth), func(b *testing.B) {
 			feed := &fakeFeed{shape: []int{3, 32, 32}, global: 128, replicas: 1, batches: 1 << 30, classes: 10}
 			tr, err := New(Config{Model: spec, Input: feed.shape, Classes: 10, GlobalBatch: 128, BatchesPerEpoch: feed.batches,
-				Optim: OptimConfig{Momentum: 0.9}, LR: 0.01, Threads: 2})
+				Optim: nn.OptimConfig{Momentum: 0.9}, LR: 0.01, Threads: 2})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -63,10 +63,12 @@ var ErrCheckpointDamaged = errors.New("checkpoint is damaged")
 func (t *Trainer) WriteCheckpoint(w io.Writer, identity string, history []byte) error {
 	rep := t.replicas[0]
 	c := checkpoint{Identity: identity, Model: rep.model.Name,
-		OptT: rep.opt.t, OptState: rep.opt.state, OptSq: rep.opt.sq, Step: t.Step, Epoch: t.Epoch,
+		OptT: rep.opt.Steps(), Step: t.Step, Epoch: t.Epoch,
 		InEpoch: t.InEpoch, Part: t.part, History: history}
-	for _, p := range rep.model.Params() {
+	for i, p := range rep.model.Params() {
 		c.Params = append(c.Params, p.W)
+		first, second := rep.opt.State(i)
+		c.OptState, c.OptSq = append(c.OptState, first), append(c.OptSq, second)
 	}
 	var buf bytes.Buffer
 	buf.Write(make([]byte, checkpointHeader))
@@ -170,10 +172,13 @@ func (t *Trainer) ReadCheckpoint(name string, read func() ([]byte, error), ident
 				return nil, fmt.Errorf("trainer: %s: %w: parameter %d has %d values, want %d", path, ErrCheckpoint, i, len(c.Params[i]), len(p.W))
 			}
 			copy(p.W, c.Params[i])
-			copy(rep.opt.state[i], c.OptState[i])
-			copy(rep.opt.sq[i], c.OptSq[i])
+			first, second := rep.opt.State(i)
+			copy(first, c.OptState[i])
+			if i < len(c.OptSq) {
+				copy(second, c.OptSq[i])
+			}
 		}
-		rep.opt.t = c.OptT
+		rep.opt.SetSteps(c.OptT)
 	}
 	t.Step, t.Epoch, t.InEpoch, t.part = c.Step, c.Epoch, c.InEpoch, c.Part
 	if err := t.load(); err != nil {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // saveFile writes tr's checkpoint to the file path, as pipe does (less
@@ -26,7 +28,7 @@ func loadFile(tr *Trainer, path, identity string) ([]byte, error) {
 func checkpointed(t *testing.T) (*Trainer, string) {
 	t.Helper()
 	feed := &fakeFeed{shape: []int{3, 4, 4}, global: 8, replicas: 1, batches: 2, classes: 3}
-	tr := train(t, Config{Model: ModelSpec{Name: "mlp", Width: 16}, Epochs: 1, LR: 0.05, BaseBatch: 8}, feed)
+	tr := train(t, Config{Model: nn.ModelSpec{Name: "mlp", Width: 16}, Epochs: 1, LR: 0.05, BaseBatch: 8}, feed)
 	path := filepath.Join(t.TempDir(), "checkpoint.gob")
 	if err := saveFile(tr, path, "run", []byte("history")); err != nil {
 		t.Fatal(err)

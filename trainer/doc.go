@@ -4,22 +4,11 @@
 // runs end to end, from files to a trained model's accuracy, in Go alone,
 // and shows whether it keeps a training loop fed.
 //
-// It is built from the bottom up. A Tensor is a dense float32 array, image
-// batches in NCHW order. Layers (convolution, dense, batch normalisation,
-// ReLU, pooling, dropout, residual blocks) each have a forward pass and a
-// hand-written backward pass, checked against finite differences in the
-// tests. Nearly all their arithmetic reduces to one single-precision matrix
-// multiply, done the way BLIS and OpenBLAS do it: operands packed into
-// panels that stay in cache, a register-tiled micro-kernel in AVX-512 or
-// AVX2 assembly where the CPU has it and in Go elsewhere, and transposes
-// absorbed by the packing. A Model is a checked sequence of layers; three
-// are built in by name, as the train stage asks for them: mlp, keras_cnn
-// (Keras' CIFAR-10 example) and resnet (the CIFAR ResNets of He et al.,
-// depth 6n+2). The loss is softmax cross-entropy with label smoothing; the
-// optimisers are SGD (with momentum, Nesterov or not), Adam and RMSprop,
-// with weight decay on weights only; the learning rate follows a schedule
-// (constant, step, cosine, one-cycle, with warm-up), scaled from a base
-// batch to the global batch.
+// The network itself — tensors, layers with their backward passes, the
+// packed GEMM, the models, the loss, the optimisers and the schedules — is
+// package trainer/nn; this package is the training loop over it: the
+// replicas, their all-reduce, ranks, evaluation, stall figures and
+// checkpoints.
 //
 // Data parallelism works as it would across devices, in one process. The
 // trainer holds one model replica per device, all initialised from the same

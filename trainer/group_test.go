@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // chanJob is a job of ranks inside one process, each rank a goroutine: the
@@ -216,7 +218,7 @@ func (x *stridedEpoch) Next(r int) (Batch, error) {
 // statistics are averaged too), with the same figures every epoch,
 // evaluation included.
 func TestJobEqualsOneProcess(t *testing.T) {
-	cfg := Config{Model: ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, Optim: OptimConfig{Momentum: 0.9}, LR: 0.05,
+	cfg := Config{Model: nn.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, Optim: nn.OptimConfig{Momentum: 0.9}, LR: 0.05,
 		BaseBatch: 32, Seed: 4, Schedule: "cosine", Threads: 1}
 	for _, c := range []struct{ ranks, replicas int }{{2, 1}, {2, 2}, {4, 1}} {
 		t.Run(fmt.Sprintf("%dx%d", c.ranks, c.replicas), func(t *testing.T) {
@@ -299,7 +301,7 @@ func (x cancelEpoch) Next(r int) (Batch, error) {
 // context is cancelled stops every rank after the same step, and each saves
 // the position its checkpoint needs.
 func TestJobStopsTogether(t *testing.T) {
-	cfg := Config{Model: ModelSpec{Name: "mlp", Width: 16}, Epochs: 1, LR: 0.1, Threads: 1}
+	cfg := Config{Model: nn.ModelSpec{Name: "mlp", Width: 16}, Epochs: 1, LR: 0.1, Threads: 1}
 	feed := fakeFeed{shape: []int{1, 4, 4}, global: 24, batches: 8, classes: 4}
 	_, _, errs := runJob(t, cfg, feed, 3, 1, 3, func(r int) Feed {
 		f := feed
@@ -352,7 +354,7 @@ func TestJobChecksAndResumes(t *testing.T) {
 	var wg sync.WaitGroup
 	for r := range 2 {
 		wg.Go(func() {
-			cfg := Config{Model: ModelSpec{Name: "mlp", Width: 16 * (1 + r)}, LR: 0.1, Input: feed.shape, Classes: 4,
+			cfg := Config{Model: nn.ModelSpec{Name: "mlp", Width: 16 * (1 + r)}, LR: 0.1, Input: feed.shape, Classes: 4,
 				GlobalBatch: 16, BatchesPerEpoch: 4, Replicas: 1, Group: group[r]}
 			_, errs[r] = New(cfg)
 		})
@@ -364,7 +366,7 @@ func TestJobChecksAndResumes(t *testing.T) {
 		}
 	}
 
-	cfg := Config{Model: ModelSpec{Name: "mlp", Width: 16}, Epochs: 2, LR: 0.1, Threads: 1}
+	cfg := Config{Model: nn.ModelSpec{Name: "mlp", Width: 16}, Epochs: 2, LR: 0.1, Threads: 1}
 	_, trs, errs := runJob(t, cfg, feed, 2, 1, 2, nil, nil)
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)

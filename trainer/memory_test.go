@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // TestModelBeyondMemory: a model whose values would not fit in what the
@@ -17,8 +19,8 @@ func TestModelBeyondMemory(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("memory limits are read on Linux only")
 	}
-	cfg := Config{Model: ModelSpec{Name: "mlp"}, Input: []int{3, 32, 32}, Classes: 1 << 20, Replicas: 2,
-		GlobalBatch: 2, BatchesPerEpoch: 1, LR: 0.1, Optim: OptimConfig{Name: "adam"}}
+	cfg := Config{Model: nn.ModelSpec{Name: "mlp"}, Input: []int{3, 32, 32}, Classes: 1 << 20, Replicas: 2,
+		GlobalBatch: 2, BatchesPerEpoch: 1, LR: 0.1, Optim: nn.OptimConfig{Name: "adam"}}
 	if os.Getenv("TRAINER_CHILD") == "" {
 		cmd := exec.Command("bash", "-c", "ulimit -v 3000000 && exec "+os.Args[0]+" -test.run '^TestModelBeyondMemory$' -test.v")
 		cmd.Env = append(os.Environ(), "TRAINER_CHILD=1")

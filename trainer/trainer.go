@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/alitto/pond/v2"
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // Batch is one replica's slice of a global batch: X is [N, C, H, W]
@@ -18,7 +19,7 @@ import (
 // Samples are the global sample indices (they key dropout masks). Release
 // hands the memory back to the pipeline.
 type Batch struct {
-	X       *Tensor
+	X       *nn.Tensor
 	Dev     *DeviceTensor
 	Labels  []int32
 	Samples []int
@@ -71,13 +72,13 @@ type AllReducer interface {
 // LocalAllReduce averages replicas in one process, the vector cut among the
 // pool's workers. Each element's sum runs over the replicas in order, so the
 // result does not depend on the workers.
-type LocalAllReduce struct{ Pool *Pool }
+type LocalAllReduce struct{ Pool *nn.Pool }
 
 func (a LocalAllReduce) AllReduce(bufs [][]float32) error { return mean(a.Pool, bufs) }
 
 func (a LocalAllReduce) AllReduce64(bufs [][]float64) error { return mean(a.Pool, bufs) }
 
-func mean[T float32 | float64](pool *Pool, bufs [][]T) error {
+func mean[T float32 | float64](pool *nn.Pool, bufs [][]T) error {
 	if len(bufs) < 2 {
 		return nil
 	}
@@ -89,7 +90,7 @@ func mean[T float32 | float64](pool *Pool, bufs [][]T) error {
 	}
 	inv := 1 / T(len(bufs))
 	if pool == nil {
-		pool = NewPool(1)
+		pool = nn.NewPool(1)
 	}
 	pool.Run(n, func(lo, hi, _ int) {
 		for i := lo; i < hi; i++ {
@@ -108,7 +109,7 @@ func mean[T float32 | float64](pool *Pool, bufs [][]T) error {
 
 // Config configures a training run. Zero values take the defaults given.
 type Config struct {
-	Model ModelSpec
+	Model nn.ModelSpec
 	// Input is the per-sample shape [C, H, W]; Classes the label count.
 	Input   []int
 	Classes int
@@ -120,7 +121,7 @@ type Config struct {
 	// GlobalBatch is the samples per step over all replicas; BatchesPerEpoch
 	// how many global batches an epoch has.
 	GlobalBatch, BatchesPerEpoch int
-	Optim                        OptimConfig
+	Optim                        nn.OptimConfig
 	// LR is the peak learning rate for batch BaseBatch (default 256),
 	// scaled to GlobalBatch by ScaleLR: linear (default), sqrt or none.
 	LR        float64
@@ -191,7 +192,7 @@ func (c Config) WithDefaults() Config {
 type Trainer struct {
 	cfg      Config
 	replicas []*replica
-	sched    ScheduleConfig
+	sched    nn.ScheduleConfig
 	peak     float64
 	steps    int // steps per epoch
 	// Step is the number of steps taken; Epoch the epoch running or next
@@ -223,12 +224,12 @@ type partial struct {
 }
 
 type replica struct {
-	model *Model
-	opt   *Optimizer
+	model *nn.Model
+	opt   *nn.Optimizer
 	acc   Accelerator // nil: the replica runs on the CPU
-	pool  *Pool
-	loss  SoftmaxCrossEntropy
-	ctx   Context
+	pool  *nn.Pool
+	loss  nn.SoftmaxCrossEntropy
+	ctx   nn.Context
 	// this step's figures
 	lossSum float64
 	correct int
@@ -281,16 +282,16 @@ func New(cfg Config) (*Trainer, error) {
 	}
 	t := &Trainer{cfg: cfg, runner: pond.NewPool(max(cfg.Replicas, 1)), ranks: ranks, total: ranks * cfg.Replicas}
 	var err error
-	if t.peak, err = ScaleLR(cfg.LR, cfg.ScaleLR, cfg.BaseBatch, cfg.GlobalBatch); err != nil {
+	if t.peak, err = nn.ScaleLR(cfg.LR, cfg.ScaleLR, cfg.BaseBatch, cfg.GlobalBatch); err != nil {
 		return nil, err
 	}
 	t.steps = cfg.BatchesPerEpoch
 	if cfg.StepsPerEpoch > 0 {
 		t.steps = min(t.steps, cfg.StepsPerEpoch)
 	}
-	t.sched = ScheduleConfig{Kind: cfg.Schedule, WarmupSteps: int(math.Round(cfg.WarmupEpochs * float64(t.steps))),
+	t.sched = nn.ScheduleConfig{Kind: cfg.Schedule, WarmupSteps: int(math.Round(cfg.WarmupEpochs * float64(t.steps))),
 		TotalSteps: cfg.Epochs * t.steps, StepEvery: cfg.StepEvery * t.steps, Gamma: cfg.Gamma}
-	if err := t.sched.check(); err != nil {
+	if err := t.sched.Check(); err != nil {
 		return nil, err
 	}
 	threads := max(cfg.Threads/cfg.Replicas, 1)
@@ -299,15 +300,15 @@ func New(cfg Config) (*Trainer, error) {
 		if err != nil {
 			return nil, err
 		}
-		opt, err := NewOptimizer(cfg.Optim, m.Params())
+		opt, err := nn.NewOptimizer(cfg.Optim, m.Params())
 		if err != nil {
 			return nil, err
 		}
-		r := &replica{model: m, opt: opt, pool: NewPool(threads), loss: SoftmaxCrossEntropy{Smoothing: cfg.Smoothing}}
+		r := &replica{model: m, opt: opt, pool: nn.NewPool(threads), loss: nn.SoftmaxCrossEntropy{Smoothing: cfg.Smoothing}}
 		t.replicas = append(t.replicas, r)
 	}
 	if t.cfg.Reducer == nil {
-		t.cfg.Reducer = LocalAllReduce{Pool: NewPool(cfg.Threads)}
+		t.cfg.Reducer = LocalAllReduce{Pool: nn.NewPool(cfg.Threads)}
 		if ranks > 1 {
 			r, ok := cfg.Group.(AllReducer)
 			if !ok {
@@ -356,7 +357,7 @@ func (t *Trainer) checkJob() error {
 }
 
 // Model is the trained model (replica 0's; after Sync every replica's).
-func (t *Trainer) Model() *Model { return t.replicas[0].model }
+func (t *Trainer) Model() *nn.Model { return t.replicas[0].model }
 
 // PeakLR is the learning rate after scaling to the global batch.
 func (t *Trainer) PeakLR() float64 { return t.peak }
@@ -745,7 +746,7 @@ func (t *Trainer) reduceGrads() error {
 }
 
 func (rep *replica) forwardBackward(t *Trainer, b Batch) error {
-	rep.ctx = Context{Train: true, Pool: rep.pool, Seed: t.cfg.Seed, Step: t.Step, Samples: b.Samples, Smoothing: rep.loss.Smoothing}
+	rep.ctx = nn.Context{Train: true, Pool: rep.pool, Seed: t.cfg.Seed, Step: t.Step, Samples: b.Samples, Smoothing: rep.loss.Smoothing}
 	if rep.acc != nil {
 		l, c, err := rep.acc.ForwardBackward(&rep.ctx, b)
 		rep.n, rep.lossSum, rep.correct = b.N(), l, c
@@ -784,8 +785,8 @@ func (t *Trainer) Evaluate(ctx context.Context, feed Feed) (EvalStats, error) {
 		}
 		defer ef.Close()
 		rep := t.replicas[0]
-		pool := NewPool(t.cfg.Threads)
-		var lossFn SoftmaxCrossEntropy
+		pool := nn.NewPool(t.cfg.Threads)
+		var lossFn nn.SoftmaxCrossEntropy
 		for {
 			b, err := ef.Next(0)
 			if errors.Is(err, io.EOF) {
@@ -807,7 +808,7 @@ func (t *Trainer) Evaluate(ctx context.Context, feed Feed) (EvalStats, error) {
 				b.Release()
 				return ErrHostBatch
 			}
-			c := &Context{Pool: pool, Samples: b.Samples}
+			c := &nn.Context{Pool: pool, Samples: b.Samples}
 			logits := rep.model.Forward(c, b.X)
 			l, k, _ := lossFn.Loss(logits, b.Labels)
 			figs = append(figs, l*float64(b.X.N()), float64(k), float64(b.X.N()))

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pipefeed/pipe/internal/splitmix"
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // fakeFeed serves global batches of deterministic data: sample s of the run
@@ -39,8 +42,8 @@ func (x *fakeEpoch) Next(r int) (Batch, error) {
 	}
 	x.next[r]++
 	per := f.global / (f.replicas * max(f.ranks, 1))
-	t := NewTensor(append([]int{per}, f.shape...)...)
-	n := prod(f.shape)
+	t := nn.NewTensor(append([]int{per}, f.shape...)...)
+	n := len(t.Data) / per
 	var labels []int32
 	var samples []int
 	for i := range per {
@@ -80,7 +83,7 @@ func train(t *testing.T, cfg Config, feed *fakeFeed) *Trainer {
 
 // sameParams reports the worst relative difference ||a-b|| / ||b|| over the
 // trained parameters of two models.
-func sameParams(a, b *Model) (worst float64, name string) {
+func sameParams(a, b *nn.Model) (worst float64, name string) {
 	for i, p := range a.Params() {
 		if p.Buffer {
 			continue
@@ -105,7 +108,7 @@ func TestDataParallelEquivalence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains keras_cnn twice")
 	}
-	cfg := Config{Model: ModelSpec{Name: "keras_cnn"}, Epochs: 1, Optim: OptimConfig{Momentum: 0.9}, LR: 0.05, BaseBatch: 128,
+	cfg := Config{Model: nn.ModelSpec{Name: "keras_cnn"}, Epochs: 1, Optim: nn.OptimConfig{Momentum: 0.9}, LR: 0.05, BaseBatch: 128,
 		Seed: 5, Threads: 2}
 	one := train(t, cfg, &fakeFeed{shape: []int{3, 16, 16}, global: 128, replicas: 1, batches: 20, classes: 10})
 	four := train(t, cfg, &fakeFeed{shape: []int{3, 16, 16}, global: 128, replicas: 4, batches: 20, classes: 10})
@@ -130,7 +133,7 @@ func TestDataParallelEquivalence(t *testing.T) {
 // every local step is the synchronous update.
 func TestLocalSGDEveryStepIsSync(t *testing.T) {
 	feed := &fakeFeed{shape: []int{3, 8, 8}, global: 32, replicas: 4, batches: 10, classes: 10}
-	cfg := Config{Model: ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 1, Optim: OptimConfig{Momentum: 0}, LR: 0.05,
+	cfg := Config{Model: nn.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 1, Optim: nn.OptimConfig{Momentum: 0}, LR: 0.05,
 		BaseBatch: 32, Seed: 2, Threads: 2}
 	sync := train(t, cfg, feed)
 	cfg.Mode, cfg.AverageEvery = "local", 1
@@ -149,7 +152,7 @@ func TestLocalSGDEveryStepIsSync(t *testing.T) {
 // are filled in.
 func TestTrainingLearns(t *testing.T) {
 	feed := &fakeFeed{shape: []int{3, 8, 8}, global: 64, replicas: 2, batches: 30, classes: 10}
-	cfg := Config{Model: ModelSpec{Name: "mlp", Width: 64}, Epochs: 3, Optim: OptimConfig{Momentum: 0.9}, LR: 0.05,
+	cfg := Config{Model: nn.ModelSpec{Name: "mlp", Width: 64}, Epochs: 3, Optim: nn.OptimConfig{Momentum: 0.9}, LR: 0.05,
 		BaseBatch: 64, Seed: 1, Threads: 2, Schedule: "cosine", WarmupEpochs: 0.5}
 	cfg.GlobalBatch, cfg.BatchesPerEpoch = feed.global, feed.batches
 	cfg.Input, cfg.Classes, cfg.Replicas = feed.shape, feed.classes, feed.replicas
@@ -178,7 +181,7 @@ func TestTrainingLearns(t *testing.T) {
 }
 
 func TestScheduleAndScaling(t *testing.T) {
-	s := ScheduleConfig{Kind: "cosine", WarmupSteps: 10, TotalSteps: 110}
+	s := nn.ScheduleConfig{Kind: "cosine", WarmupSteps: 10, TotalSteps: 110}
 	if got := s.At(0, 1); math.Abs(got-0.1) > 1e-12 {
 		t.Errorf("warm-up start %g", got)
 	}
@@ -188,11 +191,11 @@ func TestScheduleAndScaling(t *testing.T) {
 	if got := s.At(60, 1); math.Abs(got-0.5) > 1e-12 {
 		t.Errorf("cosine midpoint %g", got)
 	}
-	st := ScheduleConfig{Kind: "step", StepEvery: 10, Gamma: 0.1}
+	st := nn.ScheduleConfig{Kind: "step", StepEvery: 10, Gamma: 0.1}
 	if got := st.At(25, 1); math.Abs(got-0.01) > 1e-12 {
 		t.Errorf("step at 25: %g", got)
 	}
-	oc := ScheduleConfig{Kind: "onecycle", TotalSteps: 100}
+	oc := nn.ScheduleConfig{Kind: "onecycle", TotalSteps: 100}
 	if a, b, c := oc.At(0, 1), oc.At(30, 1), oc.At(99, 1); !(a < 0.05 && b > 0.99 && c < 0.01) {
 		t.Errorf("onecycle %g %g %g", a, b, c)
 	}
@@ -200,11 +203,11 @@ func TestScheduleAndScaling(t *testing.T) {
 		rule string
 		want float64
 	}{{"linear", 0.4}, {"sqrt", 0.2}, {"none", 0.1}} {
-		if got, _ := ScaleLR(0.1, c.rule, 256, 1024); math.Abs(got-c.want) > 1e-12 {
+		if got, _ := nn.ScaleLR(0.1, c.rule, 256, 1024); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("scale_lr=%s: %g, want %g", c.rule, got, c.want)
 		}
 	}
-	if _, err := ScaleLR(0.1, "cubic", 256, 1024); err == nil {
+	if _, err := nn.ScaleLR(0.1, "cubic", 256, 1024); err == nil {
 		t.Error("unknown scale_lr accepted")
 	}
 }
@@ -230,7 +233,7 @@ func (x panicEpoch) Next(r int) (Batch, error) {
 // with an error carrying the panic and its stack, not a crash.
 func TestReplicaPanicIsAnError(t *testing.T) {
 	feed := &panicFeed{fakeFeed{shape: []int{1, 4, 4}, global: 8, replicas: 2, batches: 5, classes: 2}}
-	cfg := Config{Model: ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.1, Threads: 2}
+	cfg := Config{Model: nn.ModelSpec{Name: "mlp", Width: 8}, Epochs: 1, LR: 0.1, Threads: 2}
 	cfg.GlobalBatch, cfg.BatchesPerEpoch = feed.global, feed.batches
 	cfg.Input, cfg.Classes, cfg.Replicas = feed.shape, feed.classes, feed.replicas
 	tr, err := New(cfg)
@@ -241,4 +244,11 @@ func TestReplicaPanicIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "replica 1 fell over") || !strings.Contains(err.Error(), "goroutine") {
 		t.Fatalf("want the panic with its stack, got %v", err)
 	}
+}
+
+// uniform returns a float in [0, 1) keyed by the four values (nn's
+// initialiser's hash, for test data).
+func uniform(seed uint64, a, b, c int64) float64 {
+	x := splitmix.Mix(seed ^ splitmix.Mix(uint64(a)^splitmix.Mix(uint64(b)^splitmix.Mix(uint64(c)))))
+	return float64(x>>11) / (1 << 53)
 }

@@ -67,7 +67,7 @@ func checkpointParams(t *testing.T, path string) [][]float32 {
 // orders and stream delays). Against the CPU it agrees within float32
 // rounding, not bit for bit, so params_hash differs: the GPU's matrix
 // product keeps each output's whole sum over K in one register of fused
-// multiply-adds, where the CPU's (trainer/gemm.go) adds K in blocks of kc
+// multiply-adds, where the CPU's (trainer/nn/gemm.go) adds K in blocks of kc
 // into C, with FMA or without depending on the CPU. The losses agree to
 // 1e-5 and every parameter tensor to 1e-4 of its norm, trainer/gpu's
 // tolerances.

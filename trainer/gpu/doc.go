@@ -2,7 +2,7 @@
 // trainer.Accelerator that holds one model in a GPU's memory and trains it
 // there, and PeerReducer averages the replicas' gradients across GPUs.
 //
-// A Replica mirrors the layers of a trainer.Model (convolution, dense,
+// A Replica mirrors the layers of a nn.Model (convolution, dense,
 // ReLU, max pooling, global average pooling, flatten, dropout, batch norm,
 // residual blocks) and runs each forward and backward pass as CUDA kernels
 // written beside it in kernels.cu, compiled to PTX for compute capability

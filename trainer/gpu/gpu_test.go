@@ -25,6 +25,7 @@ import (
 	"github.com/pipefeed/pipe/internal/cuda"
 	"github.com/pipefeed/pipe/internal/splitmix"
 	"github.com/pipefeed/pipe/trainer"
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // TestMain prints the emulator's seed after a failure, so that the thread
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 // when there is one, else on the same.
 const ordinal = 0
 
-func newReplica(tb testing.TB, m *trainer.Model, ord int) *Replica {
+func newReplica(tb testing.TB, m *nn.Model, ord int) *Replica {
 	tb.Helper()
 	r, err := New(ord, m)
 	if err != nil {
@@ -67,7 +68,7 @@ func value(a, b int) float32 {
 // batch is n samples of shape in, labels in [0, classes), samples from
 // first.
 func batch(in []int, n, classes, first int) trainer.Batch {
-	x := trainer.NewTensor(append([]int{n}, in...)...)
+	x := nn.NewTensor(append([]int{n}, in...)...)
 	per := x.PerSample()
 	b := trainer.Batch{X: x, Release: func() {}}
 	for i := range n {
@@ -114,10 +115,10 @@ func relDiff[T float32 | float64](a, b []T) float64 {
 
 // cpuStep runs the CPU reference on b and returns the loss sum, the
 // correct predictions and the gradient sums in the replica's order.
-func cpuStep(m *trainer.Model, b trainer.Batch, ctx trainer.Context) (float64, int, []float64) {
-	ctx.Pool = trainer.NewPool(1)
+func cpuStep(m *nn.Model, b trainer.Batch, ctx nn.Context) (float64, int, []float64) {
+	ctx.Pool = nn.NewPool(1)
 	m.ZeroGrad()
-	loss := trainer.SoftmaxCrossEntropy{Smoothing: ctx.Smoothing}
+	loss := nn.SoftmaxCrossEntropy{Smoothing: ctx.Smoothing}
 	logits := m.Forward(&ctx, b.X)
 	l, k, g := loss.Loss(logits, b.Labels)
 	if ctx.Train {
@@ -147,8 +148,8 @@ type sizes struct {
 	// model is what the training tests train (with no batch norm, whose
 	// statistics differ between one replica and two); trained are the
 	// models TestTrainingMatchesCPU compares with the CPU's.
-	model   trainer.ModelSpec
-	trained []trainer.ModelSpec
+	model   nn.ModelSpec
+	trained []nn.ModelSpec
 }
 
 var size = func() sizes {
@@ -156,65 +157,65 @@ var size = func() sizes {
 		// keras_cnn costs 25 million instructions a sample and step on
 		// the 10×10 images: the layer test runs it once, the training
 		// tests take an MLP and resnet8 of width 4.
-		return sizes{side: 8, cnn: 10, train: 8, width: 4, global: 16, big: 48, model: trainer.ModelSpec{Name: "mlp", Width: 64},
-			trained: []trainer.ModelSpec{{Name: "mlp", Width: 64}, {Name: "resnet", Depth: 8, Width: 4}}}
+		return sizes{side: 8, cnn: 10, train: 8, width: 4, global: 16, big: 48, model: nn.ModelSpec{Name: "mlp", Width: 64},
+			trained: []nn.ModelSpec{{Name: "mlp", Width: 64}, {Name: "resnet", Depth: 8, Width: 4}}}
 	}
-	return sizes{side: 12, cnn: 16, train: 16, width: 16, global: 64, big: 96, model: trainer.ModelSpec{Name: "keras_cnn"},
-		trained: []trainer.ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 8}}}
+	return sizes{side: 12, cnn: 16, train: 16, width: 16, global: 64, big: 96, model: nn.ModelSpec{Name: "keras_cnn"},
+		trained: []nn.ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 8}}}
 }()
 
 // layerModels are small models that put every layer, in every
 // configuration the built-in models use, between a parameter and the loss,
 // so that each layer's forward pass shows in the loss and its backward pass
 // in the gradients before it.
-func layerModels() map[string]func() (*trainer.Model, error) {
+func layerModels() map[string]func() (*nn.Model, error) {
 	sd := size.side
 	in := []int{3, sd, sd}
 	valid := (sd - 2) / 2   // a valid 3×3 convolution, then 2×2 pooling
 	overlap := (sd-3)/2 + 1 // 3×3 pooling at stride 2
 	half := (sd + 1) / 2    // a 1×1 convolution at stride 2
-	return map[string]func() (*trainer.Model, error){
-		"conv3x3-bias-relu": func() (*trainer.Model, error) {
-			return trainer.NewModel("a", in, 1, trainer.NewConv2D(3, 8, 3, 1, 1), &trainer.ReLU{}, &trainer.Flatten{}, trainer.NewDense(8*sd*sd, 5))
+	return map[string]func() (*nn.Model, error){
+		"conv3x3-bias-relu": func() (*nn.Model, error) {
+			return nn.NewModel("a", in, 1, nn.NewConv2D(3, 8, 3, 1, 1), &nn.ReLU{}, &nn.Flatten{}, nn.NewDense(8*sd*sd, 5))
 		},
-		"conv3x3-valid-maxpool-dropout": func() (*trainer.Model, error) {
-			return trainer.NewModel("b", in, 2, trainer.NewConv2D(3, 8, 3, 1, 0), &trainer.ReLU{}, trainer.NewMaxPool2D(2, 2),
-				&trainer.Dropout{P: 0.25}, &trainer.Flatten{}, trainer.NewDense(8*valid*valid, 16), &trainer.ReLU{}, &trainer.Dropout{P: 0.5},
-				trainer.NewDense(16, 5))
+		"conv3x3-valid-maxpool-dropout": func() (*nn.Model, error) {
+			return nn.NewModel("b", in, 2, nn.NewConv2D(3, 8, 3, 1, 0), &nn.ReLU{}, nn.NewMaxPool2D(2, 2),
+				&nn.Dropout{P: 0.25}, &nn.Flatten{}, nn.NewDense(8*valid*valid, 16), &nn.ReLU{}, &nn.Dropout{P: 0.5},
+				nn.NewDense(16, 5))
 		},
-		"maxpool-overlapping": func() (*trainer.Model, error) {
-			return trainer.NewModel("c", in, 3, trainer.NewConv2D(3, 4, 3, 1, 1), trainer.NewMaxPool2D(3, 2), &trainer.Flatten{},
-				trainer.NewDense(4*overlap*overlap, 5))
+		"maxpool-overlapping": func() (*nn.Model, error) {
+			return nn.NewModel("c", in, 3, nn.NewConv2D(3, 4, 3, 1, 1), nn.NewMaxPool2D(3, 2), &nn.Flatten{},
+				nn.NewDense(4*overlap*overlap, 5))
 		},
-		"conv-stride2-batchnorm-gap": func() (*trainer.Model, error) {
-			return trainer.NewModel("d", in, 4, trainer.NewConv2DNoBias(3, 8, 3, 2, 1), trainer.NewBatchNorm(8), &trainer.ReLU{},
-				&trainer.GlobalAvgPool{}, trainer.NewDense(8, 5))
+		"conv-stride2-batchnorm-gap": func() (*nn.Model, error) {
+			return nn.NewModel("d", in, 4, nn.NewConv2DNoBias(3, 8, 3, 2, 1), nn.NewBatchNorm(8), &nn.ReLU{},
+				&nn.GlobalAvgPool{}, nn.NewDense(8, 5))
 		},
-		"conv1x1-stride2": func() (*trainer.Model, error) {
-			return trainer.NewModel("e", in, 5, trainer.NewConv2DNoBias(3, 8, 1, 2, 0), &trainer.Flatten{}, trainer.NewDense(8*half*half, 5))
+		"conv1x1-stride2": func() (*nn.Model, error) {
+			return nn.NewModel("e", in, 5, nn.NewConv2DNoBias(3, 8, 1, 2, 0), &nn.Flatten{}, nn.NewDense(8*half*half, 5))
 		},
-		"dense-batchnorm": func() (*trainer.Model, error) {
-			return trainer.NewModel("f", in, 6, &trainer.Flatten{}, trainer.NewDense(3*sd*sd, 24), trainer.NewBatchNorm(24),
-				&trainer.ReLU{}, trainer.NewDense(24, 5))
+		"dense-batchnorm": func() (*nn.Model, error) {
+			return nn.NewModel("f", in, 6, &nn.Flatten{}, nn.NewDense(3*sd*sd, 24), nn.NewBatchNorm(24),
+				&nn.ReLU{}, nn.NewDense(24, 5))
 		},
-		"residual-identity-and-projection": func() (*trainer.Model, error) {
-			block := func(i, o, s int) trainer.Layer {
-				body := []trainer.Layer{trainer.NewConv2DNoBias(i, o, 3, s, 1), trainer.NewBatchNorm(o), &trainer.ReLU{},
-					trainer.NewConv2DNoBias(o, o, 3, 1, 1), trainer.NewBatchNorm(o)}
-				var short []trainer.Layer
+		"residual-identity-and-projection": func() (*nn.Model, error) {
+			block := func(i, o, s int) nn.Layer {
+				body := []nn.Layer{nn.NewConv2DNoBias(i, o, 3, s, 1), nn.NewBatchNorm(o), &nn.ReLU{},
+					nn.NewConv2DNoBias(o, o, 3, 1, 1), nn.NewBatchNorm(o)}
+				var short []nn.Layer
 				if s != 1 || i != o {
-					short = []trainer.Layer{trainer.NewConv2DNoBias(i, o, 1, s, 0), trainer.NewBatchNorm(o)}
+					short = []nn.Layer{nn.NewConv2DNoBias(i, o, 1, s, 0), nn.NewBatchNorm(o)}
 				}
-				return &trainer.Residual{Body: body, Shortcut: short}
+				return &nn.Residual{Body: body, Shortcut: short}
 			}
-			return trainer.NewModel("g", in, 7, trainer.NewConv2DNoBias(3, 4, 3, 1, 1), block(4, 4, 1), &trainer.ReLU{},
-				block(4, 8, 2), &trainer.ReLU{}, &trainer.GlobalAvgPool{}, trainer.NewDense(8, 5))
+			return nn.NewModel("g", in, 7, nn.NewConv2DNoBias(3, 4, 3, 1, 1), block(4, 4, 1), &nn.ReLU{},
+				block(4, 8, 2), &nn.ReLU{}, &nn.GlobalAvgPool{}, nn.NewDense(8, 5))
 		},
-		"keras_cnn": func() (*trainer.Model, error) {
-			return trainer.ModelSpec{Name: "keras_cnn"}.Build([]int{3, size.cnn, size.cnn}, 5, 8)
+		"keras_cnn": func() (*nn.Model, error) {
+			return nn.ModelSpec{Name: "keras_cnn"}.Build([]int{3, size.cnn, size.cnn}, 5, 8)
 		},
-		"resnet8": func() (*trainer.Model, error) {
-			return trainer.ModelSpec{Name: "resnet", Depth: 8, Width: size.width}.Build(in, 5, 9)
+		"resnet8": func() (*nn.Model, error) {
+			return nn.ModelSpec{Name: "resnet", Depth: 8, Width: size.width}.Build(in, 5, 9)
 		},
 	}
 }
@@ -230,14 +231,14 @@ func TestLayersMatchCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opt, _ := trainer.NewOptimizer(trainer.OptimConfig{}, m.Params())
+			opt, _ := nn.NewOptimizer(nn.OptimConfig{}, m.Params())
 			r := newReplica(t, m, ordinal)
 			if err := r.Load(m, opt); err != nil {
 				t.Fatal(err)
 			}
 			// 40 samples: two full dense chunks of 16 and a partial one.
 			b := batch(m.In, 40, 5, 1000)
-			ctx := trainer.Context{Train: true, Seed: 11, Step: 3, Samples: b.Samples, Smoothing: 0.1}
+			ctx := nn.Context{Train: true, Seed: 11, Step: 3, Samples: b.Samples, Smoothing: 0.1}
 			gl, gk, err := r.ForwardBackward(&ctx, b)
 			if err != nil {
 				t.Fatal(err)
@@ -270,7 +271,7 @@ func TestLayersMatchCPU(t *testing.T) {
 			}
 			// The running statistics the training pass updated.
 			host, _ := build()
-			hopt, _ := trainer.NewOptimizer(trainer.OptimConfig{}, host.Params())
+			hopt, _ := nn.NewOptimizer(nn.OptimConfig{}, host.Params())
 			if err := r.Store(host, hopt); err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +287,7 @@ func TestLayersMatchCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl, ck, _ = cpuStep(m, b, trainer.Context{})
+			cl, ck, _ = cpuStep(m, b, nn.Context{})
 			if d := math.Abs(el-cl) / math.Abs(cl); !(d <= 1e-5) || ek != ck {
 				t.Errorf("evaluation: GPU %.9g (%d correct), CPU %.9g (%d)", el, ek, cl, ck)
 			}
@@ -298,16 +299,16 @@ func TestLayersMatchCPU(t *testing.T) {
 // exactly the CPU's values (the masks are the same bits), so the gradient
 // of the dense layer after it matches to float32 rounding of one GEMM.
 func TestDropoutMasksMatchCPU(t *testing.T) {
-	m, err := trainer.NewModel("drop", []int{3, 4, 4}, 1, &trainer.Dropout{P: 0.5}, &trainer.Flatten{}, trainer.NewDense(48, 3))
+	m, err := nn.NewModel("drop", []int{3, 4, 4}, 1, &nn.Dropout{P: 0.5}, &nn.Flatten{}, nn.NewDense(48, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt, _ := trainer.NewOptimizer(trainer.OptimConfig{}, m.Params())
+	opt, _ := nn.NewOptimizer(nn.OptimConfig{}, m.Params())
 	r := newReplica(t, m, ordinal)
 	r.Load(m, opt)
 	b := batch(m.In, 16, 3, 77)
 	for step := range int64(3) {
-		ctx := trainer.Context{Train: true, Seed: 5, Step: step, Samples: b.Samples}
+		ctx := nn.Context{Train: true, Seed: 5, Step: step, Samples: b.Samples}
 		if _, _, err := r.ForwardBackward(&ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -323,17 +324,17 @@ func TestDropoutMasksMatchCPU(t *testing.T) {
 // CPU's parameters and state bit for bit, from the same gradients, over
 // several steps (Adam's bias correction counts them).
 func TestOptimizersMatchCPU(t *testing.T) {
-	for _, c := range []trainer.OptimConfig{
+	for _, c := range []nn.OptimConfig{
 		{Name: "sgd"}, {Name: "sgd", Momentum: 0.9, WeightDecay: 5e-4}, {Name: "sgd", Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4},
 		{Name: "adam"}, {Name: "adam", WeightDecay: 1e-4}, {Name: "rmsprop"}, {Name: "rmsprop", Momentum: 0.9, WeightDecay: 1e-4},
 	} {
 		t.Run(fmt.Sprintf("%s-m%g-n%v-wd%g", c.Name, c.Momentum, c.Nesterov, c.WeightDecay), func(t *testing.T) {
-			m, err := trainer.NewModel("o", []int{2, 6, 6}, 3, trainer.NewConv2DNoBias(2, 4, 3, 1, 1), trainer.NewBatchNorm(4),
-				&trainer.Flatten{}, trainer.NewDense(144, 3))
+			m, err := nn.NewModel("o", []int{2, 6, 6}, 3, nn.NewConv2DNoBias(2, 4, 3, 1, 1), nn.NewBatchNorm(4),
+				&nn.Flatten{}, nn.NewDense(144, 3))
 			if err != nil {
 				t.Fatal(err)
 			}
-			opt, err := trainer.NewOptimizer(c, m.Params())
+			opt, err := nn.NewOptimizer(c, m.Params())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -361,9 +362,9 @@ func TestOptimizersMatchCPU(t *testing.T) {
 				m.Grads()
 				opt.Step(m.Params(), lr)
 			}
-			host, _ := trainer.NewModel("o", []int{2, 6, 6}, 99, trainer.NewConv2DNoBias(2, 4, 3, 1, 1), trainer.NewBatchNorm(4),
-				&trainer.Flatten{}, trainer.NewDense(144, 3))
-			hopt, _ := trainer.NewOptimizer(c, host.Params())
+			host, _ := nn.NewModel("o", []int{2, 6, 6}, 99, nn.NewConv2DNoBias(2, 4, 3, 1, 1), nn.NewBatchNorm(4),
+				&nn.Flatten{}, nn.NewDense(144, 3))
+			hopt, _ := nn.NewOptimizer(c, host.Params())
 			if err := r.Store(host, hopt); err != nil {
 				t.Fatal(err)
 			}
@@ -388,11 +389,11 @@ func TestOptimizersMatchCPU(t *testing.T) {
 // prefetch queue leaves it) trains exactly as the same batch copied in.
 func TestDeviceBatchInPlace(t *testing.T) {
 	m, _ := size.trained[0].Build(trainIn, 5, 1)
-	opt, _ := trainer.NewOptimizer(trainer.OptimConfig{}, m.Params())
+	opt, _ := nn.NewOptimizer(nn.OptimConfig{}, m.Params())
 	r := newReplica(t, m, ordinal)
 	r.Load(m, opt)
 	b := batch(m.In, 32, 5, 0)
-	ctx := trainer.Context{Train: true, Seed: 1, Samples: b.Samples}
+	ctx := nn.Context{Train: true, Seed: 1, Samples: b.Samples}
 	l1, k1, err := r.ForwardBackward(&ctx, b)
 	if err != nil {
 		t.Fatal(err)
@@ -511,7 +512,7 @@ func gpuTrainer(t testing.TB, cfg trainer.Config, f *feed, ords []int) *trainer.
 }
 
 // worst is the largest relative difference of a trained parameter.
-func worst(a, b *trainer.Model) (float64, string) {
+func worst(a, b *nn.Model) (float64, string) {
 	w, name := 0.0, ""
 	for i, p := range a.Params() {
 		if d := relDiff(p.W, b.Params()[i].W); d > w || math.IsNaN(d) {
@@ -535,7 +536,7 @@ func ordinals(n int) []int {
 // trainCfg trains keras_cnn on a GPU, an MLP under the emulator
 // (size.model).
 var trainCfg = trainer.Config{Model: size.model, Epochs: 1, LR: 0.05, BaseBatch: 64, Seed: 5,
-	Optim: trainer.OptimConfig{Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}, Smoothing: 0.1}
+	Optim: nn.OptimConfig{Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}, Smoothing: 0.1}
 
 // trainIn is the training tests' per-sample input shape.
 var trainIn = []int{3, size.train, size.train}
@@ -606,7 +607,7 @@ func TestCheckpointGPUToCPU(t *testing.T) {
 // 256 of CIFAR-sized float32 images already in device memory: what
 // bench/torch/train_gpu.py measures for PyTorch eager on the same GPU.
 func BenchmarkTrainStep(b *testing.B) {
-	for _, spec := range []trainer.ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 20}} {
+	for _, spec := range []nn.ModelSpec{{Name: "keras_cnn"}, {Name: "resnet", Depth: 20}} {
 		b.Run(spec.Name+fmt.Sprint(spec.Depth), func(b *testing.B) {
 			const n = 256
 			in := []int{3, 32, 32}
@@ -614,12 +615,12 @@ func BenchmarkTrainStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			opt, _ := trainer.NewOptimizer(trainer.OptimConfig{Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}, m.Params())
+			opt, _ := nn.NewOptimizer(nn.OptimConfig{Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}, m.Params())
 			r := newReplica(b, m, ordinal)
 			r.Load(m, opt)
 			hb := batch(in, n, 10, 0)
 			db := onDevice(b, r, hb)
-			ctx := trainer.Context{Train: true, Seed: 1, Samples: hb.Samples, Smoothing: 0.1}
+			ctx := nn.Context{Train: true, Seed: 1, Samples: hb.Samples, Smoothing: 0.1}
 			step := func() {
 				if _, _, err := r.ForwardBackward(&ctx, db); err != nil {
 					b.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/pipefeed/pipe/internal/cuda"
-	"github.com/pipefeed/pipe/trainer"
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // step is what the layers of one pass share.
@@ -17,7 +17,7 @@ type step struct {
 	samples cuda.DevicePtr // the batch's global sample indices, int64
 }
 
-// layer is a trainer.Layer's GPU twin. forward keeps what backward needs;
+// layer is a nn.Layer's GPU twin. forward keeps what backward needs;
 // backward adds to the gradient sums and returns dL/dx. Both only launch
 // work on the replica's stream (failures are the replica's to report).
 type layer interface {
@@ -28,33 +28,33 @@ type layer interface {
 }
 
 // mirror makes the GPU twins of ls, their parameters placed by index.
-func mirror(ls []trainer.Layer, index map[*trainer.Param]int, r *Replica) ([]layer, error) {
+func mirror(ls []nn.Layer, index map[*nn.Param]int, r *Replica) ([]layer, error) {
 	var out []layer
 	for _, l := range ls {
 		var g layer
 		switch l := l.(type) {
-		case *trainer.Conv2D:
+		case *nn.Conv2D:
 			c := &conv{in: l.In, out: l.Out, k: l.K, stride: l.Stride, pad: l.Pad, w: r.slots[index[l.W]].off, b: -1}
 			if l.B != nil {
 				c.b = r.slots[index[l.B]].off
 			}
 			g = c
-		case *trainer.Dense:
+		case *nn.Dense:
 			g = &dense{in: l.In, out: l.Out, w: r.slots[index[l.W]].off, b: r.slots[index[l.B]].off}
-		case *trainer.ReLU:
+		case *nn.ReLU:
 			g = &relu{}
-		case *trainer.MaxPool2D:
+		case *nn.MaxPool2D:
 			g = &maxPool{k: l.K, stride: l.Stride}
-		case *trainer.GlobalAvgPool:
+		case *nn.GlobalAvgPool:
 			g = &gap{}
-		case *trainer.Flatten:
+		case *nn.Flatten:
 			g = &flatten{}
-		case *trainer.Dropout:
+		case *nn.Dropout:
 			g = &dropout{p: l.P, index: l.Index()}
-		case *trainer.BatchNorm:
+		case *nn.BatchNorm:
 			g = &batchNorm{c: l.C, eps: l.Eps, momentum: l.Momentum, gamma: r.slots[index[l.Gamma]].off,
 				beta: r.slots[index[l.Beta]].off, runMean: r.slots[index[l.RunMean]].off, runVar: r.slots[index[l.RunVar]].off}
-		case *trainer.Residual:
+		case *nn.Residual:
 			body, err := mirror(l.Body, index, r)
 			if err != nil {
 				return nil, err

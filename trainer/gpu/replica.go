@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipefeed/pipe/internal/cuda"
 	"github.com/pipefeed/pipe/trainer"
+	"github.com/pipefeed/pipe/trainer/nn"
 )
 
 // Compiled reports whether this build has the GPU trainer (the cuda or
@@ -42,7 +43,7 @@ type Replica struct {
 	nw, nbuf         int
 	w, g64, s, q     cuda.DevicePtr
 	decay, bufs      cuda.DevicePtr
-	opt              trainer.OptimConfig
+	opt              nn.OptimConfig
 	t                int64
 	hostW, hostB     []float32
 	hostS, hostQ     []float32
@@ -93,7 +94,7 @@ func prod(s []int) int {
 // New makes a replica on GPU ordinal with arch's layers and parameter
 // shapes (not its values: the trainer loads those). It fails for a layer the
 // GPU trainer does not have.
-func New(ordinal int, arch *trainer.Model) (*Replica, error) {
+func New(ordinal int, arch *nn.Model) (*Replica, error) {
 	n, err := cuda.DeviceCount()
 	if err != nil {
 		return nil, fmt.Errorf("gpu: counting CUDA devices: %w", err)
@@ -109,7 +110,7 @@ func New(ordinal int, arch *trainer.Model) (*Replica, error) {
 		return nil, r.errf("retaining the primary context", err)
 	}
 	// Where every parameter goes.
-	index := map[*trainer.Param]int{}
+	index := map[*nn.Param]int{}
 	for i, p := range arch.Params() {
 		index[p] = i
 		s := slot{n: len(p.W), buffer: p.Buffer}
@@ -276,7 +277,7 @@ func at(p cuda.DevicePtr, i int) cuda.DevicePtr { return p + cuda.DevicePtr(4*i)
 func at64(p cuda.DevicePtr, i int) cuda.DevicePtr { return p + cuda.DevicePtr(8*i) }
 
 // Load copies m's parameters and buffers and o's state into the GPU.
-func (r *Replica) Load(m *trainer.Model, o *trainer.Optimizer) error {
+func (r *Replica) Load(m *nn.Model, o *nn.Optimizer) error {
 	if err := r.check(m); err != nil {
 		return err
 	}
@@ -309,7 +310,7 @@ func (r *Replica) Load(m *trainer.Model, o *trainer.Optimizer) error {
 
 // Store copies the GPU's parameters, buffers and optimiser state into m and
 // o.
-func (r *Replica) Store(m *trainer.Model, o *trainer.Optimizer) error {
+func (r *Replica) Store(m *nn.Model, o *nn.Optimizer) error {
 	if err := r.check(m); err != nil {
 		return err
 	}
@@ -340,7 +341,7 @@ func (r *Replica) Store(m *trainer.Model, o *trainer.Optimizer) error {
 }
 
 // check checks that m has the replica's parameters.
-func (r *Replica) check(m *trainer.Model) error {
+func (r *Replica) check(m *nn.Model) error {
 	ps := m.Params()
 	if len(ps) != len(r.slots) {
 		return fmt.Errorf("gpu: %s: a model of %d parameters, the replica has %d", r.name, len(ps), len(r.slots))
@@ -409,7 +410,7 @@ func (r *Replica) batch(b trainer.Batch) (*tensor, error) {
 // run is one batch through the model: the forward pass, the loss (smoothed
 // by eps) and, when training, the backward pass; it returns the loss summed
 // over the samples and the correct top-1 predictions.
-func (r *Replica) run(c *trainer.Context, b trainer.Batch, train bool, eps float64) (float64, int, error) {
+func (r *Replica) run(c *nn.Context, b trainer.Batch, train bool, eps float64) (float64, int, error) {
 	n := b.N()
 	if n == 0 {
 		return 0, 0, nil
@@ -472,13 +473,13 @@ func (r *Replica) run(c *trainer.Context, b trainer.Batch, train bool, eps float
 }
 
 // ForwardBackward trains on b: its gradients replace the GPU's.
-func (r *Replica) ForwardBackward(c *trainer.Context, b trainer.Batch) (float64, int, error) {
+func (r *Replica) ForwardBackward(c *nn.Context, b trainer.Batch) (float64, int, error) {
 	return r.run(c, b, true, c.Smoothing)
 }
 
 // Evaluate runs b in inference mode, the loss unsmoothed.
 func (r *Replica) Evaluate(b trainer.Batch) (float64, int, error) {
-	return r.run(&trainer.Context{}, b, false, 0)
+	return r.run(&nn.Context{}, b, false, 0)
 }
 
 // Gradients copies the gradient sums to the host.

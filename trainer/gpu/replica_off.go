@@ -2,7 +2,10 @@
 
 package gpu
 
-import "github.com/pipefeed/pipe/trainer"
+import (
+	"github.com/pipefeed/pipe/trainer"
+	"github.com/pipefeed/pipe/trainer/nn"
+)
 
 // Compiled reports whether this build has the GPU trainer (the cuda or
 // cudaemu tag).
@@ -12,7 +15,7 @@ const Compiled = false
 type Replica struct{ trainer.Accelerator }
 
 // New returns ErrNoCUDA: this build has no CUDA.
-func New(ordinal int, arch *trainer.Model) (*Replica, error) { return nil, ErrNoCUDA }
+func New(ordinal int, arch *nn.Model) (*Replica, error) { return nil, ErrNoCUDA }
 
 // PeerReducer averages GPU replicas' gradients; this build has none.
 type PeerReducer struct{}

@@ -1,4 +1,4 @@
-package trainer
+package nn
 
 import (
 	"fmt"
@@ -747,3 +747,6 @@ func (l *Dropout) Backward(ctx *Context, dy *Tensor) *Tensor {
 	}
 	return l.dx
 }
+
+// Index is the dropout layer's number in its model, which keys its masks.
+func (l *Dropout) Index() int { return l.index }

@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package trainer
+package nn
 
 func kernel(c *float32, ldc int, pa, pb []float32, kb int) { kernelGo(c, ldc, pa, pb, kb) }
 

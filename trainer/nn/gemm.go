@@ -1,4 +1,4 @@
-package trainer
+package nn
 
 // Single-precision matrix multiply, the kernel every layer's work reduces
 // to. Matrices are row-major with a stride (the distance in elements between

@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-package trainer
+package nn
 
 import (
 	"unsafe"

@@ -1,4 +1,4 @@
-package trainer
+package nn
 
 import (
 	"fmt"
@@ -164,7 +164,9 @@ type ScheduleConfig struct {
 // Schedules lists the schedule kinds.
 var Schedules = []string{"constant", "step", "cosine", "onecycle"}
 
-func (s *ScheduleConfig) check() error {
+// Check validates s and fills in its defaults (the constant schedule;
+// gamma 0.1 for step).
+func (s *ScheduleConfig) Check() error {
 	switch s.Kind {
 	case "":
 		s.Kind = "constant"
@@ -223,3 +225,17 @@ func ScaleLR(lr float64, rule string, base, global int) (float64, error) {
 	}
 	return 0, fmt.Errorf("trainer: scale_lr=%s: want linear, sqrt or none", rule)
 }
+
+// Config returns the optimiser's configuration, its defaults filled in.
+func (o *Optimizer) Config() OptimConfig { return o.cfg }
+
+// Steps is the number of updates taken (Adam's bias correction counts them).
+func (o *Optimizer) Steps() int64 { return o.t }
+
+// SetSteps sets the number of updates taken.
+func (o *Optimizer) SetSteps(t int64) { o.t = t }
+
+// State returns parameter i's optimiser state, the slices themselves: the
+// momentum or first moment, and the second moment (nil for sgd; both nil
+// for a buffer).
+func (o *Optimizer) State(i int) (first, second []float32) { return o.state[i], o.sq[i] }
