@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/engine"
+	"github.com/pipefeed/pipe/fit"
 	"github.com/pipefeed/pipe/pipefile"
 	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/sharding"
@@ -43,6 +44,13 @@ type (
 	Decision  = engine.Decision
 	// RunOptions configures Pipeline.Run.
 	RunOptions = engine.RunOptions
+	// TrainEpoch is an epoch of training as reported, TrainStep a few
+	// steps' figures, TrainOptions what Pipeline.Fit takes and
+	// TrainResult what it returns (package fit).
+	TrainEpoch   = fit.Epoch
+	TrainStep    = fit.Step
+	TrainOptions = fit.Options
+	TrainResult  = fit.Result
 	// Checksum hashes an epoch's output.
 	Checksum = engine.Checksum
 	// Buffers is what the staging memory holds (Pipeline.Buffers);

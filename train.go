@@ -2,21 +2,18 @@ package pipe
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 	"unsafe"
 
+	"github.com/pipefeed/pipe/fit"
 	"github.com/pipefeed/pipe/pipefile"
 	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/trainer"
-	"github.com/pipefeed/pipe/trainer/gpu"
 	"github.com/pipefeed/pipe/trainer/nn"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -108,78 +105,15 @@ func (p *Pipeline) Ranks() int {
 	return p.group.Size()
 }
 
-// TrainEpoch is one epoch of training as reported: the fields `pipe run
-// --json` prints. In a job of several ranks they are the job's.
-type TrainEpoch struct {
-	Epoch         int       `json:"epoch"`
-	Steps         int       `json:"steps"`
-	Images        int       `json:"images"`
-	TrainLoss     float64   `json:"train_loss"`
-	TrainAccuracy float64   `json:"train_accuracy"`
-	TestLoss      *float64  `json:"test_loss,omitempty"`
-	TestAccuracy  *float64  `json:"test_accuracy,omitempty"`
-	LR            float64   `json:"lr"`
-	ImagesPerSec  float64   `json:"images_per_sec"`
-	StallPct      float64   `json:"stall_pct"`
-	DeviceStall   []float64 `json:"device_stall_pct"`
-	Seconds       float64   `json:"seconds"`
-	// WallSeconds is the run's training time up to the end of this epoch,
-	// across resumes.
-	WallSeconds float64 `json:"wall_seconds"`
-	// ParamsHash is the SHA-256 of the model's parameters and buffers after
-	// the epoch (nn.Model.Hash): two runs that trained the same model
-	// bit for bit show the same hashes.
-	ParamsHash string `json:"params_hash"`
-	// Auto reports workers=auto and depth=auto after the epoch, with its
-	// decisions; absent where both are fixed.
-	Auto *AutoStats `json:"auto,omitempty"`
-	// AllReduceSeconds is the time spent averaging gradients across the
-	// replicas (and ranks) this epoch; RankWaitSeconds, in a job of several
-	// ranks, the time rank 0 waited for the others at the steps' ends.
-	AllReduceSeconds float64 `json:"allreduce_seconds"`
-	RankWaitSeconds  float64 `json:"rank_wait_seconds,omitempty"`
-}
-
-// TrainOptions configures Pipeline.Fit.
-type TrainOptions struct {
-	// Resume continues from the checkpoint in the train stage's out
-	// directory, at the step it was written.
-	Resume bool
-	// OnStart sees the trainer once it is built (and resumed).
-	OnStart func(*trainer.Trainer)
-	// OnEpoch sees every epoch's figures as it ends; OnStep every step's
-	// loss.
-	OnEpoch func(TrainEpoch)
-	OnStep  func(trainer.StepStats)
-}
-
-// TrainStep is a step's figures as out/steps.jsonl records them: the mean
-// over the LogEvery steps up to this one.
-type TrainStep struct {
-	Step         int64   `json:"step"`
-	Epoch        int     `json:"epoch"`
-	Loss         float64 `json:"loss"`
-	Accuracy     float64 `json:"accuracy"`
-	LR           float64 `json:"lr"`
-	ImagesPerSec float64 `json:"images_per_sec"`
-}
-
-// TrainResult is a finished (or stopped) run.
-type TrainResult struct {
-	Trainer *trainer.Trainer
-	// History holds every epoch, including those before a resume.
-	History []TrainEpoch
-}
-
-// Fit trains the model of the pipeline's train stage. After every epoch it
-// writes the checkpoint (out/checkpoint.gob) and appends the epoch to
-// out/metrics.jsonl; with Resume it first restores the checkpoint. In a job
-// of several ranks (WithGroup) every rank calls Fit: the ranks train
-// together, rank 0 alone writes the files, and every rank resumes from rank
-// 0's checkpoint. An error on one rank leaves the others waiting in their
-// next collective call, so a program stops the whole job on an error (as
-// pipe does, through MPI_Abort), unless it is a trainer.RankError: the
-// failing rank is stopping it.
+// Fit trains the model of the pipeline's train stage (package fit): after
+// every epoch it writes the checkpoint (out/checkpoint.gob) and appends the
+// epoch to out/metrics.jsonl; with Resume it first restores the
+// checkpoint. In a job of several ranks (WithGroup) every rank calls Fit:
+// the ranks train together, rank 0 alone writes the files, and every rank
+// resumes from rank 0's checkpoint. An error on one rank leaves the others
+// waiting in their next collective call, so a program stops the whole job
+// on an error (as pipe does, through MPI_Abort), unless it is a
+// trainer.RankError: the failing rank is stopping it.
 func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error) {
 	c := p.cfg.Train
 	if c == nil {
@@ -190,188 +124,15 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 			ErrConfig, p.at.world, p.at.world, p.at.world, p.at.world)
 	}
 	cfg := p.trainConfig()
-	closeGPUs, err := p.gpuReplicas(&cfg)
-	if err != nil {
-		return nil, err
+	s := fit.Spec{Config: cfg, Feed: &trainFeed{p: p}, Out: c.Out, LogEvery: c.LogEvery,
+		Identity: fit.Identity(p.cfg.Source.Info(), p.stages[1:], cfg), Auto: p.eng.AutoStats}
+	if p.devs != nil {
+		s.GPUs = p.devs.GPUs
 	}
-	defer closeGPUs()
-	tr, err := trainer.New(cfg)
-	if err != nil {
-		return nil, err
+	if p.evalP != nil {
+		s.Eval, s.EvalEvery = &trainFeed{p: p.evalP}, p.cfg.Eval.Every
 	}
-	res := &TrainResult{Trainer: tr}
-	// Every rank reads the checkpoint (through rank 0); rank 0 alone
-	// writes it, the metrics and the steps.
-	ckpt, metrics := "", ""
-	if c.Out != "" {
-		ckpt, metrics = filepath.Join(c.Out, "checkpoint.gob"), filepath.Join(c.Out, "metrics.jsonl")
-	}
-	writes := ckpt != "" && (p.group == nil || p.group.Rank() == 0)
-	identity := p.trainIdentity()
-	if o.Resume {
-		if ckpt == "" {
-			return nil, errors.New("pipe: --resume needs the train stage's out= directory, where the checkpoint is")
-		}
-		hist, err := loadCheckpoint(tr, ckpt, identity)
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(hist, &res.History); err != nil {
-			return nil, fmt.Errorf("pipe: %s: the metrics history: %w", ckpt, err)
-		}
-	}
-	if o.OnStart != nil {
-		o.OnStart(tr)
-	}
-	evalP := p.evalP
-	wall := 0.0
-	if n := len(res.History); n > 0 {
-		wall = res.History[n-1].WallSeconds
-	}
-	feed := &trainFeed{p: p}
-	onStep := o.OnStep
-	if c.LogEvery > 0 && writes {
-		onStep = p.stepLogger(filepath.Join(c.Out, "steps.jsonl"), !o.Resume, o.OnStep)
-	}
-	for tr.Epoch < c.Epochs {
-		start := time.Now()
-		st, err := tr.RunEpoch(ctx, feed, onStep)
-		if err != nil {
-			// Stopped mid-epoch (Ctrl-C, a cancelled context, here or on
-			// another rank): keep the steps done, so --resume continues at
-			// the next one.
-			stopped := ctx.Err() != nil || errors.Is(err, context.Canceled)
-			if writes && stopped && tr.InEpoch > 0 {
-				hist, _ := json.Marshal(res.History)
-				if serr := saveCheckpoint(tr, ckpt, identity, hist); serr != nil {
-					return res, errors.Join(err, serr)
-				}
-			}
-			return res, err
-		}
-		ep := TrainEpoch{Epoch: st.Epoch, Steps: st.Steps, Images: st.Images, TrainLoss: st.TrainLoss, TrainAccuracy: st.TrainAccuracy,
-			LR: st.LR, ImagesPerSec: st.ImagesPerSec, StallPct: st.StallPct, DeviceStall: st.DeviceStall, Seconds: st.Seconds,
-			ParamsHash: tr.Model().Hash(), AllReduceSeconds: st.ReduceSeconds, RankWaitSeconds: st.WaitSeconds,
-			Auto: p.eng.AutoStats(st.Epoch)}
-		if evalP != nil && ((st.Epoch+1)%p.cfg.Eval.Every == 0 || tr.Epoch == c.Epochs) {
-			ev, err := tr.Evaluate(ctx, &trainFeed{p: evalP})
-			if err != nil {
-				return res, err
-			}
-			ep.TestLoss, ep.TestAccuracy = &ev.Loss, &ev.Accuracy
-		}
-		wall += time.Since(start).Seconds() + st.PriorSeconds
-		ep.WallSeconds = wall
-		res.History = append(res.History, ep)
-		if writes {
-			hist, _ := json.Marshal(res.History)
-			if err := saveCheckpoint(tr, ckpt, identity, hist); err != nil {
-				return res, err
-			}
-			if err := appendJSONLine(metrics, ep, st.Epoch == 0 && !o.Resume); err != nil {
-				return res, err
-			}
-		}
-		if o.OnEpoch != nil {
-			o.OnEpoch(ep)
-		}
-	}
-	return res, nil
-}
-
-// gpuReplicas puts the replicas on the prefetch stage's GPUs, one each,
-// fed from their queues; a no-op for cpu:N devices. It returns what frees
-// them.
-func (p *Pipeline) gpuReplicas(cfg *trainer.Config) (func() error, error) {
-	none := func() error { return nil }
-	if p.devs == nil || len(p.devs.GPUs) == 0 {
-		return none, nil
-	}
-	arch, err := cfg.Model.Build(cfg.Input, cfg.Classes, cfg.Seed)
-	if err != nil {
-		return none, err
-	}
-	var rs []*gpu.Replica
-	red := &gpu.PeerReducer{}
-	closeAll := func() error {
-		var errs []error
-		if len(rs) > 0 {
-			errs = append(errs, red.Close(rs[0]))
-		}
-		for _, r := range rs {
-			errs = append(errs, r.Close())
-		}
-		return errors.Join(errs...)
-	}
-	for _, ord := range p.devs.GPUs {
-		r, err := gpu.New(ord, arch)
-		if err != nil {
-			closeAll()
-			return none, err
-		}
-		rs = append(rs, r)
-		cfg.Accelerators = append(cfg.Accelerators, r)
-	}
-	cfg.DeviceReducer = red
-	return closeAll, nil
-}
-
-// stepLogger appends a TrainStep to path every LogEvery steps, then calls
-// next.
-func (p *Pipeline) stepLogger(path string, truncate bool, next func(trainer.StepStats)) func(trainer.StepStats) {
-	var loss float64
-	var correct, images int
-	last := time.Now()
-	return func(s trainer.StepStats) {
-		loss += s.Loss * float64(s.Images)
-		correct += s.Correct
-		images += s.Images
-		if s.Step%int64(p.cfg.Train.LogEvery) == 0 && images > 0 {
-			rec := TrainStep{Step: s.Step, Epoch: s.Epoch, Loss: loss / float64(images), Accuracy: float64(correct) / float64(images),
-				LR: s.LR, ImagesPerSec: float64(images) / time.Since(last).Seconds()}
-			appendJSONLine(path, rec, truncate)
-			truncate = false
-			loss, correct, images, last = 0, 0, 0, time.Now()
-		}
-		if next != nil {
-			next(s)
-		}
-	}
-}
-
-// trainIdentity describes what a checkpoint must match: the stages (the
-// data, its augmentation and batching) and the model. Where the global
-// batches go is left out (the pipeline stage's ranks, the prefetch stage's
-// devices): a run stopped on 8 GPUs or ranks resumes on 4, reading the same
-// global batches from the step it stopped at.
-func (p *Pipeline) trainIdentity() string {
-	id := p.cfg.Source.Info().Identity
-	for _, s := range p.stages[1:] {
-		if s.Name() != "eval" && s.Name() != "pipeline" && s.Name() != "train" && s.Name() != "prefetch" {
-			id += " | " + s.String()
-		}
-	}
-	m := p.cfg.Train.Model
-	return id + fmt.Sprintf(" | model %s depth=%d width=%d seed=%d", m.Name, m.Depth, m.Width, p.cfg.Seed)
-}
-
-func appendJSONLine(path string, v any, truncate bool) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	flag := os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	if truncate {
-		flag |= os.O_TRUNC
-	}
-	f, err := os.OpenFile(path, flag, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := json.NewEncoder(f).Encode(v); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return fit.Run(ctx, s, o)
 }
 
 // evalPipeline is the held-out data as the model sees it: the eval source,

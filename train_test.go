@@ -39,7 +39,7 @@ func trainStages(t *testing.T, n int, shuffled bool, c TrainConfig, extra ...Sta
 	return append(stages, Train(c), Eval(EvalConfig{Source: test, Every: 1, Batch: 250}))
 }
 
-func fit(t *testing.T, p *Pipeline, o TrainOptions) *TrainResult {
+func mustFit(t *testing.T, p *Pipeline, o TrainOptions) *TrainResult {
 	t.Helper()
 	res, err := p.Fit(context.Background(), o)
 	if err != nil {
@@ -56,7 +56,7 @@ func TestTrainLearnsTrueLabelsNotShuffledOnes(t *testing.T) {
 		Optim: nn.OptimConfig{Momentum: 0.9}, Schedule: "cosine"}}
 	for _, shuffled := range []bool{false, true} {
 		p := mustNew(t, trainStages(t, 2000, shuffled, c)...)
-		res := fit(t, p, TrainOptions{})
+		res := mustFit(t, p, TrainOptions{})
 		last := res.History[len(res.History)-1]
 		acc := *last.TestAccuracy
 		// Chance is 0.1.
@@ -75,7 +75,7 @@ func TestResumeContinuesExactly(t *testing.T) {
 	dir := t.TempDir()
 	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, LR: 0.1, BaseBatch: 100,
 		Optim: nn.OptimConfig{Momentum: 0.9}, Schedule: "onecycle"}, Out: dir + "/whole"}
-	whole := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
+	whole := mustFit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 
 	c.Out = dir + "/parts"
 	p := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...)
@@ -85,7 +85,7 @@ func TestResumeContinuesExactly(t *testing.T) {
 		t.Fatalf("stopped run: %v", err)
 	}
 	q := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...)
-	resumed := fit(t, q, TrainOptions{Resume: true})
+	resumed := mustFit(t, q, TrainOptions{Resume: true})
 	if len(resumed.History) != 2 || resumed.Trainer.Step != whole.Trainer.Step {
 		t.Fatalf("resumed: %d epochs, step %d; want 2 epochs, step %d", len(resumed.History), resumed.Trainer.Step, whole.Trainer.Step)
 	}
@@ -115,7 +115,7 @@ func TestResumeMidEpoch(t *testing.T) {
 	dir := t.TempDir()
 	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "keras_cnn"}, Epochs: 2, StepsPerEpoch: 3, LR: 0.01,
 		BaseBatch: 100, Optim: nn.OptimConfig{Momentum: 0.9}, Schedule: "cosine"}, Out: dir + "/whole"}
-	whole := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
+	whole := mustFit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 
 	c.Out = dir + "/parts"
 	p := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...)
@@ -130,7 +130,7 @@ func TestResumeMidEpoch(t *testing.T) {
 	}
 	q := mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...)
 	var at [3]int64
-	resumed := fit(t, q, TrainOptions{Resume: true, OnStart: func(tr *trainer.Trainer) {
+	resumed := mustFit(t, q, TrainOptions{Resume: true, OnStart: func(tr *trainer.Trainer) {
 		at = [3]int64{int64(tr.Epoch), int64(tr.InEpoch), tr.Step}
 	}})
 	if at != [3]int64{1, 1, 4} {
@@ -317,7 +317,7 @@ func TestJobEqualsDevices(t *testing.T) {
 	dir := t.TempDir()
 	c := TrainConfig{Config: trainer.Config{Model: nn.ModelSpec{Name: "resnet", Depth: 8, Width: 4}, Epochs: 2, LR: 0.1, BaseBatch: 100,
 		Optim: nn.OptimConfig{Momentum: 0.9}, Schedule: "cosine", Threads: 2}, Out: dir + "/one"}
-	one := fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
+	one := mustFit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 
 	c.Threads, c.Out = 1, dir+"/job" // one thread a replica, as above
 	job, errs := fitJob(t, 2, func() []Stage { return trainStages(t, 400, false, c) }, TrainOptions{}, nil)
@@ -343,7 +343,7 @@ func TestJobEqualsDevices(t *testing.T) {
 		} else {
 			c.Model = nn.ModelSpec{Name: "mlp", Width: 32}
 			c.Out, c.Threads = dir+"/mlp-one", 2
-			one = fit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
+			one = mustFit(t, mustNew(t, trainStages(t, 400, false, c, withDevices(2, 2))...), TrainOptions{})
 			c.Threads = 1
 			o.OnStep = func(s trainer.StepStats) {
 				if s.Step == at {
@@ -418,7 +418,7 @@ func TestBatchCutToTheEpochScalesLRByWhatIsUsed(t *testing.T) {
 		t.Errorf("summary: batch %d (file %d), %d batches, global %d; want 100 (1000), 1, 100", s.BatchSize, s.FileBatch, s.Batches, s.GlobalBatch)
 	}
 	var peak float64
-	fit(t, p, TrainOptions{OnStart: func(tr *trainer.Trainer) { peak = tr.PeakLR() }})
+	mustFit(t, p, TrainOptions{OnStart: func(tr *trainer.Trainer) { peak = tr.PeakLR() }})
 	if want := 0.1 * 100 / 256; math.Abs(peak-want) > 1e-12 {
 		t.Errorf("peak lr %g, want %g (scaled by the 100 samples of the batch used)", peak, want)
 	}
@@ -443,7 +443,7 @@ func TestResumedEpochFigures(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("stopped run: %v", err)
 	}
-	res := fit(t, mustNew(t, trainStages(t, 1000, false, c)...), TrainOptions{Resume: true})
+	res := mustFit(t, mustNew(t, trainStages(t, 1000, false, c)...), TrainOptions{Resume: true})
 	r := res.History[0]
 	if r.Images != 1000 || r.Seconds < 0.5 || math.Abs(r.ImagesPerSec-float64(r.Images)/r.Seconds) > 1e-6*r.ImagesPerSec || r.WallSeconds < 0.5 {
 		t.Errorf("resumed epoch: %d images in %.3f s (wall %.3f s), %.0f images/s; want 1000 in ≥ 0.5 s at images/seconds",

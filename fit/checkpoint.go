@@ -1,4 +1,4 @@
-package pipe
+package fit
 
 import (
 	"io"
