@@ -212,7 +212,7 @@ func (p *Pipeline) auto() *engine.Auto {
 // deviceTensor splits the output tensor t for normalize where=device: the
 // host writes uint8 in t's layout, and the devices convert it with the
 // returned kernel.
-func deviceTensor(t *transform.Tensor) (*transform.Tensor, *prefetch.Norm, error) {
+func deviceTensor(t *transform.TensorWriter) (*transform.TensorWriter, *prefetch.Norm, error) {
 	host, err := transform.ToTensor(t.Layout, transform.Uint8, nil, t.Shape)
 	if err != nil {
 		return nil, nil, err

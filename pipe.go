@@ -159,11 +159,11 @@ func NewChecksum() *Checksum { return engine.NewChecksum() }
 // its cache's store and its devices.
 type Pipeline struct {
 	stages []Stage
-	cfg    *pipefile.Config
+	cfg    *pipefile.Compiled
 	eng    *engine.Engine
 	cache  *cache.Cache
-	out    *transform.Tensor
-	host   *transform.Tensor
+	out    *transform.TensorWriter
+	host   *transform.TensorWriter
 	plan   *sharding.Plan
 	devs   *engine.Devices
 	// cores is GOMAXPROCS when the pipeline was built: the default worker
@@ -197,7 +197,7 @@ func (p *Pipeline) Stages() []Stage { return p.stages }
 
 // Tensor describes the batches consumers get: layout, dtype and per-sample
 // shape.
-func (p *Pipeline) Tensor() *transform.Tensor { return p.out }
+func (p *Pipeline) Tensor() *transform.TensorWriter { return p.out }
 
 // BatchSize is the number of samples in a full batch of this process's
 // epochs, which its devices split. In a training job of several ranks
@@ -362,7 +362,7 @@ type Summary struct {
 	Rank, World   int
 	// Tensor is what consumers get; HostTensor what crosses to the
 	// devices, which differs where normalize runs on them.
-	Tensor, HostTensor *transform.Tensor
+	Tensor, HostTensor *transform.TensorWriter
 	NormalizeOnDevice  bool
 	// Decode says how JPEGs are decoded, or "" when the source gives
 	// pixels.

@@ -53,7 +53,7 @@ type Spec struct {
 	// Host is the tensor the workers write into slabs; Out is what
 	// consumers get: Host, but for normalize on the devices, where Host is
 	// uint8 and DevNorm converts it on each device.
-	Host, Out *transform.Tensor
+	Host, Out *transform.TensorWriter
 	DevNorm   *prefetch.Norm
 	Seed      uint64
 	Plan      *sharding.Plan

@@ -9,7 +9,7 @@ import (
 	"github.com/pipefeed/pipe/transform"
 )
 
-// TestDecodeMaxPixels: decode's pixel limit reaches the Config, the
+// TestDecodeMaxPixels: decode's pixel limit reaches the Compiled config, the
 // canonical line writes it (the default too), and a negative limit from Go
 // is a Compile error naming the parameter.
 func TestDecodeMaxPixels(t *testing.T) {

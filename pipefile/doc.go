@@ -4,7 +4,7 @@
 // A Stage is a value with a canonical line, the .pipe line that writes out
 // every parameter, so a pipeline's stages print as a file that builds the
 // same pipeline. The constructors here (Shuffle, Map, Batching, Cache,
-// Train, …; package pipe forwards them) are the Go API; each registry Spec
+// Train, …; package pipe forwards them) are the Go API; each registry StageSpec
 // declares a stage's parameters with type, default and doc, and its Build
 // calls the same constructor with the parsed values. The defaults of the
 // stages configured by a struct come from one function or constant each
@@ -15,8 +15,8 @@
 // constructor, a file per kind of stage: sources.go, ops.go (the shuffle
 // and the image operations), batches.go (batch, to_tensor, cache,
 // prefetch), train.go (train, eval) and settings.go (pipeline); registry.go
-// holds the machinery (Param, Spec, Args, the lookup) and stage.go the
-// Stage, the Config stages compile to, and their errors.
+// holds the machinery (Param, StageSpec, Args, the lookup) and stage.go the
+// Stage, the Compiled config stages make, and their errors.
 //
 // Loading a file goes in three steps, so that mistakes are found before any
 // data is touched: Parse checks names, types and ranges (errors carry

@@ -19,7 +19,7 @@ func Shuffle(seed uint64) Stage { return ShuffleBuffer(seed, 0) }
 // sharding.WithShuffleBuffer); a source without shards is one shard.
 // Buffer 0 is Shuffle's full permutation.
 func ShuffleBuffer(seed uint64, buffer int) Stage {
-	return Stage{name: "shuffle", line: fmt.Sprintf("shuffle seed=%d buffer=%d", seed, buffer), apply: func(c *Config) error {
+	return Stage{name: "shuffle", line: fmt.Sprintf("shuffle seed=%d buffer=%d", seed, buffer), apply: func(c *Compiled) error {
 		if buffer < 0 {
 			return fmt.Errorf("buffer=%d: want 0 (a full permutation) or more", buffer)
 		}
@@ -34,7 +34,7 @@ func ShuffleBuffer(seed uint64, buffer int) Stage {
 	}}
 }
 
-func (c *Config) setSeed(seed uint64) error {
+func (c *Compiled) setSeed(seed uint64) error {
 	if c.SeedSet && c.Seed != seed {
 		return fmt.Errorf("seed=%d conflicts with seed=%d set earlier", seed, c.Seed)
 	}
@@ -45,7 +45,7 @@ func (c *Config) setSeed(seed uint64) error {
 // Map applies a per-sample image operation (random_crop, flip, resize, …:
 // the constructors of package transform).
 func Map(op transform.Op) Stage {
-	return Stage{name: op.Name(), line: op.String(), op: op, apply: func(c *Config) error {
+	return Stage{name: op.Name(), line: op.String(), op: op, apply: func(c *Compiled) error {
 		if c.afterBatch || c.haveTensor {
 			return fmt.Errorf("%s must come before batch and to_tensor: it works on single images", op.Name())
 		}
@@ -84,7 +84,7 @@ func Decode(d DecodeConfig) Stage {
 		limit = transform.DefaultMaxPixels
 	}
 	line := fmt.Sprintf("decode reduce=%t max_pixels=%d", !d.FullScale, limit)
-	return Stage{name: "decode", line: line, apply: func(c *Config) error {
+	return Stage{name: "decode", line: line, apply: func(c *Compiled) error {
 		if len(c.Ops) > 0 || c.Cache != nil {
 			return errors.New("decode must come before image operations and the cache: they work on pixels")
 		}
@@ -111,7 +111,7 @@ func normalize(n *transform.Normalization, device bool) Stage {
 	if device {
 		where = "device"
 	}
-	return Stage{name: "normalize", line: n.String() + " where=" + where, apply: func(c *Config) error {
+	return Stage{name: "normalize", line: n.String() + " where=" + where, apply: func(c *Compiled) error {
 		c.Norm, c.NormOnDevice = n, device
 		return nil
 	}}
@@ -124,7 +124,7 @@ var interpParam = Param{Name: "interpolation", Type: Enum, Enum: []string{"bilin
 	Doc: "resampling filter, antialiased when shrinking (as PIL)"}
 
 // opSpecs are the shuffle and the image operations.
-var opSpecs = []*Spec{
+var opSpecs = []*StageSpec{
 	{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
 		Params: []Param{
 			{Name: "seed", Type: Int, Default: "0", Positional: true, Min: bound(0), Doc: "the pipeline's seed"},

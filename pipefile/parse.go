@@ -45,7 +45,7 @@ func (e *SyntaxError) Error() string {
 // Line is one parsed stage line: its spec and validated arguments.
 type Line struct {
 	Pos  Pos
-	Spec *Spec
+	Spec *StageSpec
 	Args Args
 }
 

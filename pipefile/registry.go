@@ -53,12 +53,12 @@ type Param struct {
 	Auto bool
 }
 
-// Spec declares a stage: its name, parameters and constructor. Sources are
+// StageSpec declares a stage: its name, parameters and constructor. Sources are
 // specs of kind "source", used as "source NAME ...". A spec is a value: the
 // registry holds them, `pipe stages` prints them, and the parser checks a
 // line against one before its Build makes the stage, by calling the same
 // constructor Go code calls.
-type Spec struct {
+type StageSpec struct {
 	Name    string
 	Kind    string // "source" or "stage"
 	Summary string
@@ -69,7 +69,7 @@ type Spec struct {
 }
 
 // Param returns the parameter called name, or nil.
-func (s *Spec) Param(name string) *Param {
+func (s *StageSpec) Param(name string) *Param {
 	for i := range s.Params {
 		if s.Params[i].Name == name {
 			return &s.Params[i]
@@ -81,7 +81,7 @@ func (s *Spec) Param(name string) *Param {
 // Args holds a stage's parameter values, every one validated against its
 // Param; getters of a missing parameter return its default.
 type Args struct {
-	spec *Spec
+	spec *StageSpec
 	vals map[string]string
 }
 
@@ -226,8 +226,8 @@ func (p *Param) check(v string) (string, error) {
 
 // registry holds every spec by kind and name: the builtin ones and those
 // programs Register.
-var registry = func() map[string]*Spec {
-	m := map[string]*Spec{}
+var registry = func() map[string]*StageSpec {
+	m := map[string]*StageSpec{}
 	for _, s := range builtin {
 		key := s.Kind + ":" + s.Name
 		if m[key] != nil {
@@ -240,7 +240,7 @@ var registry = func() map[string]*Spec {
 
 // Register adds a spec to the registry, for programs with stages of their
 // own; names are unique within a kind.
-func Register(s *Spec) {
+func Register(s *StageSpec) {
 	key := s.Kind + ":" + s.Name
 	if _, dup := registry[key]; dup {
 		panic("pipe: stage registered twice: " + key)
@@ -249,11 +249,11 @@ func Register(s *Spec) {
 }
 
 // Lookup returns the spec of a stage ("stage") or source ("source").
-func Lookup(kind, name string) *Spec { return registry[kind+":"+name] }
+func Lookup(kind, name string) *StageSpec { return registry[kind+":"+name] }
 
 // Stages returns every registered spec, sources first, then by name.
-func Stages() []*Spec {
-	var out []*Spec
+func Stages() []*StageSpec {
+	var out []*StageSpec
 	for _, s := range registry {
 		out = append(out, s)
 	}

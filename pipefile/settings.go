@@ -71,7 +71,7 @@ func Pipeline(s Settings) Stage {
 		line += fmt.Sprintf(" seed=%d", *s.Seed)
 	}
 	line += fmt.Sprintf(" rank=%d world=%d elastic=%t", s.Rank, s.World, s.Elastic)
-	return Stage{name: "pipeline", line: line, apply: func(c *Config) error {
+	return Stage{name: "pipeline", line: line, apply: func(c *Compiled) error {
 		if s.Workers < PerCore {
 			return fmt.Errorf("workers=%d: must be AutoWorkers (0), PerCore (-1) or a number of workers", s.Workers)
 		}
@@ -104,7 +104,7 @@ func Pipeline(s Settings) Stage {
 }
 
 // settingsSpecs are the pipeline stage.
-var settingsSpecs = []*Spec{
+var settingsSpecs = []*StageSpec{
 	{Name: "pipeline", Kind: "stage", Summary: "how the pipeline runs; none of these change a rank's output",
 		Params: []Param{
 			Param{Name: "workers", Type: Int, Default: "auto", Auto: true, Min: bound(0), Doc: "transform goroutines: auto (sized as the first epoch runs, within the cores and memory=), 0 (one per core) or a number"}.with(workersBound),

@@ -49,7 +49,7 @@ func sourceLine(info source.Info) string {
 
 // setSource records nothing: Compile takes the opened source from the stage,
 // and add checks that it is first and given once.
-func setSource(*Config) error { return nil }
+func setSource(*Compiled) error { return nil }
 
 // Parameters and constructors several specs share.
 var splitParam = Param{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "which part of the dataset"}
@@ -152,7 +152,7 @@ func remoteArgs(a Args, o *OpenOptions) (*source.Remote, error) {
 }
 
 // sourceSpecs are the sources pipe ships.
-var sourceSpecs = []*Spec{
+var sourceSpecs = []*StageSpec{
 	{Name: "cifar10", Kind: "source", Summary: "CIFAR-10 binary distribution: 32×32 RGB, 10 classes (50,000 train, 10,000 test)",
 		Params: cifarParams, Build: openCIFAR(source.OpenCIFAR10, nil)},
 	{Name: "cifar100", Kind: "source", Summary: "CIFAR-100 binary distribution: 32×32 RGB, 100 fine or 20 coarse classes",

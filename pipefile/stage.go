@@ -26,9 +26,9 @@ type Stage struct {
 	src  source.Source
 	open func(ctx context.Context, o *OpenOptions) (source.Source, error)
 	op   transform.Op // set for image operations
-	// apply records the stage in a Config; it checks what can be checked
+	// apply records the stage in a Compiled; it checks what can be checked
 	// without the data: order and parameters.
-	apply func(*Config) error
+	apply func(*Compiled) error
 }
 
 func (s Stage) String() string { return s.line }
@@ -42,9 +42,9 @@ func (s Stage) Source() source.Source { return s.src }
 // Op returns an image operation stage's operation, or nil.
 func (s Stage) Op() transform.Op { return s.op }
 
-// Config is a pipeline's stages gathered and checked for order and
+// Compiled is a pipeline's stages gathered and checked for order and
 // parameters, before anything is read. Compile makes it.
-type Config struct {
+type Compiled struct {
 	Source source.Source
 	// Ops are the image operations in order; Ops[:CacheAt] precede the
 	// cache stage.
@@ -110,9 +110,9 @@ func Errorf(stages []Stage, i int, format string, args ...any) error {
 }
 
 // Compile checks the order and parameters of stages and gathers them into a
-// Config. It reads no data: sources may still be unopened.
-func Compile(stages []Stage) (*Config, error) {
-	c := &Config{World: 1, Layout: transform.NCHW, DType: transform.Float32, AutoWorkers: true}
+// Compiled. It reads no data: sources may still be unopened.
+func Compile(stages []Stage) (*Compiled, error) {
+	c := &Compiled{World: 1, Layout: transform.NCHW, DType: transform.Float32, AutoWorkers: true}
 	for i, s := range stages {
 		err := c.add(i, s)
 		switch {
@@ -137,7 +137,7 @@ func Compile(stages []Stage) (*Config, error) {
 	return c, nil
 }
 
-func (c *Config) add(i int, s Stage) error {
+func (c *Compiled) add(i int, s Stage) error {
 	switch {
 	case c.afterTrain && s.name != "eval":
 		return errors.New("only eval may follow train")

@@ -47,7 +47,7 @@ func DefaultTrain(model string) TrainConfig {
 // "train"). It comes after batch and to_tensor (NCHW float32), and after
 // prefetch if there is one: each device feeds one replica.
 func Train(t TrainConfig) Stage {
-	return Stage{name: "train", line: trainLine(t), apply: func(c *Config) error {
+	return Stage{name: "train", line: trainLine(t), apply: func(c *Compiled) error {
 		if !c.afterBatch {
 			return errors.New("train takes batches: it comes after batch, to_tensor and prefetch")
 		}
@@ -114,7 +114,7 @@ func evalStage(e EvalConfig) Stage {
 		e.Batch = defaultEvalBatch
 	}
 	line := fmt.Sprintf("eval split=%s every=%d batch=%d", e.Split, e.Every, e.Batch)
-	return Stage{name: "eval", line: line, apply: func(c *Config) error {
+	return Stage{name: "eval", line: line, apply: func(c *Compiled) error {
 		if e.Every < 1 || e.Batch < 1 {
 			return fmt.Errorf("every=%d batch=%d: both must be at least 1", e.Every, e.Batch)
 		}
@@ -133,7 +133,7 @@ func evalStage(e EvalConfig) Stage {
 var dt = DefaultTrain("")
 
 // trainSpecs are the training and evaluation stages.
-var trainSpecs = []*Spec{
+var trainSpecs = []*StageSpec{
 	{Name: "train", Kind: "stage", Summary: "train a model on the batches, one replica per device (data parallel); comes last, before eval",
 		Params: []Param{
 			{Name: "model", Type: Enum, Enum: nn.Models, Required: true, Positional: true, Doc: "mlp, keras_cnn (Keras' cifar10_cnn.py) or resnet (CIFAR ResNet, He et al.)"},

@@ -28,7 +28,7 @@ func pixels(n int) []byte {
 }
 
 // TestNormEqualsHostNormalize: the device conversion equals the host-side
-// normalize (transform.Tensor) to float tolerance, in both layouts and both
+// normalize (transform.TensorWriter) to float tolerance, in both layouts and both
 // float dtypes, channel by channel.
 func TestNormEqualsHostNormalize(t *testing.T) {
 	shape := transform.Shape{C: 3, H: 4, W: 5}

@@ -122,13 +122,13 @@ func (n *Normalization) channels(c int) error {
 	return nil
 }
 
-// Tensor writes images into batch memory in a given layout and dtype,
+// TensorWriter writes images into batch memory in a given layout and dtype,
 // applying the normalization on the way. Float outputs without a
 // normalization are scaled to [0, 1] (torchvision's ToTensor).
 //
 // Each channel's mapping is a 256-entry table, so conversion costs one load
 // and one store per value whatever the normalization.
-type Tensor struct {
+type TensorWriter struct {
 	Layout Layout
 	DType  DType
 	Norm   *Normalization // nil: no normalization
@@ -140,7 +140,7 @@ type Tensor struct {
 
 // ToTensor returns the writer for images of the given fixed shape. A
 // normalization needs a float dtype: normalised values do not fit uint8.
-func ToTensor(layout Layout, dtype DType, norm *Normalization, shape Shape) (*Tensor, error) {
+func ToTensor(layout Layout, dtype DType, norm *Normalization, shape Shape) (*TensorWriter, error) {
 	if !shape.Fixed() {
 		return nil, fmt.Errorf("to_tensor: images have varying size %s; add a crop or resize that fixes it", shape)
 	}
@@ -152,7 +152,7 @@ func ToTensor(layout Layout, dtype DType, norm *Normalization, shape Shape) (*Te
 			return nil, err
 		}
 	}
-	t := &Tensor{Layout: layout, DType: dtype, Norm: norm, Shape: shape}
+	t := &TensorWriter{Layout: layout, DType: dtype, Norm: norm, Shape: shape}
 	if dtype == Uint8 {
 		return t, nil
 	}
@@ -177,15 +177,15 @@ func ToTensor(layout Layout, dtype DType, norm *Normalization, shape Shape) (*Te
 	return t, nil
 }
 
-func (t *Tensor) String() string {
+func (t *TensorWriter) String() string {
 	return fmt.Sprintf("to_tensor layout=%s dtype=%s", t.Layout, t.DType)
 }
 
 // SampleBytes is the number of bytes one sample occupies in a batch.
-func (t *Tensor) SampleBytes() int { return t.Shape.Len() * t.DType.Size() }
+func (t *TensorWriter) SampleBytes() int { return t.Shape.Len() * t.DType.Size() }
 
 // Dims returns the tensor dimensions of a batch of n samples, in layout order.
-func (t *Tensor) Dims(n int) [4]int {
+func (t *TensorWriter) Dims(n int) [4]int {
 	s := t.Shape
 	if t.Layout == NHWC {
 		return [4]int{n, s.H, s.W, s.C}
@@ -195,10 +195,10 @@ func (t *Tensor) Dims(n int) [4]int {
 
 // Write converts img, which must have t.Shape, into dst[:t.SampleBytes()].
 // dst must be aligned to the dtype's size.
-func (t *Tensor) Write(dst []byte, img *Image) {
+func (t *TensorWriter) Write(dst []byte, img *Image) {
 	n := t.Shape.Len()
 	if img.C*img.H*img.W != n || len(dst) < n*t.DType.Size() {
-		panic(fmt.Sprintf("transform: Tensor.Write of %s image into %d bytes, want %s", img.Shape(), len(dst), t.Shape))
+		panic(fmt.Sprintf("transform: TensorWriter.Write of %s image into %d bytes, want %s", img.Shape(), len(dst), t.Shape))
 	}
 	hw := img.H * img.W
 	switch t.DType {
