@@ -20,7 +20,7 @@ import (
 // with dropLast the final short batch of an epoch is left out. Every
 // pipeline needs one.
 func Batching(size int, dropLast bool) Stage {
-	return Stage{name: "batch", line: fmt.Sprintf("batch size=%d drop_last=%t", size, dropLast), apply: func(c *Compiled) error {
+	return Stage{name: "batch", line: canonical("batch", "size", size, "drop_last", dropLast), apply: func(c *Compiled) error {
 		if size < 1 {
 			return fmt.Errorf("size=%d: must be at least 1", size)
 		}
@@ -35,7 +35,7 @@ func Batching(size int, dropLast bool) Stage {
 // ToTensor sets the layout and element type of batches. A pipeline without
 // one is NCHW float32, as if it ended in ToTensor(NCHW, Float32).
 func ToTensor(layout transform.Layout, dtype transform.DType) Stage {
-	return Stage{name: "to_tensor", line: fmt.Sprintf("to_tensor layout=%s dtype=%s", layout, dtype), apply: func(c *Compiled) error {
+	return Stage{name: "to_tensor", line: canonical("to_tensor", "layout", layout, "dtype", dtype), apply: func(c *Compiled) error {
 		c.haveTensor, c.Layout, c.DType = true, layout, dtype
 		return nil
 	}}
@@ -45,7 +45,7 @@ func ToTensor(layout transform.Layout, dtype transform.DType) Stage {
 // a Badger directory, and reads it back instead of recomputing it.
 func Cache(cfg cache.Config) Stage {
 	d, err := cfg.WithDefaults()
-	line := fmt.Sprintf("cache dir=%s epochs=%d shard=%d ahead=%d memory=%d", quote(d.Dir), d.Epochs, d.ShardSize, d.Ahead, d.Memory>>20)
+	line := canonical("cache", "dir", d.Dir, "epochs", d.Epochs, "shard", d.ShardSize, "ahead", d.Ahead, "memory", d.Memory>>20)
 	return Stage{name: "cache", line: line, apply: func(c *Compiled) error {
 		if err != nil {
 			return err
@@ -100,7 +100,7 @@ func Prefetch(p PrefetchConfig) Stage {
 	if p.Depth != 0 {
 		depth = strconv.Itoa(p.Depth)
 	}
-	return Stage{name: "prefetch", line: fmt.Sprintf("prefetch depth=%s devices=%s", depth, p.Devices), apply: func(c *Compiled) error {
+	return Stage{name: "prefetch", line: canonical("prefetch", "depth", depth, "devices", p.Devices), apply: func(c *Compiled) error {
 		if p.Depth < 0 {
 			return fmt.Errorf("depth=%d: must be 0 (auto) or at least 1", p.Depth)
 		}

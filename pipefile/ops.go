@@ -19,7 +19,7 @@ func Shuffle(seed uint64) Stage { return ShuffleBuffer(seed, 0) }
 // sharding.WithShuffleBuffer); a source without shards is one shard.
 // Buffer 0 is Shuffle's full permutation.
 func ShuffleBuffer(seed uint64, buffer int) Stage {
-	return Stage{name: "shuffle", line: fmt.Sprintf("shuffle seed=%d buffer=%d", seed, buffer), apply: func(c *Compiled) error {
+	return Stage{name: "shuffle", line: canonical("shuffle", "seed", seed, "buffer", buffer), apply: func(c *Compiled) error {
 		if buffer < 0 {
 			return fmt.Errorf("buffer=%d: want 0 (a full permutation) or more", buffer)
 		}
@@ -83,7 +83,7 @@ func Decode(d DecodeConfig) Stage {
 	if limit == 0 {
 		limit = transform.DefaultMaxPixels
 	}
-	line := fmt.Sprintf("decode reduce=%t max_pixels=%d", !d.FullScale, limit)
+	line := canonical("decode", "reduce", !d.FullScale, "max_pixels", limit)
 	return Stage{name: "decode", line: line, apply: func(c *Compiled) error {
 		if len(c.Ops) > 0 || c.Cache != nil {
 			return errors.New("decode must come before image operations and the cache: they work on pixels")

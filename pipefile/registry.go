@@ -111,6 +111,27 @@ func (a Args) Line() string {
 	return strings.Join(parts, " ")
 }
 
+// canonical is the canonical line of stage name with the values kv gives
+// (name, value, name, value, …; values printed with %v): the spec's
+// parameters in the spec's order, as Args.Line writes a parsed line, so a
+// constructor's line and the file's cannot differ in names, order or
+// quoting. A name the spec lacks is a programming error: it panics.
+func canonical(name string, kv ...any) string {
+	spec := Lookup("stage", name)
+	if spec == nil || len(kv)%2 != 0 {
+		panic("pipefile: canonical line of unknown stage " + name)
+	}
+	vals := make(map[string]string, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		k := kv[i].(string)
+		if spec.Param(k) == nil {
+			panic("pipefile: stage " + name + " has no parameter " + k)
+		}
+		vals[k] = fmt.Sprint(kv[i+1])
+	}
+	return Args{spec: spec, vals: vals}.Line()
+}
+
 // OpenOptions are passed to the sources a file's stages open.
 type OpenOptions struct {
 	// Progress reports the progress of downloads (total is -1 when
@@ -225,18 +246,20 @@ func (p *Param) check(v string) (string, error) {
 }
 
 // registry holds every spec by kind and name: the builtin ones and those
-// programs Register.
-var registry = func() map[string]*StageSpec {
-	m := map[string]*StageSpec{}
+// programs Register. It is filled in init, not by its initialiser: the
+// specs' Build functions call the constructors, which read the registry
+// for their canonical lines (canonical).
+var registry = map[string]*StageSpec{}
+
+func init() {
 	for _, s := range builtin {
 		key := s.Kind + ":" + s.Name
-		if m[key] != nil {
+		if registry[key] != nil {
 			panic("pipe: stage declared twice: " + key)
 		}
-		m[key] = s
+		registry[key] = s
 	}
-	return m
-}()
+}
 
 // Register adds a spec to the registry, for programs with stages of their
 // own; names are unique within a kind.

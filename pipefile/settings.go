@@ -66,11 +66,11 @@ func Pipeline(s Settings) Stage {
 	if s.Memory > 0 {
 		memory = strconv.FormatInt((s.Memory+(1<<20)-1)>>20, 10)
 	}
-	line := fmt.Sprintf("pipeline workers=%s memory=%s on_error=%s", workers, memory, s.OnError)
+	kv := []any{"workers", workers, "memory", memory, "on_error", s.OnError, "rank", s.Rank, "world", s.World, "elastic", s.Elastic}
 	if s.Seed != nil {
-		line += fmt.Sprintf(" seed=%d", *s.Seed)
+		kv = append(kv, "seed", *s.Seed)
 	}
-	line += fmt.Sprintf(" rank=%d world=%d elastic=%t", s.Rank, s.World, s.Elastic)
+	line := canonical("pipeline", kv...)
 	return Stage{name: "pipeline", line: line, apply: func(c *Compiled) error {
 		if s.Workers < PerCore {
 			return fmt.Errorf("workers=%d: must be AutoWorkers (0), PerCore (-1) or a number of workers", s.Workers)

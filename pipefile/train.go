@@ -77,12 +77,10 @@ func (t TrainConfig) checkBounds() error {
 func trainLine(t TrainConfig) string {
 	c := t.Config.WithDefaults()
 	m, o := c.Model, c.Optim
-	return fmt.Sprintf("train model=%s depth=%d width=%d epochs=%d steps_per_epoch=%d optimizer=%s lr=%g base_batch=%d scale_lr=%s "+
-		"momentum=%g nesterov=%t weight_decay=%g schedule=%s warmup=%g step_every=%d gamma=%g label_smoothing=%g mode=%s "+
-		"average_every=%d threads=%d out=%s log_every=%d",
-		m.Name, m.Depth, m.Width, t.Epochs, c.StepsPerEpoch, o.Name, c.LR, t.BaseBatch, c.ScaleLR,
-		o.Momentum, o.Nesterov, o.WeightDecay, c.Schedule, c.WarmupEpochs, c.StepEvery, c.Gamma, c.Smoothing,
-		c.Mode, c.AverageEvery, t.Threads, quote(t.Out), t.LogEvery)
+	return canonical("train", "model", m.Name, "depth", m.Depth, "width", m.Width, "epochs", t.Epochs, "steps_per_epoch", c.StepsPerEpoch,
+		"optimizer", o.Name, "lr", c.LR, "base_batch", t.BaseBatch, "scale_lr", c.ScaleLR, "momentum", o.Momentum, "nesterov", o.Nesterov,
+		"weight_decay", o.WeightDecay, "schedule", c.Schedule, "warmup", c.WarmupEpochs, "step_every", c.StepEvery, "gamma", c.Gamma,
+		"label_smoothing", c.Smoothing, "mode", c.Mode, "average_every", c.AverageEvery, "threads", t.Threads, "out", t.Out, "log_every", t.LogEvery)
 }
 
 // EvalConfig is the eval stage: a held-out source, evaluated every Every
@@ -113,7 +111,7 @@ func evalStage(e EvalConfig) Stage {
 	if e.Batch == 0 {
 		e.Batch = defaultEvalBatch
 	}
-	line := fmt.Sprintf("eval split=%s every=%d batch=%d", e.Split, e.Every, e.Batch)
+	line := canonical("eval", "split", e.Split, "every", e.Every, "batch", e.Batch)
 	return Stage{name: "eval", line: line, apply: func(c *Compiled) error {
 		if e.Every < 1 || e.Batch < 1 {
 			return fmt.Errorf("every=%d batch=%d: both must be at least 1", e.Every, e.Batch)
