@@ -18,7 +18,8 @@
 // This package wires the others and holds no algorithm: package pipefile
 // checks the stages, package engine runs the epochs (workers, reorder
 // window, slabs, devices), package cache keeps a cache stage's entries, and
-// package trainer trains. Output is a pure function of (data, stages, seed,
+// package fit runs the training (package trainer's loop over trainer/nn's
+// model, the checkpoint and metrics files). Output is a pure function of (data, stages, seed,
 // epoch, rank, world size): not of the worker count, the timing, or the
 // machine.
 //
