@@ -329,6 +329,10 @@ func loadFile(ctx context.Context, f *pipefile.File, opts ...LoadOption) (*Pipel
 	if err != nil {
 		return nil, err
 	}
+	// Compile the unopened stages first: a mistake in their order or
+	// parameters is reported before a download or an index build, not
+	// after. build compiles the opened ones, whose sources are set; the
+	// second compile reads no data and costs microseconds.
 	if _, err := pipefile.Compile(stages); err != nil {
 		return nil, positioned(f, err)
 	}
