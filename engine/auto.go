@@ -332,8 +332,15 @@ func (t *tuner) decideWorkers(epoch int, at float64, m measure) int {
 	}
 	if action == "" || next == w {
 		t.stable++
-		if t.stable >= settleWindows {
+		switch {
+		case t.stable >= settleWindows:
 			t.settle(epoch, at, m, fmt.Sprintf("%d windows without a reason to change", t.stable))
+		case m.stall > stallHigh && w >= t.hi:
+			// At the ceiling with the consumer still waiting: more
+			// workers are not allowed, and fewer are asked for only by a
+			// consumer that stops waiting. More windows of this would
+			// settle all the same, only later, past a short epoch's end.
+			t.settle(epoch, at, m, fmt.Sprintf("at the most workers (%d) with the consumer waiting: nothing left to try", w))
 		}
 		return w
 	}

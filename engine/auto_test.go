@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,34 @@ func TestAutoFastConsumerGrows(t *testing.T) {
 	}
 	if w := e.Workers(); w < 6 {
 		t.Errorf("auto chose %d workers for a fast consumer on 8 cores; want ≥ 6", w)
+	}
+}
+
+// TestAutoSettlesAtTheCeiling: once the workers reach the most the cores
+// allow with the consumer still waiting, nothing is left to try, and the
+// tuner settles at the next window rather than after settleWindows of
+// them: a short epoch is tuned within itself.
+func TestAutoSettlesAtTheCeiling(t *testing.T) {
+	_, stats := runAuto(t, autoSpec(t, 4*300, 2*time.Millisecond, Auto{Cores: 2, Interval: 50 * time.Millisecond}), RunOptions{})
+	logDecisions(t, stats)
+	a := stats[0].Auto
+	if !a.Settled || a.SettledEpoch != 0 || a.Workers != 2 {
+		t.Fatalf("not settled at 2 workers within epoch 0: %+v", a)
+	}
+	var kept, settled float64 = -1, -1
+	for _, d := range a.Decisions {
+		switch d.Action {
+		case "keep":
+			kept = d.Seconds
+		case "settle":
+			settled = d.Seconds
+			if !strings.Contains(d.Why, "nothing left to try") {
+				t.Errorf("settled because %q; want the ceiling", d.Why)
+			}
+		}
+	}
+	if kept < 0 || settled < kept || settled > kept+0.2 {
+		t.Errorf("kept the grow at %.2f s and settled at %.2f s: want the window after", kept, settled)
 	}
 }
 
