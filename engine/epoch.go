@@ -347,11 +347,16 @@ func (x *Epoch) produce() {
 // has started leaves nobody to close chunks.
 //
 // Worker i takes chunks while i < active; its scratch is made on its first
-// chunk, so that a worker the tuner never wakes costs nothing.
+// chunk, so that a worker the tuner never wakes costs nothing, and dropped
+// when the tuner parks it, so that a shrink gives the memory back (the
+// parked goroutine keeps only its stack).
 func (x *Epoch) work(i int) {
 	sb := x.e.s.Host.SampleBytes()
 	var w *worker
 	for {
+		if w != nil && i >= int(x.active.Load()) {
+			w = nil
+		}
 		if !x.wait(i) {
 			return
 		}
