@@ -66,7 +66,10 @@ func TestBudgetBounds(t *testing.T) {
 }
 
 // TestBudgetInTurn: a request that does not fit waits, and one after it
-// that would fit waits behind it, so large requests are not starved.
+// that would fit waits behind it, so large requests are not starved. The
+// small request (30) fits beside the first (60) but not beside the large
+// one (80), so it is served only once the large one has given its bytes
+// back, after reporting: the order the test reads is the order served.
 func TestBudgetInTurn(t *testing.T) {
 	b := newBudget(100)
 	first := b.get(60, 0, 0)
@@ -80,7 +83,7 @@ func TestBudgetInTurn(t *testing.T) {
 		runtime.Gosched()
 	}
 	go func() {
-		bufs := b.get(10, 0, 0)
+		bufs := b.get(30, 0, 0)
 		order <- "small"
 		b.put(bufs[0], 0)
 	}()
