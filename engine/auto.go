@@ -287,7 +287,12 @@ func (t *tuner) decideWorkers(epoch int, at float64, m measure) int {
 		if tr.grow {
 			keep = m.rate >= tr.m.rate*(1+margin)
 		} else {
-			keep = m.rate >= tr.m.rate*(1-margin) && m.stall <= max(stallLow, tr.m.stall+0.01)
+			// A consumer that hardly waited for batches at the smaller
+			// count sets the rate itself: a slower window is its own
+			// noise (a sleep that overshot, a core taken), not the
+			// workers', and the shrink cost nothing.
+			keep = m.stall <= stallLow ||
+				m.rate >= tr.m.rate*(1-margin) && m.stall <= max(stallLow, tr.m.stall+0.01)
 		}
 		if keep {
 			// A kept grow is not undone by a shrink below where it
