@@ -190,18 +190,22 @@ func openLocalFolder(ctx context.Context, root string, cfg folderConfig) (*Folde
 		return nil
 	}
 	var classes []string
-	switch {
-	case cfg.labels != "" && cfg.classes != "":
-		if classes, err = readClassCSV(read, cfg.classes, nil); err == nil {
-			_, err = f.listFlat(ctx, read, add, cfg.labels, classes, cfg.classes)
-		}
-	case cfg.labels != "":
-		classes, err = f.listFlat(ctx, read, add, cfg.labels, nil, "")
-	default:
+	if cfg.labels == "" {
 		if classes, err = f.listClasses(ctx); err == nil && cfg.classes != "" {
 			classes, err = readClassCSV(read, cfg.classes, classes)
 		}
+		return f, classes, err
 	}
+	if cfg.classes != "" {
+		if classes, err = readClassCSV(read, cfg.classes, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	rows, err := readCSV(read, cfg.labels)
+	if err != nil {
+		return nil, nil, err
+	}
+	classes, err = f.listFlat(ctx, rows, add, cfg.labels, classes, cfg.classes)
 	return f, classes, err
 }
 
@@ -278,17 +282,14 @@ func (f *Folder) add(name string, label int, size, mtime int64) {
 	f.labels = append(f.labels, label)
 }
 
-// listFlat reads the labels CSV: the samples are the files it lists. A
-// line whose label is not a number, or is not below len(names) (classes
-// from namesPath) or else MaxClasses, is a corrupt record; without names,
-// the classes are the numbers up to the largest good label, and at least
-// past 1,024 classes half of them must appear (denseLabels). Each file costs
-// a stat, so it looks at ctx before each.
-func (f *Folder) listFlat(ctx context.Context, read readFunc, add func(name string, label int) error, csvPath string, names []string, namesPath string) ([]string, error) {
-	rows, err := readCSV(read, csvPath)
-	if err != nil {
-		return nil, err
-	}
+// listFlat takes the samples from the rows of the labels CSV at csvPath,
+// each added by add: the files it lists. A line whose label is not a
+// number, or is not below len(names) (classes from namesPath) or else
+// MaxClasses, is a corrupt record; without names, the classes are the
+// numbers up to the largest good label, and at least past 1,024 classes
+// half of them must appear (denseLabels). Adding a file may cost a stat or
+// a request, so it looks at ctx before each.
+func (f *Folder) listFlat(ctx context.Context, rows []csvRow, add func(name string, label int) error, csvPath string, names []string, namesPath string) ([]string, error) {
 	maxLabel := -1
 	seen := make(map[int]bool)
 	for _, r := range rows {
@@ -417,7 +418,7 @@ func (f *Folder) Read(i int, rec *Record) error {
 	var fh *os.File
 	var err error
 	if f.remote != nil {
-		fh, err = f.remote.open(i)
+		fh, err = f.openRemote(i)
 		if err != nil {
 			return err // a download failure stops the epoch: it is not the record's
 		}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/pipefeed/pipe/source/remote"
 )
@@ -45,14 +44,13 @@ func readAnywhere(ctx context.Context, rem *Remote, name string) ([]byte, error)
 	return b, nil
 }
 
-// remoteFolder is where a folder named by a URL keeps its objects: every
-// file is fetched into the shard cache, in the background in listing
-// order from when the folder opens (the store's concurrency at once), and
-// at once by a Read that finds it not there yet.
+// remoteFolder is what a folder named by a URL holds beside its files
+// (Folder.root is the folder's URL, without a trailing slash): their
+// ETags, and the store and shard cache they come through. Every file is
+// fetched into the cache, in the background in listing order from when the
+// folder opens (the store's concurrency at once), and at once by a Read
+// that finds it not there yet.
 type remoteFolder struct {
-	root  string // the folder's URL, without a trailing slash
-	files []string
-	sizes []int64
 	etags []string
 
 	store *remote.Store
@@ -64,63 +62,52 @@ type remoteFolder struct {
 	stop   func() // ends progress reports
 }
 
-func (r *remoteFolder) object(i int) remote.Object {
-	return remote.Object{URL: r.root + "/" + r.files[i], Size: r.sizes[i], ETag: r.etags[i]}
+// object is remote file i.
+func (f *Folder) object(i int) remote.Object {
+	return remote.Object{URL: f.path(i), Size: f.sizes[i], ETag: f.remote.etags[i]}
 }
 
-// open returns file i opened from the shard cache, fetching it first if
-// the cache lacks it; the cache's lock on it is held until it is open, so
-// it cannot be evicted in between.
-func (r *remoteFolder) open(i int) (*os.File, error) {
-	obj := r.object(i)
-	p, _, release, err := r.cache.Fetch(r.ctx, r.store, obj)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("image_folder: %s: %w", obj.URL, err)
-		}
+// openRemote returns remote file i opened from the shard cache, fetching
+// it first if the cache lacks it. Its errors are a sharded source's: the
+// context's, or a download failure (ErrDownload) naming the URL.
+func (f *Folder) openRemote(i int) (*os.File, error) {
+	r := f.remote
+	_, fh, err := openCached(r.ctx, r.store, r.cache, f.object(i))
+	switch {
+	case errors.Is(err, context.Canceled):
+		return nil, fmt.Errorf("image_folder: %s: %w", f.path(i), err)
+	case err != nil:
 		return nil, fmt.Errorf("image_folder: %w: %w", ErrDownload, err)
-	}
-	defer release()
-	fh, err := os.Open(p)
-	if err != nil {
-		return nil, fmt.Errorf("image_folder: %s: shard cache: %w", obj.URL, err)
 	}
 	return fh, nil
 }
 
-// prefetch fetches every file into the cache in listing order, up to the
-// store's concurrency at once. The first failure stops it: a Read of a
-// file not yet there fetches it itself and reports its own error.
-func (r *remoteFolder) prefetch(progress func(done, total int64)) {
+// prefetch fetches every remote file into the cache in listing order, up
+// to the store's concurrency at once. The first failure stops it: a Read of
+// a file not yet there fetches it itself and reports its own error.
+func (f *Folder) prefetch(progress func(done, total int64)) {
+	r := f.remote
 	r.stop = func() {}
 	if progress != nil {
-		objs := make([]remote.Object, len(r.files))
+		objs := make([]remote.Object, len(f.files))
 		for i := range objs {
-			objs[i] = r.object(i)
+			objs[i] = f.object(i)
 		}
 		r.stop = reportFetch(objs, progress)
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
-	var next atomic.Int64
-	var workers sync.WaitGroup
-	for range min(r.store.Options().Concurrency, len(r.files)) {
-		workers.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= len(r.files) {
-					return
-				}
-				_, _, release, err := r.cache.Fetch(ctx, r.store, r.object(i))
-				if err != nil {
-					cancel()
-					return
-				}
-				release()
-			}
-		})
-	}
 	r.wg.Go(func() {
-		workers.Wait()
+		eachIndex(len(f.files), r.store.Options().Concurrency, func(i int) {
+			if ctx.Err() != nil {
+				return
+			}
+			_, _, release, err := r.cache.Fetch(ctx, r.store, f.object(i))
+			if err != nil {
+				cancel()
+				return
+			}
+			release()
+		})
 		cancel()
 		r.stop()
 	})
@@ -130,6 +117,15 @@ func (r *remoteFolder) close() {
 	r.cancel()
 	r.wg.Wait()
 	r.store.Close()
+}
+
+// listingErr is an error of the store met listing a folder: a download
+// failure, or the listing's cancellation.
+func listingErr(root string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("image_folder: %s: listing: %w", root, err)
+	}
+	return fmt.Errorf("image_folder: %w: %w", ErrDownload, err)
 }
 
 // openRemoteFolder lists a folder named by a URL. With class folders the
@@ -142,18 +138,8 @@ func (r *remoteFolder) close() {
 func openRemoteFolder(ctx context.Context, root string, cfg folderConfig) (*Folder, []string, error) {
 	store, cache := cfg.remote.parts()
 	root = strings.TrimRight(root, "/")
-	rf := &remoteFolder{root: root, store: store, cache: cache}
-	f := &Folder{root: root, bad: map[int]*RecordError{}, remote: rf}
+	f := &Folder{root: root, bad: map[int]*RecordError{}, remote: &remoteFolder{store: store, cache: cache}}
 	read := func(name string) ([]byte, error) { return readAnywhere(ctx, cfg.remote, name) }
-	fail := func(err error) (*Folder, []string, error) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, fmt.Errorf("image_folder: %s: listing: %w", root, err)
-		}
-		if errors.Is(err, ErrDownload) || strings.HasPrefix(err.Error(), "image_folder:") {
-			return nil, nil, err
-		}
-		return nil, nil, fmt.Errorf("image_folder: %w: %w", ErrDownload, err)
-	}
 	listable := strings.HasPrefix(root, "s3://")
 	var classes []string
 	var err error
@@ -163,55 +149,46 @@ func openRemoteFolder(ctx context.Context, root string, cfg folderConfig) (*Fold
 		}
 		objs, err := store.ListTree(ctx, root)
 		if err != nil {
-			return fail(err)
+			return nil, nil, listingErr(root, err)
 		}
 		if classes, err = f.listRemoteClasses(objs); err != nil {
 			return nil, nil, err
 		}
 		if cfg.classes != "" {
 			if classes, err = readClassCSV(read, cfg.classes, classes); err != nil {
-				return fail(err)
+				return nil, nil, err
 			}
 		}
 	} else {
-		var names []string
 		if cfg.classes != "" {
-			if names, err = readClassCSV(read, cfg.classes, nil); err != nil {
-				return fail(err)
+			if classes, err = readClassCSV(read, cfg.classes, nil); err != nil {
+				return nil, nil, err
 			}
 		}
-		b, err := read(cfg.labels)
+		rows, err := readCSV(read, cfg.labels)
 		if err != nil {
-			return fail(fmt.Errorf("image_folder: %w", err))
-		}
-		labels := func(string) ([]byte, error) { return b, nil } // read once
-		rows, err := readCSV(labels, cfg.labels)
-		if err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
 		objs, err := flatObjects(ctx, store, root, rows, listable)
 		if err != nil {
-			return fail(err)
+			return nil, nil, listingErr(root, err)
 		}
 		add := func(name string, label int) error {
 			o, ok := objs[name]
 			if !ok {
-				return fmt.Errorf("image_folder: %s/%s: %w: no such object", root, name, remote.ErrNotFound)
+				return fmt.Errorf("image_folder: %w: %s/%s: %w: no such object", ErrDownload, root, name, remote.ErrNotFound)
 			}
 			f.add(name, label, o.Size, 0)
-			rf.etags = append(rf.etags, o.ETag)
+			f.remote.etags = append(f.remote.etags, o.ETag)
 			return nil
 		}
-		got, err := f.listFlat(ctx, labels, add, cfg.labels, names, cfg.classes)
-		if err != nil {
-			return fail(err)
+		if classes, err = f.listFlat(ctx, rows, add, cfg.labels, classes, cfg.classes); err != nil {
+			return nil, nil, err
 		}
-		classes = got
 	}
-	rf.files, rf.sizes = f.files, f.sizes
-	rf.ctx, rf.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	f.remote.ctx, f.remote.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if len(f.files) > 0 {
-		rf.prefetch(cfg.remote.progress())
+		f.prefetch(cfg.remote.progress())
 	}
 	return f, classes, nil
 }
@@ -283,25 +260,17 @@ func flatObjects(ctx context.Context, store *remote.Store, root string, rows []c
 	}
 	objs := make([]remote.Object, len(names))
 	errs := make([]error, len(names))
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for range min(store.Options().Concurrency, len(names)) {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= len(names) {
-					return
-				}
-				objs[i], errs[i] = store.Stat(ctx, root+"/"+names[i])
-				if errs[i] != nil && !errors.Is(errs[i], remote.ErrNotFound) {
-					cancel() // the store is failing; a missing file is the CSV's error, reported in order
-				}
-			}
-		})
-	}
-	wg.Wait()
+	eachIndex(len(names), store.Options().Concurrency, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		objs[i], errs[i] = store.Stat(ctx, root+"/"+names[i])
+		if errs[i] != nil && !errors.Is(errs[i], remote.ErrNotFound) {
+			cancel() // the store is failing; a missing file is the CSV's error, reported in order
+		}
+	})
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, remote.ErrNotFound) {
 			return nil, err

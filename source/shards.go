@@ -230,32 +230,41 @@ func fetchShards(ctx context.Context, pattern string, rem *Remote) (*shardList, 
 	if progress := rem.progress(); progress != nil {
 		l.stop = reportFetch(objs, progress)
 	}
+	l.wg.Go(func() {
+		eachIndex(len(objs), store.Options().Concurrency, func(i int) {
+			if ctx.Err() != nil {
+				l.errs[i] = context.Cause(ctx)
+			} else {
+				l.files[i], l.errs[i] = fetchShard(ctx, store, cache, objs[i])
+			}
+			if l.errs[i] != nil {
+				l.mu.Lock()
+				if l.first == nil {
+					l.first = l.errs[i]
+					l.cancel(l.errs[i])
+				}
+				l.mu.Unlock()
+			}
+			close(l.ready[i])
+		})
+	})
+	return l, nil
+}
+
+// eachIndex calls fn(i) for every i in [0, n), taken in order by at most
+// conc goroutines at once, and returns once every call has. fn decides what
+// a cancelled context means for the indexes still to come.
+func eachIndex(n, conc int, fn func(i int)) {
 	var next atomic.Int64
-	for range min(store.Options().Concurrency, len(objs)) {
-		l.wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(objs) {
-					return
-				}
-				if ctx.Err() != nil {
-					l.errs[i] = context.Cause(ctx)
-				} else {
-					l.files[i], l.errs[i] = fetchShard(ctx, store, cache, objs[i])
-				}
-				if l.errs[i] != nil {
-					l.mu.Lock()
-					if l.first == nil {
-						l.first = l.errs[i]
-						l.cancel(l.errs[i])
-					}
-					l.mu.Unlock()
-				}
-				close(l.ready[i])
+	var wg sync.WaitGroup
+	for range min(conc, n) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
 			}
 		})
 	}
-	return l, nil
+	wg.Wait()
 }
 
 // reportFetch tells progress the bytes received since it was called (a
@@ -293,14 +302,25 @@ func reportFetch(objs []remote.Object, progress func(done, total int64)) (stop f
 }
 
 func fetchShard(ctx context.Context, store *remote.Store, cache *remote.Cache, obj remote.Object) (shardFile, error) {
-	p, _, release, err := cache.Fetch(ctx, store, obj)
+	p, fh, err := openCached(ctx, store, cache, obj)
 	if err != nil {
 		return shardFile{}, err
+	}
+	return shardFile{name: obj.URL, path: p, fh: fh, fp: fmt.Sprintf("%s size=%d etag=%s", obj.URL, obj.Size, obj.ETag)}, nil
+}
+
+// openCached opens obj's copy in the shard cache, fetching it first if the
+// cache lacks that version. The cache's lock on it is held until it is
+// open, so it cannot be evicted in between; open, it stays readable.
+func openCached(ctx context.Context, store *remote.Store, cache *remote.Cache, obj remote.Object) (string, *os.File, error) {
+	p, _, release, err := cache.Fetch(ctx, store, obj)
+	if err != nil {
+		return "", nil, err
 	}
 	defer release()
 	fh, err := os.Open(p)
 	if err != nil {
-		return shardFile{}, fmt.Errorf("%s: shard cache: %w", obj.URL, err)
+		return "", nil, fmt.Errorf("%s: shard cache: %w", obj.URL, err)
 	}
-	return shardFile{name: obj.URL, path: p, fh: fh, fp: fmt.Sprintf("%s size=%d etag=%s", obj.URL, obj.Size, obj.ETag)}, nil
+	return p, fh, nil
 }

@@ -184,7 +184,6 @@ func (c *Cache) evict(dir, keep string) {
 			total -= sh.size
 		}
 		lock.remove() // the shard's lock file goes with it
-
 	}
 }
 
