@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pipefeed/pipe/source"
@@ -136,11 +137,12 @@ var remoteParams = []Param{
 	Param{Name: "concurrency", Type: Int, Default: "8", Min: bound(1), Doc: "shards fetched at once for URL paths, each one streaming 1 MiB buffer"},
 }
 
-// remoteArgs makes the store and shard cache a source's params ask for.
-func remoteArgs(a Args, o *OpenOptions) (*source.Remote, error) {
+// remoteOption is the source option of the store and shard cache a
+// source's params ask for (source.WithRemote).
+func remoteOption(a Args, o *OpenOptions) (source.Option, error) {
 	size, err := remote.ParseSize(a.String("cache_size"))
 	if err != nil {
-		return nil, fmt.Errorf("cache_size: %w", err)
+		return source.Option{}, fmt.Errorf("cache_size: %w", err)
 	}
 	store := remote.New(remote.Options{Endpoint: a.String("endpoint"), Region: a.String("region"),
 		PathStyle: a.Bool("path_style"), Concurrency: a.Int("concurrency")})
@@ -148,7 +150,7 @@ func remoteArgs(a Args, o *OpenOptions) (*source.Remote, error) {
 	if o != nil {
 		rem.Progress = o.Progress
 	}
-	return rem, nil
+	return source.WithRemote(rem), nil
 }
 
 // sourceSpecs are the sources pipe ships.
@@ -181,13 +183,12 @@ var sourceSpecs = []*StageSpec{
 			}), nil
 		}},
 	{Name: "image_folder", Kind: "source", Summary: "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
-		Params: []Param{
+		Params: slices.Concat([]Param{
 			{Name: "path", Type: String, Required: true, Doc: "the directory, or a URL: s3://bucket/train/ (class folders found by listing), https://host/val/ (with labels=), each file fetched into the shard cache"},
 			{Name: "labels", Type: String, Doc: "flat layout: a CSV of file,label lines (a header is skipped), a path or URL; without classes= the classes are 0..the largest label (past 1,024, half must appear)"},
 			{Name: "classes", Type: String, Doc: "a CSV of label,name lines naming the classes (e.g. ILSVRC synsets), a path or URL"},
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads path/../val (or path/../test) when it exists"},
-			remoteParams[0], remoteParams[1], remoteParams[2], remoteParams[3], remoteParams[4], remoteParams[5],
-		},
+		}, remoteParams),
 		Build: func(a Args) (Stage, error) {
 			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 				var opts []source.Option
@@ -197,11 +198,11 @@ var sourceSpecs = []*StageSpec{
 				if a.Has("classes") {
 					opts = append(opts, source.WithClassNames(a.String("classes")))
 				}
-				rem, err := remoteArgs(a, o)
+				rem, err := remoteOption(a, o)
 				if err != nil {
 					return nil, err
 				}
-				opts = append(opts, source.WithRemote(rem))
+				opts = append(opts, rem)
 				path := a.String("path")
 				if a.String("split") != "test" {
 					return source.OpenFolder(ctx, path, opts...)
@@ -216,15 +217,14 @@ var sourceSpecs = []*StageSpec{
 			}), nil
 		}},
 	{Name: "tfrecord", Kind: "source", Summary: "tf.train.Example records in TFRecord files (plain or GZIP, both CRC-32Cs checked, offsets indexed once); needs decode",
-		Params: []Param{
+		Params: slices.Concat([]Param{
 			{Name: "path", Type: String, Required: true, Doc: "the files: a glob with braces (data/train-{00000..01023}-of-01024, data/train-*), or a URL (s3://bucket/train-*, https://host/train-{0..9}.tfrecord) fetched into the shard cache"},
 			{Name: "image_key", Type: String, Default: "image/encoded", Doc: "the bytes feature holding the encoded image"},
 			{Name: "label_key", Type: String, Default: "image/class/label", Doc: "the int64 feature holding the label"},
 			Param{Name: "label_offset", Type: Int, Default: "0", Min: bound(0), Doc: "subtracted from labels (build_image_data numbers classes from 1: use 1)"}.with(labelBound),
 			{Name: "index_dir", Type: String, Doc: "where offset indexes and decompressed GZIP copies go (default $PIPE_CACHE/tfrecord)"},
 			{Name: "split", Type: Enum, Enum: []string{"train", "test"}, Default: "train", Doc: "eval split=test reads the path with train replaced by validation (or val, test)"},
-			remoteParams[0], remoteParams[1], remoteParams[2], remoteParams[3], remoteParams[4], remoteParams[5],
-		},
+		}, remoteParams),
 		Build: func(a Args) (Stage, error) {
 			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 				opts := []source.Option{source.WithFeatureKeys(a.String("image_key"), a.String("label_key")),
@@ -232,11 +232,11 @@ var sourceSpecs = []*StageSpec{
 				if a.Has("index_dir") {
 					opts = append(opts, source.WithIndexDir(a.String("index_dir")))
 				}
-				rem, err := remoteArgs(a, o)
+				rem, err := remoteOption(a, o)
 				if err != nil {
 					return nil, err
 				}
-				opts = append(opts, source.WithRemote(rem))
+				opts = append(opts, rem)
 				path := a.String("path")
 				if a.String("split") == "test" {
 					if path = siblingGlob(path); path == "" {
@@ -247,23 +247,22 @@ var sourceSpecs = []*StageSpec{
 			}), nil
 		}},
 	{Name: "webdataset", Kind: "source", Summary: "WebDataset tar shards (plain, .tar.gz, .tgz): members grouped by key, image from .jpg/.jpeg/.png, label from .cls or .json; needs decode",
-		Params: []Param{
+		Params: slices.Concat([]Param{
 			{Name: "path", Type: String, Required: true, Doc: "the shards: a glob with braces (data/shard-{000000..001023}.tar, data/shard-*.tar), or a URL (s3://bucket/shard-*.tar, https://host/shard-{000..099}.tar) fetched into the shard cache"},
 			{Name: "label_field", Type: String, Default: "label", Doc: "the .json field holding the label, for samples without a .cls member"},
 			{Name: "index_dir", Type: String, Doc: "where gzipped shards are decompressed once (default $PIPE_CACHE/webdataset)"},
-			remoteParams[0], remoteParams[1], remoteParams[2], remoteParams[3], remoteParams[4], remoteParams[5],
-		},
+		}, remoteParams),
 		Build: func(a Args) (Stage, error) {
 			return opener(a, func(ctx context.Context, o *OpenOptions) (source.Source, error) {
 				opts := []source.Option{source.WithJSONLabel(a.String("label_field"))}
 				if a.Has("index_dir") {
 					opts = append(opts, source.WithIndexDir(a.String("index_dir")))
 				}
-				rem, err := remoteArgs(a, o)
+				rem, err := remoteOption(a, o)
 				if err != nil {
 					return nil, err
 				}
-				opts = append(opts, source.WithRemote(rem))
+				opts = append(opts, rem)
 				return source.OpenWebDataset(ctx, a.String("path"), opts...)
 			}), nil
 		}},
