@@ -14,7 +14,13 @@ static MPI_Datatype mpi_double(void) { return MPI_DOUBLE; }
 static MPI_Datatype mpi_float(void) { return MPI_FLOAT; }
 static MPI_Datatype mpi_byte(void) { return MPI_BYTE; }
 static MPI_Datatype mpi_int64(void) { return MPI_INT64_T; }
-static void *in_place(void) { return MPI_IN_PLACE; }
+// allgatherv_in_place is MPI_Allgatherv with MPI_IN_PLACE as its send
+// buffer. MPI_IN_PLACE is a sentinel address (1 in Open MPI), not memory:
+// handed to Go as an unsafe.Pointer it sat in a Go frame, and the
+// runtime, copying the stack, died on the bad pointer. It stays in C.
+static int allgatherv_in_place(void *buf, const int *counts, const int *displs, MPI_Datatype dt, MPI_Comm comm) {
+	return MPI_Allgatherv(MPI_IN_PLACE, 0, dt, buf, counts, displs, dt, comm);
+}
 static MPI_Errhandler errors_return(void) { return MPI_ERRORS_RETURN; }
 static MPI_Info info_null(void) { return MPI_INFO_NULL; }
 
@@ -292,8 +298,7 @@ func allReduce[T float32 | float64](c *Comm, bufs [][]T, dt C.MPI_Datatype, send
 	for j := range w {
 		sc[j], sd[j] = C.int(lo(j+1)-lo(j)), C.int(lo(j))
 	}
-	if err := check("MPI_Allgatherv", C.MPI_Allgatherv(C.in_place(), 0, dt,
-		unsafe.Pointer(&bufs[0][0]), &sc[0], &sd[0], dt, c.comm)); err != nil {
+	if err := check("MPI_Allgatherv", C.allgatherv_in_place(unsafe.Pointer(&bufs[0][0]), &sc[0], &sd[0], dt, c.comm)); err != nil {
 		return err
 	}
 	for _, b := range bufs[1:] {
