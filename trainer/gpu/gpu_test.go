@@ -198,6 +198,14 @@ func layerModels() map[string]func() (*nn.Model, error) {
 			return nn.NewModel("f", in, 6, &nn.Flatten{}, nn.NewDense(3*sd*sd, 24), nn.NewBatchNorm(24),
 				&nn.ReLU{}, nn.NewDense(24, 5))
 		},
+		// Channels of 40 samples summed in 5 parts of planes wider than
+		// a block, and in 2 parts of planes narrower than one (bnParts).
+		"batchnorm-in-parts-wide": func() (*nn.Model, error) {
+			return nn.NewModel("h", []int{2, 23, 23}, 8, nn.NewBatchNorm(2), &nn.ReLU{}, &nn.GlobalAvgPool{}, nn.NewDense(2, 5))
+		},
+		"batchnorm-in-parts-narrow": func() (*nn.Model, error) {
+			return nn.NewModel("i", []int{3, 15, 15}, 9, nn.NewBatchNorm(3), &nn.ReLU{}, &nn.GlobalAvgPool{}, nn.NewDense(3, 5))
+		},
 		"residual-identity-and-projection": func() (*nn.Model, error) {
 			block := func(i, o, s int) nn.Layer {
 				body := []nn.Layer{nn.NewConv2DNoBias(i, o, 3, s, 1), nn.NewBatchNorm(o), &nn.ReLU{},

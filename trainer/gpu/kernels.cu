@@ -33,6 +33,11 @@ typedef unsigned long long u64;
 #define FOR_EACH(i, n) \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)(n); i += (long long)blockDim.x * gridDim.x)
 
+// FOR_EACH32 is FOR_EACH with int indexes, for kernels that divide them
+// (64-bit division costs several times 32-bit's), over fewer than 2^31
+// values: the host refuses larger tensors (maxElems).
+#define FOR_EACH32(i, n) for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += blockDim.x * gridDim.x)
+
 // ---------------------------------------------------------------------------
 // GEMM: C[m,n] (+)= sum over k of A(m,k)·B(k,n), for blockIdx.z matrices at
 // strides sA, sB, sC. A(m,k) is A[m*lda+k], or A[k*lda+m] when TA; B(k,n) is
@@ -133,12 +138,11 @@ GEMMS(64, 64)
 
 extern "C" __global__ void im2col(float *cols, const float *x, int n, int c, int h, int w, int k, int s, int p, int ho,
                                   int wo) {
-    long long q = (long long)n * ho * wo;
-    FOR_EACH(e, (long long)c * k * k * q) {
-        long long col = e % q;
-        int row = (int)(e / q);
+    int q = n * ho * wo, plane = ho * wo;
+    FOR_EACH32(e, c * k * k * q) {
+        int col = e % q, row = e / q;
         int kx = row % k, ky = (row / k) % k, ci = row / (k * k);
-        int i = (int)(col / (ho * wo)), o = (int)(col % (ho * wo));
+        int i = col / plane, o = col % plane;
         int iy = (o / wo) * s - p + ky, ix = (o % wo) * s - p + kx;
         float v = 0.f;
         if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = x[(((long long)i * c + ci) * h + iy) * w + ix];
@@ -150,10 +154,10 @@ extern "C" __global__ void im2col(float *cols, const float *x, int n, int c, int
 // from it, in (ky, kx) order, as the CPU's col2im adds them.
 extern "C" __global__ void col2im(float *dx, const float *cols, int n, int c, int h, int w, int k, int s, int p, int ho,
                                   int wo) {
-    long long q = (long long)n * ho * wo;
-    FOR_EACH(e, (long long)n * c * h * w) {
-        int ix = (int)(e % w), iy = (int)((e / w) % h), ci = (int)((e / ((long long)w * h)) % c);
-        int i = (int)(e / ((long long)w * h * c));
+    int q = n * ho * wo;
+    FOR_EACH32(e, n * c * h * w) {
+        int ix = e % w, iy = (e / w) % h, ci = (e / (w * h)) % c;
+        int i = e / (w * h * c);
         float sum = 0.f;
         for (int ky = 0; ky < k; ky++) {
             int ty = iy + p - ky;
@@ -162,7 +166,7 @@ extern "C" __global__ void col2im(float *dx, const float *cols, int n, int c, in
                 int tx = ix + p - kx;
                 if (tx < 0 || tx % s != 0 || tx / s >= wo) continue;
                 int row = (ci * k + ky) * k + kx;
-                sum = __fadd_rn(sum, cols[(long long)row * q + (long long)i * ho * wo + (ty / s) * wo + tx / s]);
+                sum = __fadd_rn(sum, cols[(long long)row * q + i * ho * wo + (ty / s) * wo + tx / s]);
             }
         }
         dx[e] = sum;
@@ -172,8 +176,8 @@ extern "C" __global__ void col2im(float *dx, const float *cols, int n, int c, in
 // cnhw_to_nchw turns the convolution's [C, N·HW] product into the batch
 // [N, C, HW], adding bias[c] when bias is not null.
 extern "C" __global__ void cnhw_to_nchw(float *y, const float *src, const float *bias, int n, int c, int hw) {
-    FOR_EACH(e, (long long)n * c * hw) {
-        int o = (int)(e % hw), ci = (int)((e / hw) % c), i = (int)(e / ((long long)hw * c));
+    FOR_EACH32(e, n * c * hw) {
+        int o = e % hw, ci = (e / hw) % c, i = e / (hw * c);
         float v = src[((long long)ci * n + i) * hw + o];
         y[e] = bias ? __fadd_rn(v, bias[ci]) : v;
     }
@@ -181,8 +185,8 @@ extern "C" __global__ void cnhw_to_nchw(float *y, const float *src, const float 
 
 // nchw_to_cnhw is its inverse, for the gradient.
 extern "C" __global__ void nchw_to_cnhw(float *dst, const float *x, int n, int c, int hw) {
-    FOR_EACH(e, (long long)n * c * hw) {
-        int o = (int)(e % hw), ci = (int)((e / hw) % c), i = (int)(e / ((long long)hw * c));
+    FOR_EACH32(e, n * c * hw) {
+        int o = e % hw, ci = (e / hw) % c, i = e / (hw * c);
         dst[((long long)ci * n + i) * hw + o] = x[e];
     }
 }
@@ -311,9 +315,12 @@ extern "C" __global__ void mul(float *y, const float *a, const float *b, long lo
 }
 
 // ---------------------------------------------------------------------------
-// Batch normalisation: one block of 256 threads per channel reduces in
-// float64, each thread over a fixed stride of the channel's values, then a
-// tree of fixed shape.
+// Batch normalisation. A channel's n·hw values are summed in float64 in
+// `parts` parts of fixed bounds (the host picks parts from the shape alone),
+// a block of 256 threads per part, each thread over a fixed stride of its
+// part, then a tree of fixed shape; the parts are then added in order. The
+// sums never depend on timing, and a layer of few channels still fills the
+// GPU with blocks (one block per channel left all but a few SMs idle).
 
 #define BN_THREADS 256
 
@@ -329,36 +336,71 @@ __device__ double block_sum(double v, double *sh) {
     return r;
 }
 
-// bn_stats sets mean[c] and inv[c] = 1/√(σ²+ε) of channel c: the batch's
-// (train, updating the running averages as PyTorch does) or the running
-// ones.
+// bn_span is part p's share [lo, hi) of a channel's cnt values, and this
+// thread's first value's sample i and offset j in the plane.
+__device__ void bn_span(long long cnt, int parts, int p, int hw, long long *lo, long long *hi, int *i, int *j) {
+    *lo = cnt * p / parts;
+    *hi = cnt * (p + 1) / parts;
+    long long e = *lo + threadIdx.x;
+    *i = (int)(e / hw);
+    *j = (int)(e % hw);
+}
+
+// bn_next steps (i, j) on by BN_THREADS values.
+__device__ void bn_next(int hw, int *i, int *j) {
+    *j += BN_THREADS;
+    while (*j >= hw) {
+        *j -= hw;
+        (*i)++;
+    }
+}
+
+// bn_part_sums, grid (parts, c): pass 0 sets part[ch·parts+p] to the sum of
+// part p of channel ch; pass 1 sets part[(c+ch)·parts+p] to the sum of the
+// squared deviations from the channel's mean, the mean being pass 0's parts
+// added in order.
 extern "C" __global__ void __launch_bounds__(BN_THREADS)
-    bn_stats(float *mean, float *inv, float *run_mean, float *run_var, const float *x, int n, int c, int hw, int train,
-             double eps, double momentum) {
+    bn_part_sums(double *part, const float *x, int n, int c, int hw, int parts, int pass) {
     __shared__ double sh[BN_THREADS];
-    int ch = blockIdx.x;
-    long long cnt = (long long)n * hw;
-    double mu, var;
-    if (train) {
-        double s = 0;
-        for (long long e = threadIdx.x; e < cnt; e += BN_THREADS) s += (double)x[((e / hw) * c + ch) * hw + e % hw];
-        mu = block_sum(s, sh) / (double)cnt;
-        double ss = 0;
-        for (long long e = threadIdx.x; e < cnt; e += BN_THREADS) {
-            double d = (double)x[((e / hw) * c + ch) * hw + e % hw] - mu;
-            ss += d * d;
-        }
-        ss = block_sum(ss, sh);
-        var = ss / (double)cnt;
-        if (threadIdx.x == 0) {
+    int p = blockIdx.x, ch = blockIdx.y;
+    long long cnt = (long long)n * hw, lo, hi;
+    int i, j;
+    bn_span(cnt, parts, p, hw, &lo, &hi, &i, &j);
+    double mu = 0;
+    if (pass == 1) {
+        for (int q = 0; q < parts; q++) mu += part[ch * parts + q];
+        mu /= (double)cnt;
+    }
+    double s = 0;
+    for (long long e = lo + threadIdx.x; e < hi; e += BN_THREADS) {
+        double v = (double)x[((long long)i * c + ch) * hw + j] - mu;
+        s += pass == 1 ? v * v : v;
+        bn_next(hw, &i, &j);
+    }
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) part[(pass * c + ch) * parts + p] = s;
+}
+
+// bn_stats, a thread per channel, sets mean[c] and inv[c] = 1/√(σ²+ε) of
+// channel c: the batch's from bn_part_sums' parts (train, updating the
+// running averages as PyTorch does) or the running ones.
+extern "C" __global__ void bn_stats(float *mean, float *inv, float *run_mean, float *run_var, const double *part, int n,
+                                    int c, int hw, int parts, int train, double eps, double momentum) {
+    FOR_EACH(ch, c) {
+        long long cnt = (long long)n * hw;
+        double mu, var;
+        if (train) {
+            double s = 0, ss = 0;
+            for (int q = 0; q < parts; q++) s += part[ch * parts + q];
+            for (int q = 0; q < parts; q++) ss += part[(c + ch) * parts + q];
+            mu = s / (double)cnt;
+            var = ss / (double)cnt;
             double unbiased = cnt > 1 ? ss / (double)(cnt - 1) : var;
             run_mean[ch] = (float)((1 - momentum) * (double)run_mean[ch] + momentum * mu);
             run_var[ch] = (float)((1 - momentum) * (double)run_var[ch] + momentum * unbiased);
+        } else {
+            mu = run_mean[ch], var = run_var[ch];
         }
-    } else {
-        mu = run_mean[ch], var = run_var[ch];
-    }
-    if (threadIdx.x == 0) {
         mean[ch] = (float)mu;
         inv[ch] = (float)(1 / sqrt(var + eps));
     }
@@ -367,31 +409,50 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS)
 // bn_apply: x̂ = (x-μ)·inv, y = γ·x̂ + β.
 extern "C" __global__ void bn_apply(float *y, float *xhat, const float *x, const float *mean, const float *inv,
                                     const float *gamma, const float *beta, int n, int c, int hw) {
-    FOR_EACH(e, (long long)n * c * hw) {
-        int ch = (int)((e / hw) % c);
+    FOR_EACH32(e, n * c * hw) {
+        int ch = (e / hw) % c;
         float xh = __fmul_rn(__fadd_rn(x[e], -mean[ch]), inv[ch]);
         xhat[e] = xh;
         y[e] = __fadd_rn(__fmul_rn(gamma[ch], xh), beta[ch]);
     }
 }
 
-// bn_bwd_sums adds Σdy·x̂ and Σdy to γ's and β's gradients, and leaves
-// k = γ·inv, mean(dy) and mean(dy·x̂) in coef[3c…3c+2].
+// bn_bwd_part_sums, grid (parts, c): part[(ch·parts+p)·2] and [...+1] are
+// the sums of dy and of dy·x̂ over part p of channel ch.
 extern "C" __global__ void __launch_bounds__(BN_THREADS)
-    bn_bwd_sums(double *ggamma, double *gbeta, float *coef, const float *dy, const float *xhat, const float *gamma,
-                const float *inv, int n, int c, int hw) {
+    bn_bwd_part_sums(double *part, const float *dy, const float *xhat, int n, int c, int hw, int parts) {
     __shared__ double sh[BN_THREADS];
-    int ch = blockIdx.x;
-    long long cnt = (long long)n * hw;
+    int p = blockIdx.x, ch = blockIdx.y;
+    long long cnt = (long long)n * hw, lo, hi;
+    int i, j;
+    bn_span(cnt, parts, p, hw, &lo, &hi, &i, &j);
     double sdy = 0, sdyx = 0;
-    for (long long e = threadIdx.x; e < cnt; e += BN_THREADS) {
-        long long i = ((e / hw) * c + ch) * hw + e % hw;
-        sdy += (double)dy[i];
-        sdyx += (double)dy[i] * (double)xhat[i];
+    for (long long e = lo + threadIdx.x; e < hi; e += BN_THREADS) {
+        long long k = ((long long)i * c + ch) * hw + j;
+        sdy += (double)dy[k];
+        sdyx += (double)dy[k] * (double)xhat[k];
+        bn_next(hw, &i, &j);
     }
     sdy = block_sum(sdy, sh);
     sdyx = block_sum(sdyx, sh);
     if (threadIdx.x == 0) {
+        part[(ch * parts + p) * 2] = sdy;
+        part[(ch * parts + p) * 2 + 1] = sdyx;
+    }
+}
+
+// bn_bwd_sums, a thread per channel, adds Σdy·x̂ and Σdy (bn_bwd_part_sums'
+// parts in order) to γ's and β's gradients, and leaves k = γ·inv, mean(dy)
+// and mean(dy·x̂) in coef[3c…3c+2].
+extern "C" __global__ void bn_bwd_sums(double *ggamma, double *gbeta, float *coef, const double *part,
+                                       const float *gamma, const float *inv, int n, int c, int hw, int parts) {
+    FOR_EACH(ch, c) {
+        long long cnt = (long long)n * hw;
+        double sdy = 0, sdyx = 0;
+        for (int q = 0; q < parts; q++) {
+            sdy += part[(ch * parts + q) * 2];
+            sdyx += part[(ch * parts + q) * 2 + 1];
+        }
         ggamma[ch] += sdyx;
         gbeta[ch] += sdy;
         coef[3 * ch] = __fmul_rn(gamma[ch], inv[ch]);
@@ -403,8 +464,8 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS)
 // bn_bwd_apply: dx = k·(dy - mean(dy) - x̂·mean(dy·x̂)).
 extern "C" __global__ void bn_bwd_apply(float *dx, const float *dy, const float *xhat, const float *coef, int n, int c,
                                         int hw) {
-    FOR_EACH(e, (long long)n * c * hw) {
-        int ch = (int)((e / hw) % c);
+    FOR_EACH32(e, n * c * hw) {
+        int ch = (e / hw) % c;
         float k = coef[3 * ch], mdy = coef[3 * ch + 1], mdyx = coef[3 * ch + 2];
         dx[e] = __fmul_rn(k, __fadd_rn(__fadd_rn(dy[e], -mdy), -__fmul_rn(xhat[e], mdyx)));
     }

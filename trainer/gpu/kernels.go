@@ -18,6 +18,6 @@ var kernelNames = []string{
 	"gemm_nn_64", "gemm_nt_64", "gemm_tn_64", "gemm_tt_64",
 	"im2col", "col2im", "cnhw_to_nchw", "nchw_to_cnhw", "plane_sums", "accum64", "bias_rows",
 	"relu_fwd", "relu_bwd", "add", "mul", "maxpool_fwd", "maxpool_bwd", "gap_fwd", "gap_bwd", "dropout_fwd",
-	"bn_stats", "bn_apply", "bn_bwd_sums", "bn_bwd_apply", "softmax_xent",
+	"bn_part_sums", "bn_stats", "bn_apply", "bn_bwd_part_sums", "bn_bwd_sums", "bn_bwd_apply", "softmax_xent",
 	"sgd", "adam", "rmsprop", "mean_ordered",
 }

@@ -291,25 +291,39 @@ func (l *dropout) backward(r *Replica, s *step, dy *tensor) *tensor {
 // batchNorm normalises with the batch's statistics while training (and
 // updates the running ones), with the running ones in evaluation.
 type batchNorm struct {
-	c                            int
-	eps, momentum                float64
-	gamma, beta, runMean, runVar int
-	xhat, y, dx, mean, inv, coef dbuf
+	c                                   int
+	eps, momentum                       float64
+	gamma, beta, runMean, runVar        int
+	xhat, y, dx, mean, inv, coef, parts dbuf
 }
 
 func (l *batchNorm) buffers() []*dbuf {
-	return []*dbuf{&l.xhat, &l.y, &l.dx, &l.mean, &l.inv, &l.coef}
+	return []*dbuf{&l.xhat, &l.y, &l.dx, &l.mean, &l.inv, &l.coef, &l.parts}
 }
 
-// bnThreads is the block size of bn_stats and bn_bwd_sums (BN_THREADS).
+// bnThreads is the block size of bn_part_sums and bn_bwd_part_sums
+// (BN_THREADS).
 const bnThreads = 256
+
+// bnParts is the number of parts a channel of count values is summed in:
+// a part per 4096 values (16 per thread), at most 64, so that a layer of 16
+// channels runs a thousand blocks. It depends on the shape alone, so the
+// sums do not depend on the GPU.
+func bnParts(count int) int { return min(max(count/4096, 1), 64) }
 
 func (l *batchNorm) dims(x *tensor) (n, hw int) { return x.n(), x.perSample() / l.c }
 
 func (l *batchNorm) forward(r *Replica, s *step, x *tensor) *tensor {
 	n, hw := l.dims(x)
 	mean, inv := r.ensure(&l.mean, 4*int64(l.c)), r.ensure(&l.inv, 4*int64(l.c))
-	r.launchGrid("bn_stats", l.c, 1, 1, bnThreads, mean, inv, at(r.bufs, l.runMean), at(r.bufs, l.runVar), x.ptr, n, l.c, hw,
+	parts := bnParts(n * hw)
+	sums := r.ensure(&l.parts, 8*2*int64(l.c*parts))
+	if s.train {
+		for pass := range 2 {
+			r.launchGrid("bn_part_sums", parts, l.c, 1, bnThreads, sums, x.ptr, n, l.c, hw, parts, pass)
+		}
+	}
+	r.launch("bn_stats", int64(l.c), mean, inv, at(r.bufs, l.runMean), at(r.bufs, l.runVar), sums, n, l.c, hw, parts,
 		s.train, l.eps, l.momentum)
 	xhat := r.out(&l.xhat, x.shape...)
 	y := r.out(&l.y, x.shape...)
@@ -320,8 +334,11 @@ func (l *batchNorm) forward(r *Replica, s *step, x *tensor) *tensor {
 func (l *batchNorm) backward(r *Replica, s *step, dy *tensor) *tensor {
 	n, hw := l.dims(dy)
 	coef := r.ensure(&l.coef, 12*int64(l.c))
-	r.launchGrid("bn_bwd_sums", l.c, 1, 1, bnThreads, at64(r.g64, l.gamma), at64(r.g64, l.beta), coef, dy.ptr, l.xhat.ptr,
-		at(r.w, l.gamma), l.inv.ptr, n, l.c, hw)
+	parts := bnParts(n * hw)
+	sums := r.ensure(&l.parts, 8*2*int64(l.c*parts))
+	r.launchGrid("bn_bwd_part_sums", parts, l.c, 1, bnThreads, sums, dy.ptr, l.xhat.ptr, n, l.c, hw, parts)
+	r.launch("bn_bwd_sums", int64(l.c), at64(r.g64, l.gamma), at64(r.g64, l.beta), coef, sums, at(r.w, l.gamma),
+		l.inv.ptr, n, l.c, hw, parts)
 	dx := r.out(&l.dx, dy.shape...)
 	r.launch("bn_bwd_apply", int64(dy.len()), dx.ptr, dy.ptr, l.xhat.ptr, coef, n, l.c, hw)
 	return dx

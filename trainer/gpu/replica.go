@@ -205,6 +205,10 @@ func (r *Replica) ensure(b *dbuf, bytes int64) cuda.DevicePtr {
 	if r.err != nil || b.bytes >= bytes {
 		return b.ptr
 	}
+	if bytes > maxBufferBytes {
+		r.fail("allocating device memory", fmt.Errorf("a buffer of %d bytes: the kernels index at most 2^31 values, %d bytes of float32 (a smaller batch per GPU fits)", bytes, int64(maxBufferBytes)))
+		return 0
+	}
 	if b.ptr != 0 {
 		// The stream may still read the old buffer.
 		r.wait()
@@ -219,6 +223,10 @@ func (r *Replica) ensure(b *dbuf, bytes int64) cuda.DevicePtr {
 	b.ptr, b.bytes = p, bytes
 	return p
 }
+
+// maxBufferBytes is the largest device buffer: the elementwise kernels
+// index float32 values with a C int (FOR_EACH32 in kernels.cu).
+const maxBufferBytes = 4 * (1<<31 - 1)
 
 // out returns a float32 tensor of shape in b.
 func (r *Replica) out(b *dbuf, shape ...int) *tensor {
