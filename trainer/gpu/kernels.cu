@@ -136,37 +136,54 @@ GEMMS(64, 64)
 // Convolution. cols is [C·K·K, N·Ho·Wo]: row (c·K+ky)·K+kx, column
 // i·Ho·Wo + oy·Wo + ox holds x[i, c, oy·s-p+ky, ox·s-p+kx] (0 outside).
 
+// im2col runs on a grid (⌈N·Ho·Wo/256⌉, C·K·K) of 256 threads: blockIdx.y
+// is the row, so a thread divides only to place its column (two 32-bit
+// divisions, where one thread per value over the whole matrix took nine).
 extern "C" __global__ void im2col(float *cols, const float *x, int n, int c, int h, int w, int k, int s, int p, int ho,
                                   int wo) {
-    int q = n * ho * wo, plane = ho * wo;
-    FOR_EACH32(e, c * k * k * q) {
-        int col = e % q, row = e / q;
-        int kx = row % k, ky = (row / k) % k, ci = row / (k * k);
-        int i = col / plane, o = col % plane;
-        int iy = (o / wo) * s - p + ky, ix = (o % wo) * s - p + kx;
+    int q = n * ho * wo, plane = ho * wo, row = blockIdx.y;
+    int kx = row % k, ky = (row / k) % k, ci = row / (k * k);
+    float *out = cols + (long long)row * q;
+    for (int col = blockIdx.x * blockDim.x + threadIdx.x; col < q; col += blockDim.x * gridDim.x) {
+        int i = col / plane, o = col - i * plane;
+        int oy = o / wo, ox = o - oy * wo;
+        int iy = oy * s - p + ky, ix = ox * s - p + kx;
         float v = 0.f;
         if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = x[(((long long)i * c + ci) * h + iy) * w + ix];
-        cols[e] = v;
+        out[col] = v;
     }
 }
 
 // col2im is im2col's adjoint: each pixel of dx sums the column values taken
-// from it, in (ky, kx) order, as the CPU's col2im adds them.
+// from it, in (ky, kx) order, as the CPU's col2im adds them. Stride 1, the
+// common case, takes no division per tap.
 extern "C" __global__ void col2im(float *dx, const float *cols, int n, int c, int h, int w, int k, int s, int p, int ho,
                                   int wo) {
     int q = n * ho * wo;
     FOR_EACH32(e, n * c * h * w) {
         int ix = e % w, iy = (e / w) % h, ci = (e / (w * h)) % c;
         int i = e / (w * h * c);
+        const float *base = cols + (long long)ci * k * k * q + i * ho * wo;
         float sum = 0.f;
         for (int ky = 0; ky < k; ky++) {
-            int ty = iy + p - ky;
-            if (ty < 0 || ty % s != 0 || ty / s >= ho) continue;
+            int ty = iy + p - ky, oy;
+            if (s == 1) {
+                if (ty < 0 || ty >= ho) continue;
+                oy = ty;
+            } else {
+                if (ty < 0 || ty % s != 0 || ty / s >= ho) continue;
+                oy = ty / s;
+            }
             for (int kx = 0; kx < k; kx++) {
-                int tx = ix + p - kx;
-                if (tx < 0 || tx % s != 0 || tx / s >= wo) continue;
-                int row = (ci * k + ky) * k + kx;
-                sum = __fadd_rn(sum, cols[(long long)row * q + i * ho * wo + (ty / s) * wo + tx / s]);
+                int tx = ix + p - kx, ox;
+                if (s == 1) {
+                    if (tx < 0 || tx >= wo) continue;
+                    ox = tx;
+                } else {
+                    if (tx < 0 || tx % s != 0 || tx / s >= wo) continue;
+                    ox = tx / s;
+                }
+                sum = __fadd_rn(sum, base[(long long)(ky * k + kx) * q + oy * wo + ox]);
             }
         }
         dx[e] = sum;

@@ -92,7 +92,13 @@ func (l *conv) geometry(x *tensor) (n, h, w, ho, wo, kk, q int) {
 func (l *conv) im2col(r *Replica, x *tensor) cuda.DevicePtr {
 	n, h, w, ho, wo, kk, q := l.geometry(x)
 	cols := r.ensure(&r.cols, 4*int64(kk)*int64(q))
-	r.launch("im2col", int64(kk)*int64(q), cols, x.ptr, n, l.in, h, w, l.k, l.stride, l.pad, ho, wo)
+	if kk > maxGridY {
+		r.fail("launching im2col", fmt.Errorf("a convolution of %d×%d×%d inputs to a value: at most %d", l.in, l.k, l.k, maxGridY))
+		return cols
+	}
+	// A row of the matrix per blockIdx.y.
+	const threads = 256
+	r.launchGrid("im2col", min((q+threads-1)/threads, 1<<16), kk, 1, threads, cols, x.ptr, n, l.in, h, w, l.k, l.stride, l.pad, ho, wo)
 	return cols
 }
 

@@ -228,6 +228,9 @@ func (r *Replica) ensure(b *dbuf, bytes int64) cuda.DevicePtr {
 // index float32 values with a C int (FOR_EACH32 in kernels.cu).
 const maxBufferBytes = 4 * (1<<31 - 1)
 
+// maxGridY is CUDA's limit on a grid's y dimension.
+const maxGridY = 65535
+
 // out returns a float32 tensor of shape in b.
 func (r *Replica) out(b *dbuf, shape ...int) *tensor {
 	return &tensor{shape: shape, ptr: r.ensure(b, 4*int64(prod(shape)))}
