@@ -3,6 +3,7 @@ package pipe
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pipefeed/pipe/internal/s3server"
 	"github.com/pipefeed/pipe/internal/shareddata"
@@ -272,5 +274,204 @@ func TestObjectStoreFolders(t *testing.T) {
 		if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.holds) {
 			t.Errorf("%s labels=%q: %v; want %v holding %q", c.path, c.labels, err, c.is, c.holds)
 		}
+	}
+}
+
+// pipeSums loads a pipeline of the source line src, decoding, shuffled by
+// the shuffle line, as rank of world with workers workers, and returns its
+// checksums of 2 epochs, or the error loading or running it.
+func pipeSums(t *testing.T, src, shuffle string, rank, world, workers int) ([]string, error) {
+	t.Helper()
+	text := src + "\ndecode\n" + shuffle + "\nresize 24\ncenter_crop 24\nbatch 8\nto_tensor layout=nchw dtype=uint8\n"
+	f, err := pipefile.Parse("stream.pipe", text, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := loadFile(context.Background(), f, WithRank(rank, world))
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	p.SetWorkers(workers)
+	stats, err := p.Run(context.Background(), RunOptions{Epochs: 2, Checksum: true})
+	if err != nil {
+		return nil, err
+	}
+	var sums []string
+	for _, s := range stats {
+		sums = append(sums, s.Checksum)
+	}
+	return sums, nil
+}
+
+// diskWatch polls the bytes dir holds and the bytes and number of its
+// files this process holds open (removed ones too) until stop, which
+// returns the most of each seen at once.
+func diskWatch(t *testing.T, dir string) (stop func() (bytes int64, open int)) {
+	t.Helper()
+	var most int64
+	var mostOpen int
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	poll := func() {
+		var n int64
+		seen := map[string]bool{}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil && e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".lock") {
+				n += info.Size()
+				seen[info.Name()] = true
+			}
+		}
+		open := 0
+		fds, _ := os.ReadDir("/proc/self/fd")
+		for _, fd := range fds {
+			target, err := os.Readlink("/proc/self/fd/" + fd.Name())
+			if err != nil || !strings.HasPrefix(target, dir+"/") || strings.HasSuffix(target, ".lock") {
+				continue
+			}
+			open++
+			if strings.HasSuffix(target, " (deleted)") {
+				if info, err := os.Stat("/proc/self/fd/" + fd.Name()); err == nil {
+					n += info.Size() // removed from the directory, still on disk
+				}
+			}
+		}
+		most, mostOpen = max(most, n), max(mostOpen, open)
+	}
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+				poll()
+			}
+		}
+	}()
+	return func() (int64, int) {
+		close(done)
+		<-finished
+		return most, mostOpen
+	}
+}
+
+// TestObjectStoreStreaming: WebDataset shards in S3 more than the shard
+// cache holds (cache_size= of 3 of 16 shards) stream through it: the
+// checksums equal the local files' for 1 and 3 workers and a rank of 2,
+// every epoch fetches the shards again, and the cache's disk (with the
+// files held open after their removal) stays within the bound, far below
+// the dataset. A full shuffle, gzipped shards and TFRecord files, which
+// cannot stream, are refused with errors that say what to do.
+func TestObjectStoreStreaming(t *testing.T) {
+	srv := s3server.Start(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3server.SecretKey)
+	t.Setenv("PIPE_CACHE", t.TempDir())
+	srv.Bucket(t, "data")
+	local := t.TempDir()
+	var largest, total int64
+	for _, p := range wdsShards(t, local, 16) {
+		srv.PutFile(t, "data", "wds/"+filepath.Base(p), p)
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		largest, total = max(largest, st.Size()), total+st.Size()
+	}
+	limit := 6 * largest
+	cache := t.TempDir()
+	args := fmt.Sprintf(" endpoint=%s path_style=true cache_dir=%s cache_size=%d concurrency=2", srv.Endpoint, cache, limit)
+	url := `source webdataset path="s3://data/wds/shard-*.tar"` + args
+	stream := "shuffle seed=7 buffer=8"
+	watch := diskWatch(t, cache)
+	before := remote.Totals()
+	for _, run := range []struct{ rank, world, workers int }{{0, 1, 1}, {0, 1, 3}, {1, 2, 2}} {
+		want, err := pipeSums(t, `source webdataset path="`+local+`/shard-*.tar"`, stream, run.rank, run.world, run.workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pipeSums(t, url, stream, run.rank, run.world, run.workers)
+		if err != nil {
+			t.Fatalf("rank %d of %d, %d workers: %v", run.rank, run.world, run.workers, err)
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("rank %d of %d, %d workers: checksums %v, local files give %v", run.rank, run.world, run.workers, got, want)
+		}
+	}
+	fetched := remote.Totals().CacheMisses - before.CacheMisses
+	most, open := watch()
+	// The cache's limit, the shards fetched ahead (concurrency=2) and
+	// the one being read past it.
+	bound := limit + 3*largest
+	t.Logf("16 shards, %d bytes; cache_size=%d: %d fetches, at most %d bytes on disk and %d shard files open", total, limit, fetched, most, open)
+	if most > bound || most >= total {
+		t.Errorf("the shard cache took up to %d bytes of disk: want at most %d (cache_size=%d, shards of up to %d bytes; the dataset is %d)", most, bound, limit, largest, total)
+	}
+	// The shards the cache holds, and those fetched ahead.
+	if open > 6+2 {
+		t.Errorf("%d shard files open at once: want at most 8", open)
+	}
+	// The index pass, then three runs of two epochs (the last reading half
+	// the shards), each epoch fetching what the cache no longer holds: a
+	// cache that held the dataset would fetch each shard once.
+	if fetched < 4*16 {
+		t.Errorf("%d shards fetched: every epoch should fetch its shards again", fetched)
+	}
+
+	// Reads with no epoch's order (the library's Read, an augmentation
+	// cache's shards) fetch on demand and keep few shards open.
+	rem := &source.Remote{Store: remote.New(remote.Options{Endpoint: srv.Endpoint, PathStyle: true, Concurrency: 2}),
+		Cache: &remote.Cache{Dir: cache, Limit: limit}}
+	streamed, err := source.OpenWebDataset(t.Context(), "s3://data/wds/shard-*.tar", source.WithRemote(rem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer streamed.Close()
+	plain, err := source.OpenWebDataset(t.Context(), local+"/shard-*.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	watch = diskWatch(t, cache)
+	var a, b source.Record
+	for k := range plain.Len() {
+		i := (k * 37) % plain.Len() // every sample, hopping between shards
+		if err := streamed.Read(i, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.Read(i, &b); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.Enc, b.Enc) || a.Label != b.Label {
+			t.Fatalf("sample %d read on demand differs from the local file's", i)
+		}
+	}
+	if _, open := watch(); open > 4+1 {
+		t.Errorf("reads on demand kept %d shard files open: want at most 5 (4 idle, 1 read)", open)
+	}
+
+	for _, c := range []struct {
+		name, src, shuffle, holds string
+	}{
+		{"a full shuffle", url, "shuffle seed=7", "shuffle with buffer="},
+		{"tfrecord", `source tfrecord path="s3://data/wds/shard-*.tar"` + args, stream, "not streamed yet"},
+	} {
+		if _, err := pipeSums(t, c.src, c.shuffle, 0, 1, 2); err == nil || !strings.Contains(err.Error(), c.holds) {
+			t.Errorf("%s: %v; want an error holding %q", c.name, err, c.holds)
+		}
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	tarBytes, _ := os.ReadFile(filepath.Join(local, "shard-000.tar"))
+	zw.Write(tarBytes)
+	zw.Close()
+	for i := range 4 {
+		srv.Put(t, "data", fmt.Sprintf("gz/shard-%d.tar.gz", i), gz.Bytes())
+	}
+	gzArgs := fmt.Sprintf(" endpoint=%s path_style=true cache_dir=%s cache_size=%d", srv.Endpoint, t.TempDir(), gz.Len()*2)
+	if _, err := pipeSums(t, `source webdataset path="s3://data/gz/shard-*.tar.gz"`+gzArgs, stream, 0, 1, 1); err == nil || !strings.Contains(err.Error(), "gzipped shard cannot be streamed") {
+		t.Errorf("gzipped shards: %v; want an error saying they cannot be streamed", err)
 	}
 }

@@ -141,6 +141,8 @@ type Epoch struct {
 	win window
 	// cacheBase holds the cache counters at the epoch's start.
 	cacheBase [2]int64
+	// stopAhead ends the source's read-ahead (source.ReadAheader).
+	stopAhead func()
 }
 
 // EpochStats measures one epoch.
@@ -275,6 +277,24 @@ func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 		x.cacheBase = [2]int64{misses, corrupt}
 	}
 	x.stats.SlabWaitSeconds = -e.slabs.Wait().Seconds()
+	// A source that streams its shards fetches ahead of the epoch's
+	// reads. Through an augmentation cache the reads follow the cache's
+	// shards, not this order, and the source fetches on demand; either
+	// way Close ends the fetches under way.
+	x.stopAhead = func() {}
+	if ra, ok := s.Source.(source.ReadAheader); ok {
+		var order []int
+		if s.Cache == nil {
+			order = make([]int, max(min(e.Batches()*s.Batch, s.Plan.Len())-first*s.Batch, 0))
+			s.Plan.Fill(e.planEpoch(n), first*s.Batch, order)
+		}
+		stop, err := ra.ReadAhead(order)
+		if err != nil {
+			cancel(err)
+			return nil, err
+		}
+		x.stopAhead = stop
+	}
 	// One goroutine produces, workers transform: one pond group, whose
 	// context ends with the first failure or panic, and which Close waits
 	// for. Under workers=auto the pool holds the tuner's most workers, of
@@ -539,6 +559,9 @@ func (x *Epoch) Close() error {
 		x.stats.Seconds = time.Since(x.start).Seconds()
 		x.statsMu.Unlock()
 		x.cancel(context.Canceled)
+		// Before waiting for the workers: a read waiting for a fetch
+		// ends with it.
+		x.stopAhead()
 		if err := x.group.Wait(); errors.Is(err, pond.ErrPanic) {
 			x.fail(fmt.Errorf("pipe: pipeline goroutine: %w", err))
 		}

@@ -127,6 +127,12 @@ type shardList struct {
 	stop   func() // ends progress reports
 	mu     sync.Mutex
 	first  error // the first fetch's error, which cancelled the others
+
+	// stream, for URL shards more than the shard cache holds, reads them
+	// on demand (see shardStream) instead: nothing is fetched here, and
+	// files hold names and fingerprints only. The source takes it.
+	stream *shardStream
+	objs   []remote.Object
 }
 
 func (l *shardList) len() int { return len(l.files) }
@@ -156,6 +162,9 @@ func (l *shardList) get(i int) (*shardFile, error) {
 // close cancels the fetches still under way, waits for them, and closes
 // the files no source took.
 func (l *shardList) close() {
+	if l.stream != nil {
+		l.stream.close()
+	}
 	if l.cancel != nil {
 		l.cancel(context.Canceled)
 		l.wg.Wait()
@@ -186,7 +195,7 @@ func shardFiles(ctx context.Context, what, pattern string, rem *Remote, dir *str
 		*dir = filepath.Join(root, what)
 	}
 	if remote.IsURL(pattern) {
-		l, err := fetchShards(ctx, pattern, rem)
+		l, err := fetchShards(ctx, what, pattern, rem)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
@@ -215,12 +224,25 @@ func shardFiles(ctx context.Context, what, pattern string, rem *Remote, dir *str
 
 // fetchShards lists the objects pattern names and starts bringing each
 // into the shard cache, in order, up to the store's concurrency at once.
-// The first error cancels the other fetches.
-func fetchShards(ctx context.Context, pattern string, rem *Remote) (*shardList, error) {
+// The first error cancels the other fetches. When the cache has a limit
+// below the objects' total, it fetches nothing and hands the source a
+// shardStream instead.
+func fetchShards(ctx context.Context, what, pattern string, rem *Remote) (*shardList, error) {
 	store, cache := rem.parts()
 	objs, err := store.List(ctx, pattern)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDownload, err)
+	}
+	var total int64
+	for _, o := range objs {
+		total += o.Size
+	}
+	if cache.Limit > 0 && total > cache.Limit {
+		l := &shardList{files: make([]shardFile, len(objs)), objs: objs, stream: newShardStream(what, store, cache, objs)}
+		for i, o := range objs {
+			l.files[i] = shardFile{name: o.URL, fp: objectFingerprint(o)}
+		}
+		return l, nil
 	}
 	l := &shardList{store: store, files: make([]shardFile, len(objs)), ready: make([]chan struct{}, len(objs)), errs: make([]error, len(objs)), stop: func() {}}
 	for i := range l.ready {
@@ -306,7 +328,13 @@ func fetchShard(ctx context.Context, store *remote.Store, cache *remote.Cache, o
 	if err != nil {
 		return shardFile{}, err
 	}
-	return shardFile{name: obj.URL, path: p, fh: fh, fp: fmt.Sprintf("%s size=%d etag=%s", obj.URL, obj.Size, obj.ETag)}, nil
+	return shardFile{name: obj.URL, path: p, fh: fh, fp: objectFingerprint(obj)}, nil
+}
+
+// objectFingerprint describes an object's data for fingerprints and index
+// keys: its URL, size and ETag.
+func objectFingerprint(obj remote.Object) string {
+	return fmt.Sprintf("%s size=%d etag=%s", obj.URL, obj.Size, obj.ETag)
 }
 
 // openCached opens obj's copy in the shard cache, fetching it first if the

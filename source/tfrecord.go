@@ -135,6 +135,15 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...Option) (*TFRecor
 		return nil, err
 	}
 	defer files.close()
+	if files.stream != nil {
+		var total int64
+		for _, o := range files.objs {
+			total += o.Size
+		}
+		return nil, fmt.Errorf("tfrecord: %s: %d bytes in %d files, and cache_size=%d: TFRecord files are not streamed yet "+
+			"(opening reads every record's label, so every file would be fetched at each open); "+
+			"give a cache_size that holds them, or use WebDataset shards", pattern, total, files.len(), files.stream.cache.Limit)
+	}
 	t := &TFRecord{imageKey: cfg.imageKey, labelKey: cfg.labelKey, textKey: cfg.textKey, offset: cfg.labelOffset}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", cfg.imageKey, cfg.labelKey, cfg.labelOffset)

@@ -28,6 +28,7 @@ import (
 // other source, and a shuffle stage permutes all of them.
 type WebDataset struct {
 	shards  []*wdsShard
+	stream  *shardStream // URL shards more than the shard cache holds; else nil
 	samples []wdsSample
 	info    Info
 	corrupt []*RecordError
@@ -35,8 +36,8 @@ type WebDataset struct {
 }
 
 type wdsShard struct {
-	name string // as found
-	fh   *os.File
+	name string   // as found
+	fh   *os.File // nil when streamed
 }
 
 type wdsSample struct {
@@ -117,7 +118,17 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 	fmt.Fprintf(h, "%s\x00", cfg.labelField)
 	maxLabel := -1
 	seen := map[int]bool{}
+	if files.stream != nil {
+		w.stream, files.stream = files.stream, nil
+		if err := w.indexStreamed(ctx, files, cfg, h); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
 	for si := range files.len() {
+		if w.stream != nil {
+			break
+		}
 		sf, err := files.get(si)
 		if err != nil {
 			w.Close()
@@ -160,8 +171,8 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 		// the shard again.
 		var saved string
 		if sf.fp != "" {
-			saved = filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.wdsindex", filepath.Base(name), xxhash.Sum64String(fp+"\x00"+cfg.labelField)))
-			if w.loadIndex(saved, si, fh) {
+			saved = wdsIndexPath(cfg, sf)
+			if st, err := fh.Stat(); err == nil && w.loadIndex(saved, si, st.Size()) {
 				continue
 			}
 		}
@@ -207,6 +218,97 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 	w.fp = fmt.Sprintf("%016x", h.Sum64())
 	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
 	return w, nil
+}
+
+// wdsIndexPath is where a URL shard's index is kept: beside its other
+// indexes, keyed by URL, ETag and label field, so that a later open does
+// not walk the shard again.
+func wdsIndexPath(cfg wdsConfig, sf *shardFile) string {
+	return filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.wdsindex", filepath.Base(sf.name), xxhash.Sum64String(sf.fp+"\x00"+cfg.labelField)))
+}
+
+// indexStreamed indexes URL shards that the shard cache cannot hold all
+// at once (see shardStream): from their stored indexes, and where one is
+// missing by fetching the shard (read-ahead keeps the next ones coming),
+// walking it and letting it go. A gzipped shard is refused: its members
+// are read by offset from a plain copy, which would be another copy of
+// the dataset on local disk.
+func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wdsConfig, h io.StringWriter) error {
+	defer context.AfterFunc(ctx, w.stream.stopAll)()
+	n := files.len()
+	loaded := make([]bool, n)
+	var missing []int
+	counts := make([]int, n)
+	for si := range n {
+		sf := &files.files[si]
+		h.WriteString(sf.fp)
+		w.shards = append(w.shards, &wdsShard{name: sf.name})
+		if _, err := os.Stat(wdsIndexPath(cfg, sf)); err == nil {
+			loaded[si] = true
+		} else {
+			missing = append(missing, si)
+			counts[si] = 1
+		}
+	}
+	stop := func() {}
+	if len(missing) > 0 {
+		var err error
+		if stop, err = w.stream.planShards(missing, counts, 1); err != nil {
+			return err
+		}
+	}
+	defer stop()
+	for si := range n {
+		sf := &files.files[si]
+		if loaded[si] && w.loadIndex(wdsIndexPath(cfg, sf), si, files.objs[si].Size) {
+			continue
+		}
+		o, err := w.stream.acquire(si)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("webdataset: %w", context.Cause(ctx))
+			}
+			return err
+		}
+		err = w.indexStreamedShard(ctx, si, o.fh, cfg, wdsIndexPath(cfg, sf))
+		w.stream.release(si, o, true)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexStreamedShard walks fetched shard si and stores its index.
+func (w *WebDataset) indexStreamedShard(ctx context.Context, si int, fh *os.File, cfg wdsConfig, saved string) error {
+	if gz, err := isGzip(fh); err != nil {
+		return fmt.Errorf("webdataset: %w", err)
+	} else if gz {
+		return fmt.Errorf("webdataset: %s: %w: a gzipped shard cannot be streamed through a shard cache smaller than the dataset "+
+			"(cache_size=%d): its members are read from a plain copy, another copy of the dataset on local disk; "+
+			"use plain .tar shards, or a cache_size that holds the dataset", w.shards[si].name, ErrFormat, w.stream.cache.Limit)
+	}
+	start := len(w.samples)
+	if err := w.index(ctx, si, fh, cfg.labelField); err != nil {
+		return err
+	}
+	w.saveIndex(saved, w.samples[start:])
+	return nil
+}
+
+// ReadAhead fetches the streamed shards ahead of an epoch reading order
+// (see [ReadAheader]); for shards on local disk, or all in the shard
+// cache, it has nothing to do.
+func (w *WebDataset) ReadAhead(order []int) (stop func(), err error) {
+	if w.stream == nil {
+		return func() {}, nil
+	}
+	return w.stream.planOrder(order, func(i int) int {
+		if i < 0 || i >= len(w.samples) || w.samples[i].bad != nil {
+			return -1
+		}
+		return w.samples[i].shard
+	})
 }
 
 // isGzip reports whether f starts with gzip's magic number.
@@ -355,11 +457,20 @@ func (w *WebDataset) Read(i int, rec *Record) error {
 		return s.bad
 	}
 	sh := w.shards[s.shard]
+	fh := sh.fh
+	if w.stream != nil {
+		o, err := w.stream.acquire(s.shard)
+		if err != nil {
+			return err
+		}
+		defer w.stream.release(s.shard, o, true)
+		fh = o.fh
+	}
 	if cap(rec.Buf) < int(s.size) {
 		rec.Buf = make([]byte, s.size)
 	}
 	buf := rec.Buf[:s.size]
-	if _, err := sh.fh.ReadAt(buf, s.off); err != nil {
+	if _, err := fh.ReadAt(buf, s.off); err != nil {
 		return &RecordError{File: sh.name, Offset: s.off, Index: i, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
 	}
 	*rec = Record{Enc: buf, Label: s.label, Buf: rec.Buf, Path: sh.name + ":" + s.imageName}
@@ -367,9 +478,14 @@ func (w *WebDataset) Read(i int, rec *Record) error {
 }
 
 func (w *WebDataset) Close() error {
+	if w.stream != nil {
+		w.stream.close()
+	}
 	var errs []error
 	for _, s := range w.shards {
-		errs = append(errs, s.fh.Close())
+		if s.fh != nil {
+			errs = append(errs, s.fh.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -417,13 +533,9 @@ func (w *WebDataset) saveIndex(path string, samples []wdsSample) {
 
 // loadIndex appends shard si's samples from the index stored at path and
 // reports whether it could: the file must parse and every member must lie
-// within the shard.
-func (w *WebDataset) loadIndex(path string, si int, fh *os.File) bool {
+// within the shard's size bytes.
+func (w *WebDataset) loadIndex(path string, si int, size int64) bool {
 	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	st, err := fh.Stat()
 	if err != nil {
 		return false
 	}
@@ -431,7 +543,6 @@ func (w *WebDataset) loadIndex(path string, si int, fh *os.File) bool {
 	if json.Unmarshal(b, &entries) != nil {
 		return false
 	}
-	size := st.Size()
 	for _, e := range entries {
 		if e.First < 0 || e.First > size || e.Off < 0 || e.Size < 0 || e.Size > MaxRecordBytes || e.Off > size-e.Size ||
 			e.Label < 0 || e.Label >= MaxClasses {
