@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"context"
 	"errors"
 	"fmt"
@@ -362,8 +363,9 @@ func diskWatch(t *testing.T, dir string) (stop func() (bytes int64, open int)) {
 // checksums equal the local files' for 1 and 3 workers and a rank of 2,
 // every epoch fetches the shards again, and the cache's disk (with the
 // files held open after their removal) stays within the bound, far below
-// the dataset. A full shuffle, gzipped shards and TFRecord files, which
-// cannot stream, are refused with errors that say what to do.
+// the dataset. TFRecord files stream too, cold and from their stored
+// offsets and labels. A full shuffle and gzipped shards, which cannot
+// stream, are refused with errors that say what to do.
 func TestObjectStoreStreaming(t *testing.T) {
 	srv := s3server.Start(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey)
@@ -456,12 +458,37 @@ func TestObjectStoreStreaming(t *testing.T) {
 		name, src, shuffle, holds string
 	}{
 		{"a full shuffle", url, "shuffle seed=7", "shuffle with buffer="},
-		{"tfrecord", `source tfrecord path="s3://data/wds/shard-*.tar"` + args, stream, "not streamed yet"},
 	} {
 		if _, err := pipeSums(t, c.src, c.shuffle, 0, 1, 2); err == nil || !strings.Contains(err.Error(), c.holds) {
 			t.Errorf("%s: %v; want an error holding %q", c.name, err, c.holds)
 		}
 	}
+	// TFRecord files stream too: the real training file cut into 6 by
+	// records, through a cache of 2 of them.
+	tfLocal := t.TempDir()
+	var tfLargest int64
+	for _, p := range tfSplit(t, filepath.Join(shareddata.Path(t, "tfrecord"), "train-00000-of-00001"), tfLocal, 6) {
+		srv.PutFile(t, "data", "tf/"+filepath.Base(p), p)
+		st, _ := os.Stat(p)
+		tfLargest = max(tfLargest, st.Size())
+	}
+	tfArgs := fmt.Sprintf(" endpoint=%s path_style=true cache_dir=%s cache_size=%d concurrency=2", srv.Endpoint, t.TempDir(), 2*tfLargest)
+	for _, run := range []struct{ rank, world, workers int }{{0, 1, 1}, {1, 2, 2}} {
+		want, err := pipeSums(t, `source tfrecord label_offset=1 path="`+tfLocal+`/part-*"`, "shuffle seed=7 buffer=4", run.rank, run.world, run.workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // indexing and reading the labels, then from what is stored
+			got, err := pipeSums(t, `source tfrecord label_offset=1 path="s3://data/tf/part-*"`+tfArgs, "shuffle seed=7 buffer=4", run.rank, run.world, run.workers)
+			if err != nil {
+				t.Fatalf("tfrecord, rank %d of %d: %v", run.rank, run.world, err)
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("tfrecord, rank %d of %d, %d workers: checksums %v, local files give %v", run.rank, run.world, run.workers, got, want)
+			}
+		}
+	}
+
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	tarBytes, _ := os.ReadFile(filepath.Join(local, "shard-000.tar"))
@@ -474,4 +501,42 @@ func TestObjectStoreStreaming(t *testing.T) {
 	if _, err := pipeSums(t, `source webdataset path="s3://data/gz/shard-*.tar.gz"`+gzArgs, stream, 0, 1, 1); err == nil || !strings.Contains(err.Error(), "gzipped shard cannot be streamed") {
 		t.Errorf("gzipped shards: %v; want an error saying they cannot be streamed", err)
 	}
+	gz.Reset()
+	zw = gzip.NewWriter(&gz)
+	part, _ := os.ReadFile(filepath.Join(tfLocal, "part-0"))
+	zw.Write(part)
+	zw.Close()
+	for i := range 4 {
+		srv.Put(t, "data", fmt.Sprintf("tfgz/part-%d", i), gz.Bytes())
+	}
+	gzArgs = fmt.Sprintf(" endpoint=%s path_style=true cache_dir=%s cache_size=%d", srv.Endpoint, t.TempDir(), gz.Len()*2)
+	if _, err := pipeSums(t, `source tfrecord label_offset=1 path="s3://data/tfgz/part-*"`+gzArgs, stream, 0, 1, 1); err == nil || !strings.Contains(err.Error(), "GZIP file cannot be streamed") {
+		t.Errorf("GZIP TFRecord files: %v; want an error saying they cannot be streamed", err)
+	}
+}
+
+// tfSplit cuts the TFRecord file src into n files of consecutive records
+// in dir and returns their paths.
+func tfSplit(t *testing.T, src, dir string, n int) []string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs [][]byte
+	for off := 0; off+12 <= len(b); {
+		size := 16 + int(binary.LittleEndian.Uint64(b[off:]))
+		recs = append(recs, b[off:off+size])
+		off += size
+	}
+	var paths []string
+	per := (len(recs) + n - 1) / n
+	for k := range n {
+		p := filepath.Join(dir, fmt.Sprintf("part-%d", k))
+		if err := os.WriteFile(p, bytes.Join(recs[k*per:min((k+1)*per, len(recs))], nil), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	return paths
 }

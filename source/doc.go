@@ -48,11 +48,12 @@
 // found by listing an s3:// prefix, or a flat folder's labels CSV names its
 // files (the only way over http(s)://); each file goes through the same
 // cache, fetched in the background from open and at once by a Read that
-// reaches it first. WebDataset shards more than the shard cache may hold
-// (a cache limit below their total) are not fetched at open but streamed:
-// an epoch hands the source its order ([ReadAheader]) and the shards come
-// in that order a few ahead of the reads, each let go once the epoch has
-// read it, so the dataset need not fit on local disk.
+// reaches it first. TFRecord and WebDataset shards more than the shard
+// cache may hold (a cache limit below their total) are not fetched at open
+// but streamed: their indexes (and TFRecord labels) are stored at the first
+// open, an epoch hands the source its order ([ReadAheader]), and the shards
+// come in that order a few ahead of the reads, each let go once the epoch
+// has read it, so the dataset need not fit on local disk.
 //
 // Bad data is found at open where that is cheap: sources that check every
 // record then ([Checker]) list the bad ones before any batch is made, so a

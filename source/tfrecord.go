@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -34,7 +35,8 @@ import (
 // nothing half written.
 type TFRecord struct {
 	files    []*tfFile
-	starts   []int // global index of each file's first record
+	stream   *shardStream // URL files more than the shard cache holds; else nil
+	starts   []int        // global index of each file's first record
 	n        int
 	imageKey string
 	labelKey string
@@ -47,11 +49,11 @@ type TFRecord struct {
 }
 
 type tfFile struct {
-	name    string // as given
-	path    string // the plain TFRecord data read (the decompressed copy for GZIP)
-	fh      *os.File
-	size    int64   // of path
-	offsets []int64 // record start offsets in path; the last may be a corrupt tail
+	name    string   // as given
+	path    string   // the plain TFRecord data read (the decompressed copy for GZIP)
+	fh      *os.File // nil when streamed
+	size    int64    // of path
+	offsets []int64  // record start offsets in path; the last may be a corrupt tail
 }
 
 type tfConfig struct {
@@ -135,19 +137,21 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...Option) (*TFRecor
 		return nil, err
 	}
 	defer files.close()
-	if files.stream != nil {
-		var total int64
-		for _, o := range files.objs {
-			total += o.Size
-		}
-		return nil, fmt.Errorf("tfrecord: %s: %d bytes in %d files, and cache_size=%d: TFRecord files are not streamed yet "+
-			"(opening reads every record's label, so every file would be fetched at each open); "+
-			"give a cache_size that holds them, or use WebDataset shards", pattern, total, files.len(), files.stream.cache.Limit)
-	}
 	t := &TFRecord{imageKey: cfg.imageKey, labelKey: cfg.labelKey, textKey: cfg.textKey, offset: cfg.labelOffset}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", cfg.imageKey, cfg.labelKey, cfg.labelOffset)
+	labs := make([]*tfLabels, files.len())
+	if files.stream != nil {
+		t.stream, files.stream = files.stream, nil
+		if err := t.openStreamed(ctx, files, cfg, h, labs); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	for i := range files.len() {
+		if t.stream != nil {
+			break
+		}
 		sf, err := files.get(i)
 		if err != nil {
 			t.Close()
@@ -173,13 +177,157 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...Option) (*TFRecor
 		t.Close()
 		return nil, fmt.Errorf("tfrecord: %s: %w: no records", pattern, ErrFormat)
 	}
-	classes, err := t.classes(ctx, pattern, cfg.labelOffset)
+	classes, err := t.classes(ctx, pattern, cfg.labelOffset, labs)
 	if err != nil {
 		t.Close()
 		return nil, err
 	}
 	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
 	return t, nil
+}
+
+// tfKey names a file's index and copies in the index directory: its base
+// name and a hash of its fingerprint.
+func tfKey(name, fp string) string {
+	return fmt.Sprintf("%s-%016x", filepath.Base(name), xxhash.Sum64String(fp))
+}
+
+// openStreamed opens URL files that the shard cache cannot hold all at
+// once (see shardStream) from their stored offsets and labels, fetching
+// (read-ahead keeping the next ones coming), indexing and reading the
+// labels of those whose are not stored yet, and letting each go. labs
+// gets each file's labels. A GZIP file is refused: its records are read
+// from a plain copy, another copy of the dataset on local disk.
+func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfConfig, h io.StringWriter, labs []*tfLabels) error {
+	defer context.AfterFunc(ctx, t.stream.stopAll)()
+	n := files.len()
+	labelsKey := fmt.Sprintf("%016x", xxhash.Sum64String(fmt.Sprintf("%s\x00%s\x00%s\x00%d", cfg.imageKey, cfg.labelKey, cfg.textKey, cfg.labelOffset)))
+	labelsPath := func(k int) string {
+		return filepath.Join(cfg.indexDir, tfKey(files.files[k].name, files.files[k].fp)+"-"+labelsKey+".labels")
+	}
+	// What is stored: each file's offsets, then its labels.
+	var missing []int
+	counts := make([]int, n)
+	for k := range n {
+		sf := &files.files[k]
+		h.WriteString(sf.fp)
+		f := &tfFile{name: sf.name, size: files.objs[k].Size}
+		if b, err := os.ReadFile(filepath.Join(cfg.indexDir, tfKey(sf.name, sf.fp)+".index")); err == nil {
+			f.offsets = parseIndex(b, f.size)
+		}
+		if f.offsets != nil {
+			labs[k] = loadLabels(labelsPath(k))
+		}
+		if labs[k] == nil {
+			missing = append(missing, k)
+			counts[k] = 1
+		}
+		t.files = append(t.files, f)
+	}
+	stop := func() {}
+	if len(missing) > 0 {
+		var err error
+		if stop, err = t.stream.planShards(missing, counts, 1); err != nil {
+			return err
+		}
+	}
+	defer stop()
+	p := poller{ctx: ctx}
+	for k, f := range t.files {
+		t.starts = append(t.starts, t.n)
+		if labs[k] == nil {
+			if err := t.fetchLabels(ctx, &p, k, cfg, labelsPath(k), labs); err != nil {
+				return err
+			}
+		}
+		t.n += len(f.offsets)
+	}
+	return nil
+}
+
+// fetchLabels fetches streamed file k (t.starts[k] set), indexes it unless its offsets were
+// stored, reads its labels into labs[k] and stores them (unless a record
+// is bad: such a file is read at every open, as a WebDataset shard with a
+// bad member is walked).
+func (t *TFRecord) fetchLabels(ctx context.Context, p *poller, k int, cfg tfConfig, labelsPath string, labs []*tfLabels) error {
+	f := t.files[k]
+	o, err := t.stream.acquire(k)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("tfrecord: %w", context.Cause(ctx))
+		}
+		return err
+	}
+	defer t.stream.release(k, o, true)
+	if gz, err := isGzip(o.fh); err != nil {
+		return fmt.Errorf("tfrecord: %w", err)
+	} else if gz {
+		return fmt.Errorf("tfrecord: %s: %w: a GZIP file cannot be streamed through a shard cache smaller than the dataset "+
+			"(cache_size=%d): its records are read from a plain copy, another copy of the dataset on local disk; "+
+			"use uncompressed files, or a cache_size that holds the dataset", f.name, ErrFormat, t.stream.cache.Limit)
+	}
+	if f.offsets == nil {
+		if f.offsets, err = scanTF(ctx, o.fh, f.size, f.name); err != nil {
+			return err
+		}
+		writeIndex(filepath.Join(cfg.indexDir, tfKey(f.name, objectFingerprint(t.stream.objs[k]))+".index"), f.offsets)
+	}
+	lab, err := t.fileLabels(p, k, o.fh, cfg.labelOffset)
+	if err != nil {
+		return err
+	}
+	labs[k] = lab
+	if len(lab.corrupt) == 0 {
+		if b, err := json.Marshal(lab); err == nil {
+			writeAtomic(labelsPath, func(w *os.File) error {
+				_, err := w.Write(b)
+				return err
+			})
+		}
+	}
+	return nil
+}
+
+// loadLabels reads a file's stored labels, or nil.
+func loadLabels(path string) *tfLabels {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var lab tfLabels
+	if json.Unmarshal(b, &lab) != nil || lab.Labels == nil {
+		return nil
+	}
+	return &lab
+}
+
+// writeIndex stores a file's record offsets at path, best effort: without
+// a writable index directory, the index is rebuilt on every open.
+func writeIndex(path string, offsets []int64) {
+	var out []byte
+	for _, o := range offsets {
+		out = binary.LittleEndian.AppendUint64(out, uint64(o))
+	}
+	writeAtomic(path, func(w *os.File) error {
+		_, err := w.Write(out)
+		return err
+	})
+}
+
+// ReadAhead fetches the streamed files ahead of an epoch reading order
+// (see [ReadAheader]); for files on local disk, or all in the shard cache,
+// it has nothing to do.
+func (t *TFRecord) ReadAhead(order []int) (stop func(), err error) {
+	if t.stream == nil {
+		return func() {}, nil
+	}
+	return t.stream.planOrder(order, func(i int) int {
+		if i < 0 || i >= t.n || t.bad[i] != nil {
+			return -1
+		}
+		k, _ := t.locate(i)
+		return k
+	})
 }
 
 // openTFFile opens one file through its index, building the index (and,
@@ -196,7 +344,7 @@ func openTFFile(ctx context.Context, sf *shardFile, fp, dir string) (*tfFile, er
 		fh.Close()
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
-	key := fmt.Sprintf("%s-%016x", filepath.Base(name), xxhash.Sum64String(fp))
+	key := tfKey(name, fp)
 	index := filepath.Join(dir, key+".index")
 	if gz {
 		f.path = filepath.Join(dir, key+".tfrecord")
@@ -222,20 +370,11 @@ func openTFFile(ctx context.Context, sf *shardFile, fp, dir string) (*tfFile, er
 		f.offsets = parseIndex(b, f.size)
 	}
 	if f.offsets == nil {
-		if f.offsets, err = scanTF(ctx, f.path, name); err != nil {
+		if f.offsets, err = scanTF(ctx, f.fh, f.size, name); err != nil {
 			f.fh.Close()
 			return nil, err
 		}
-		var out []byte
-		for _, o := range f.offsets {
-			out = binary.LittleEndian.AppendUint64(out, uint64(o))
-		}
-		// Best effort: without a writable index directory, the index is
-		// rebuilt on every open.
-		writeAtomic(index, func(w *os.File) error {
-			_, err := w.Write(out)
-			return err
-		})
+		writeIndex(index, f.offsets)
 	}
 	return f, nil
 }
@@ -295,18 +434,8 @@ func gunzipCopy(ctx context.Context, in *os.File, src, dst, what string) error {
 // offset the last: readRaw finds it corrupt, and with it the rest of the
 // file, since no record after it can be found. (Data CRCs are checked on
 // every read.)
-func scanTF(ctx context.Context, path, name string) ([]int64, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("tfrecord: %w", err)
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("tfrecord: %w", err)
-	}
-	size := st.Size()
-	r := bufio.NewReaderSize(fh, 1<<20)
+func scanTF(ctx context.Context, fh *os.File, size int64, name string) ([]int64, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(fh, 0, size), 1<<20)
 	var offs []int64
 	var head [12]byte
 	p := poller{ctx: ctx}
@@ -349,15 +478,15 @@ func tfLength(head []byte, left int64) (int64, error) {
 	return int64(n), nil
 }
 
-// readRaw returns record j of file f, its length and data CRCs verified, in
-// buf.
-func (f *tfFile) readRaw(j, index int, buf []byte) ([]byte, error) {
+// readRaw returns record j of file f, read from fh, its length and data
+// CRCs verified, in buf.
+func (f *tfFile) readRaw(fh *os.File, j, index int, buf []byte) ([]byte, error) {
 	off := f.offsets[j]
 	bad := func(err error) ([]byte, error) {
 		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: err}
 	}
 	var head [12]byte
-	if k, err := f.fh.ReadAt(head[:], off); err == io.EOF {
+	if k, err := fh.ReadAt(head[:], off); err == io.EOF {
 		return bad(fmt.Errorf("%w: record header cut short: %d of 12 bytes", ErrFormat, k))
 	} else if err != nil {
 		return bad(fmt.Errorf("%w: %v", ErrFormat, err))
@@ -377,7 +506,7 @@ func (f *tfFile) readRaw(j, index int, buf []byte) ([]byte, error) {
 		buf = make([]byte, n+4)
 	}
 	buf = buf[:n+4]
-	if _, err := f.fh.ReadAt(buf, off+12); err != nil {
+	if _, err := fh.ReadAt(buf, off+12); err != nil {
 		return bad(fmt.Errorf("%w: %v", ErrFormat, err))
 	}
 	if maskedCRC(buf[:n]) != binary.LittleEndian.Uint32(buf[n:]) {
@@ -386,10 +515,10 @@ func (f *tfFile) readRaw(j, index int, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// locate returns the file and record number of global index i.
-func (t *TFRecord) locate(i int) (*tfFile, int) {
-	k := sort.Search(len(t.starts), func(k int) bool { return t.starts[k] > i }) - 1
-	return t.files[k], i - t.starts[k]
+// locate returns the file number and record number of global index i.
+func (t *TFRecord) locate(i int) (k, j int) {
+	k = sort.Search(len(t.starts), func(k int) bool { return t.starts[k] > i }) - 1
+	return k, i - t.starts[k]
 }
 
 func (t *TFRecord) Len() int { return t.n }
@@ -410,8 +539,18 @@ func (t *TFRecord) Read(i int, rec *Record) error {
 	if e, ok := t.bad[i]; ok {
 		return e
 	}
-	f, j := t.locate(i)
-	data, err := f.readRaw(j, i, rec.Buf)
+	k, j := t.locate(i)
+	f := t.files[k]
+	fh := f.fh
+	if t.stream != nil {
+		o, err := t.stream.acquire(k)
+		if err != nil {
+			return err
+		}
+		defer t.stream.release(k, o, true)
+		fh = o.fh
+	}
+	data, err := f.readRaw(fh, j, i, rec.Buf)
 	if err != nil {
 		return err
 	}
@@ -433,57 +572,95 @@ func (t *TFRecord) Read(i int, rec *Record) error {
 	return nil
 }
 
-// classes reads every record's label (and class text where present) to
-// name the classes: the text of each label, else its number. Records that
-// fail the checks Read makes are kept in t.corrupt and t.bad.
-func (t *TFRecord) classes(ctx context.Context, pattern string, offset int) ([]string, error) {
+// tfLabels is what one file's records say of the classes: the labels they
+// hold and the class names (the text feature) they give, with the records
+// that fail the checks Read makes.
+type tfLabels struct {
+	Labels  []int          `json:"labels"`
+	Names   map[int]string `json:"names,omitempty"`
+	corrupt []*RecordError
+}
+
+// fileLabels reads every record of file k, from fh, for its label.
+func (t *TFRecord) fileLabels(p *poller, k int, fh *os.File, offset int) (*tfLabels, error) {
+	f := t.files[k]
+	lab := &tfLabels{Names: map[int]string{}}
+	seen := map[int]bool{}
+	var buf []byte
+	for j := range f.offsets {
+		bad := func(err error) {
+			lab.corrupt = append(lab.corrupt, &RecordError{File: f.name, Offset: f.offsets[j], Index: t.starts[k] + j, Err: err})
+		}
+		data, err := f.readRaw(fh, j, t.starts[k]+j, buf)
+		if err := p.poll(16 + int64(len(data))); err != nil {
+			return nil, fmt.Errorf("tfrecord: %s: reading labels: %w", f.name, err)
+		}
+		if err != nil {
+			var re *RecordError
+			if !errors.As(err, &re) {
+				return nil, err
+			}
+			lab.corrupt = append(lab.corrupt, re)
+			continue
+		}
+		buf = data[:cap(data)]
+		ex, err := parseExample(data, t.imageKey, t.labelKey, t.textKey)
+		switch {
+		case err != nil:
+			bad(err)
+			continue
+		case ex.image == nil:
+			bad(fmt.Errorf("%w: no bytes feature %q", ErrFormat, t.imageKey))
+			continue
+		case !ex.hasLabel:
+			bad(fmt.Errorf("%w: no int64 feature %q", ErrFormat, t.labelKey))
+			continue
+		case ex.label < int64(offset):
+			bad(fmt.Errorf("%w: %d with label_offset %d", ErrLabel, ex.label, offset))
+			continue
+		case ex.label-int64(offset) >= MaxClasses:
+			bad(fmt.Errorf("%w: %d with label_offset %d is not below MaxClasses (%d)", ErrLabel, ex.label, offset, MaxClasses))
+			continue
+		}
+		l := int(ex.label) - offset
+		if !seen[l] {
+			seen[l] = true
+			lab.Labels = append(lab.Labels, l)
+		}
+		if ex.text != nil {
+			lab.Names[l] = string(ex.text)
+		}
+	}
+	sort.Ints(lab.Labels)
+	return lab, nil
+}
+
+// classes names the classes from every file's labels (labs[k], read now
+// from the open file where nil): the text of each label, else its number.
+// Records that fail the checks Read makes are kept in t.corrupt and t.bad.
+func (t *TFRecord) classes(ctx context.Context, pattern string, offset int, labs []*tfLabels) ([]string, error) {
 	names := map[int]string{}
 	seen := map[int]bool{}
 	maxLabel := -1
-	var buf []byte
 	p := poller{ctx: ctx}
 	for k, f := range t.files {
-		for j := range f.offsets {
-			bad := func(err error) {
-				t.corrupt = append(t.corrupt, &RecordError{File: f.name, Offset: f.offsets[j], Index: t.starts[k] + j, Err: err})
+		lab := labs[k]
+		if lab == nil {
+			var err error
+			if lab, err = t.fileLabels(&p, k, f.fh, offset); err != nil {
+				return nil, err
 			}
-			data, err := f.readRaw(j, t.starts[k]+j, buf)
-			if err := p.poll(16 + int64(len(data))); err != nil {
-				return nil, fmt.Errorf("tfrecord: %s: reading labels: %w", f.name, err)
+		}
+		t.corrupt = append(t.corrupt, lab.corrupt...)
+		for _, l := range lab.Labels {
+			if l < 0 || l >= MaxClasses {
+				return nil, fmt.Errorf("tfrecord: %s: %w: a stored label %d", f.name, ErrFormat, l)
 			}
-			if err != nil {
-				var re *RecordError
-				if !errors.As(err, &re) {
-					return nil, err
-				}
-				t.corrupt = append(t.corrupt, re)
-				continue
-			}
-			buf = data[:cap(data)]
-			ex, err := parseExample(data, t.imageKey, t.labelKey, t.textKey)
-			switch {
-			case err != nil:
-				bad(err)
-				continue
-			case ex.image == nil:
-				bad(fmt.Errorf("%w: no bytes feature %q", ErrFormat, t.imageKey))
-				continue
-			case !ex.hasLabel:
-				bad(fmt.Errorf("%w: no int64 feature %q", ErrFormat, t.labelKey))
-				continue
-			case ex.label < int64(offset):
-				bad(fmt.Errorf("%w: %d with label_offset %d", ErrLabel, ex.label, offset))
-				continue
-			case ex.label-int64(offset) >= MaxClasses:
-				bad(fmt.Errorf("%w: %d with label_offset %d is not below MaxClasses (%d)", ErrLabel, ex.label, offset, MaxClasses))
-				continue
-			}
-			l := int(ex.label) - offset
-			maxLabel = max(maxLabel, l)
 			seen[l] = true
-			if ex.text != nil {
-				names[l] = string(ex.text)
-			}
+			maxLabel = max(maxLabel, l)
+		}
+		for l, n := range lab.Names {
+			names[l] = n // a later file's name wins, as a later record's does
 		}
 	}
 	if len(t.corrupt) > 0 {
@@ -507,6 +684,9 @@ func (t *TFRecord) classes(ctx context.Context, pattern string, offset int) ([]s
 }
 
 func (t *TFRecord) Close() error {
+	if t.stream != nil {
+		t.stream.close()
+	}
 	var errs []error
 	for _, f := range t.files {
 		if f.fh != nil {

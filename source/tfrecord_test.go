@@ -69,8 +69,8 @@ func TestTFRecordCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, j := good.locate(7)
-	off := f.offsets[j]
+	k, j := good.locate(7)
+	off := good.files[k].offsets[j]
 	good.Close()
 
 	bad := append([]byte(nil), orig...)
