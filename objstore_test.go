@@ -464,7 +464,7 @@ func TestObjectStoreStreaming(t *testing.T) {
 		}
 	}
 	// TFRecord files stream too: the real training file cut into 6 by
-	// records, through a cache of 2 of them.
+	// records, through a cache of 3 of them.
 	tfLocal := t.TempDir()
 	var tfLargest int64
 	for _, p := range tfSplit(t, filepath.Join(shareddata.Path(t, "tfrecord"), "train-00000-of-00001"), tfLocal, 6) {
@@ -472,7 +472,7 @@ func TestObjectStoreStreaming(t *testing.T) {
 		st, _ := os.Stat(p)
 		tfLargest = max(tfLargest, st.Size())
 	}
-	tfArgs := fmt.Sprintf(" endpoint=%s path_style=true cache_dir=%s cache_size=%d concurrency=2", srv.Endpoint, t.TempDir(), 2*tfLargest)
+	tfArgs := fmt.Sprintf(" endpoint=%s path_style=true cache_dir=%s cache_size=%d concurrency=2", srv.Endpoint, t.TempDir(), 3*tfLargest)
 	for _, run := range []struct{ rank, world, workers int }{{0, 1, 1}, {1, 2, 2}} {
 		want, err := pipeSums(t, `source tfrecord label_offset=1 path="`+tfLocal+`/part-*"`, "shuffle seed=7 buffer=4", run.rank, run.world, run.workers)
 		if err != nil {

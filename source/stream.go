@@ -25,11 +25,14 @@ type ReadAheader interface {
 
 // shardStream reads the shards of a URL source through a shard cache
 // smaller than the dataset (cache_size= below the shards' total), so no
-// shard stays open for the run: a shard is fetched into the cache and
-// opened when a read needs it or read-ahead reaches it, and closed once the
-// epoch has read every sample it will read from it (outside an epoch's
-// plan, when more than maxOpen shards are open, the least recently used
-// idle one), after which the cache may evict it.
+// shard stays open for the run. Within an epoch's plan, shards are fetched
+// in the order the epoch first reads them, a few ahead of the reads, and at
+// most as many are held (fetching or open) as the cache holds: to make room
+// for the next, the one with the fewest reads to come is let go, and those
+// reads (the samples a shuffle buffer keeps long) take a ranged GET each. A
+// shard is closed once the epoch has read it, after which the cache may
+// evict it. Outside a plan, a read fetches its shard on demand and at most
+// maxOpen idle shards stay open.
 type shardStream struct {
 	what    string // the source, for errors
 	store   *remote.Store
@@ -42,13 +45,18 @@ type shardStream struct {
 	shards map[int]*openShard
 	clock  int64
 	ctx    context.Context // fetches started now end with it: the plan's, else base
-	// The epoch's plan, from planShards: each shard's reads still to
-	// come (nil: no plan), its place in the order the epoch first reads
-	// the shards (-1: not read), and the furthest place a read reached.
+	// The epoch's plan (left nil: none): each shard's reads still to come,
+	// its place in the order the epoch first reads the shards (-1: not
+	// read), whether it was let go with reads to come, the furthest place a
+	// read reached.
 	left    []int
 	pos     []int
+	retired []bool
 	reached int
-	moved   chan struct{} // closed and replaced when reached moves
+	// moved is closed and replaced, when the read-ahead waits on it, as a
+	// read moves on or a shard is let go.
+	moved   chan struct{}
+	waiting bool
 }
 
 // openShard is a shard being fetched or open.
@@ -60,8 +68,34 @@ type openShard struct {
 	used  int64 // the clock at its last use
 }
 
+// shardReader reads one shard for one sample: from its open file, or by
+// ranged GETs for a shard let go with reads to come.
+type shardReader struct {
+	o   *openShard // nil: ranged GETs
+	s   *shardStream
+	i   int
+	ctx context.Context
+}
+
+func (r *shardReader) ReadAt(p []byte, off int64) (int, error) {
+	if r.o != nil {
+		return r.o.fh.ReadAt(p, off)
+	}
+	if err := r.s.store.ReadAt(r.ctx, r.s.objs[r.i], p, off); err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return 0, fmt.Errorf("%s: %w", r.s.what, err)
+		}
+		return 0, fmt.Errorf("%s: %w: %w", r.s.what, ErrDownload, err)
+	}
+	return len(p), nil
+}
+
 // maxOpen bounds the shards open outside an epoch's plan.
 const maxOpen = 4
+
+// spreadLimit is the share of an epoch's reads that may go to shards let
+// go before them (each a ranged GET) before an order is refused.
+const spreadLimit = 0.25
 
 func newShardStream(what string, store *remote.Store, cache *remote.Cache, objs []remote.Object) *shardStream {
 	base, stopAll := context.WithCancel(context.Background())
@@ -69,13 +103,22 @@ func newShardStream(what string, store *remote.Store, cache *remote.Cache, objs 
 		shards: map[int]*openShard{}, moved: make(chan struct{})}
 }
 
-// fit is how many of the largest shards the cache holds.
+// fit is how many of the largest shards the cache holds, at least 2.
 func (s *shardStream) fit() int {
 	var largest int64 = 1
 	for _, o := range s.objs {
 		largest = max(largest, o.Size)
 	}
-	return int(max(s.cache.Limit/largest, 1))
+	return int(max(s.cache.Limit/largest, 2))
+}
+
+// signal wakes the read-ahead if it waits. s.mu is held.
+func (s *shardStream) signal() {
+	if s.waiting {
+		s.waiting = false
+		close(s.moved)
+		s.moved = make(chan struct{})
+	}
 }
 
 // start begins fetching shard i. s.mu is held.
@@ -102,10 +145,19 @@ func (s *shardStream) start(i int) *openShard {
 	return o
 }
 
-// acquire returns shard i, open (its fh), fetching it first if it is not,
-// for a read that ends with release.
-func (s *shardStream) acquire(i int) (*openShard, error) {
+// acquire returns a reader of shard i, fetching the shard first if it is
+// neither open nor let go, for a read that ends with release.
+func (s *shardStream) acquire(i int) (*shardReader, error) {
 	s.mu.Lock()
+	if s.left != nil && s.pos[i] > s.reached {
+		s.reached = s.pos[i]
+		s.signal()
+	}
+	if s.left != nil && s.retired[i] {
+		r := &shardReader{s: s, i: i, ctx: s.ctx}
+		s.mu.Unlock()
+		return r, nil
+	}
 	o := s.shards[i]
 	if o == nil {
 		o = s.start(i)
@@ -113,11 +165,6 @@ func (s *shardStream) acquire(i int) (*openShard, error) {
 	o.refs++
 	s.clock++
 	o.used = s.clock
-	if s.left != nil && s.pos[i] > s.reached {
-		s.reached = s.pos[i]
-		close(s.moved)
-		s.moved = make(chan struct{})
-	}
 	s.mu.Unlock()
 	<-o.ready
 	if o.err != nil {
@@ -132,26 +179,33 @@ func (s *shardStream) acquire(i int) (*openShard, error) {
 		}
 		return nil, fmt.Errorf("%s: %w: %w", s.what, ErrDownload, o.err)
 	}
-	return o, nil
+	return &shardReader{o: o, s: s, i: i}, nil
 }
 
-// release ends a read of shard i, o, that acquire began; read says
+// release ends a read of shard i that acquire began with r; read says
 // whether it was one of the epoch's reads.
-func (s *shardStream) release(i int, o *openShard, read bool) {
+func (s *shardStream) release(i int, r *shardReader, read bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o.refs--
-	if s.shards[i] != o {
-		if o.refs == 0 {
-			o.fh.Close() // let go of (stop) while it was read
-		}
-		return
-	}
 	if read && s.left != nil && s.left[i] > 0 {
 		s.left[i]--
 	}
+	o := r.o
+	if o == nil {
+		return
+	}
+	o.refs--
+	if s.shards[i] != o {
+		if o.refs == 0 {
+			o.fh.Close() // let go of while it was read
+		}
+		return
+	}
 	if o.refs == 0 && s.left != nil && s.left[i] == 0 {
 		s.drop(i, o)
+	}
+	if o.refs == 0 {
+		s.signal()
 	}
 	s.trim()
 }
@@ -187,40 +241,96 @@ func (s *shardStream) trim() {
 	}
 }
 
+// retire lets go of the open shard, first read before place p and idle,
+// with the fewest reads to come, so that another may be fetched; its reads
+// to come take ranged GETs. It reports whether there was one. s.mu is held.
+func (s *shardStream) retire(p int) bool {
+	victim := -1
+	for i, o := range s.shards {
+		select {
+		case <-o.ready:
+		default:
+			continue
+		}
+		if o.refs == 0 && s.pos[i] >= 0 && s.pos[i] < p && (victim < 0 || s.left[i] < s.left[victim]) {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		return false
+	}
+	s.drop(victim, s.shards[victim])
+	s.retired[victim] = true
+	return true
+}
+
+// spread simulates an epoch reading shards in order (shard numbers, -1
+// for none) holding at most hold shards, each let go as retire does, and
+// returns the share of reads that would find their shard let go.
+func spread(order []int, counts []int, hold int) float64 {
+	left := append([]int(nil), counts...)
+	open := map[int]bool{}
+	retired := make([]bool, len(counts))
+	late, reads := 0, 0
+	for _, i := range order {
+		if i < 0 {
+			continue
+		}
+		reads++
+		switch {
+		case open[i]:
+		case retired[i]:
+			late++
+		default:
+			if len(open) >= hold {
+				victim := -1
+				for j := range open {
+					if victim < 0 || left[j] < left[victim] {
+						victim = j
+					}
+				}
+				delete(open, victim)
+				retired[victim] = true
+			}
+			open[i] = true
+		}
+		if left[i]--; left[i] == 0 {
+			delete(open, i)
+		}
+	}
+	if reads == 0 {
+		return 0
+	}
+	return float64(late) / float64(reads)
+}
+
 // planShards starts reading ahead of an epoch that reads shards in the
 // order seq (each shard once, by first read) with counts[i] reads of shard
-// i, and returns stop, which also ends the fetches the epoch's reads began.
-// It refuses an order that keeps more shards in use at once than the cache
-// holds: live is the most shards between their first and last read at any
-// point of the epoch. With counts nil (an epoch whose order is not known)
-// it only ties the fetches to stop.
-func (s *shardStream) planShards(seq, counts []int, live int) (stop func(), err error) {
-	fit := s.fit()
-	if counts != nil && live > fit {
-		return nil, fmt.Errorf("%s: the epoch's order reads from %d shards at once, and cache_size=%d holds %d of them: "+
-			"a full shuffle reads every shard throughout the epoch; shuffle with buffer= (shards in a random order, each read in sequence) or raise cache_size",
-			s.what, live, s.cache.Limit, fit)
-	}
-	ahead := min(max(fit-live, 1), s.store.Options().Concurrency)
+// i, holding at most the cache's fit of them, and returns stop, which also
+// ends the fetches the epoch's reads began. With counts nil (an epoch whose
+// order is not known) it only ties the fetches to stop.
+func (s *shardStream) planShards(seq, counts []int) (stop func()) {
+	hold := s.fit()
+	ahead := min(max(hold/4, 1), s.store.Options().Concurrency)
 	ctx, cancel := context.WithCancel(s.base)
 	s.mu.Lock()
 	s.ctx = ctx
 	if counts == nil {
 		seq = nil
 	} else {
-		s.left, s.pos, s.reached = counts, make([]int, len(s.objs)), -1
-	}
-	for i := range s.pos {
-		s.pos[i] = -1
-	}
-	for p, i := range seq {
-		s.pos[i] = p
-	}
-	for i, o := range s.shards {
-		if o.refs == 0 && counts != nil && counts[i] == 0 {
+		s.left, s.pos, s.retired, s.reached = counts, make([]int, len(s.objs)), make([]bool, len(s.objs)), -1
+		for i := range s.pos {
+			s.pos[i] = -1
+		}
+		for p, i := range seq {
+			s.pos[i] = p
+		}
+		for i, o := range s.shards {
 			select {
 			case <-o.ready:
-				s.drop(i, o)
+				if o.refs == 0 && counts[i] == 0 {
+					s.drop(i, o)
+				}
 			default:
 			}
 		}
@@ -231,13 +341,16 @@ func (s *shardStream) planShards(seq, counts []int, live int) (stop func(), err 
 		for p, i := range seq {
 			for {
 				s.mu.Lock()
-				if p <= s.reached+ahead {
-					if s.shards[i] == nil {
-						s.start(i)
-					}
+				if s.shards[i] != nil || s.retired[i] || s.left[i] == 0 {
+					s.mu.Unlock()
+					break // fetched on demand, or its reads are done
+				}
+				if p <= s.reached+ahead && (len(s.shards) < hold || s.retire(p)) {
+					s.start(i)
 					s.mu.Unlock()
 					break
 				}
+				s.waiting = true
 				moved := s.moved
 				s.mu.Unlock()
 				select {
@@ -255,7 +368,7 @@ func (s *shardStream) planShards(seq, counts []int, live int) (stop func(), err 
 			wg.Wait()
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			s.ctx, s.left, s.pos = s.base, nil, nil
+			s.ctx, s.left, s.pos, s.retired, s.waiting = s.base, nil, nil, nil, false
 			for i, o := range s.shards {
 				select {
 				case <-o.ready:
@@ -271,45 +384,43 @@ func (s *shardStream) planShards(seq, counts []int, live int) (stop func(), err 
 			}
 			s.trim()
 		})
-	}, nil
+	}
 }
 
 // planOrder is planShards for an epoch reading the samples of order, each
 // in the shard shardOf gives (-1: a read that touches no shard, such as a
-// corrupt sample's); a nil order is an epoch whose order is not known.
+// corrupt sample's); a nil order is an epoch whose order is not known. It
+// refuses an order that would read more than spreadLimit of its samples by
+// ranged GETs, from shards let go to make room: a full shuffle, which reads
+// every shard throughout the epoch, or a shuffle buffer of more shards'
+// samples than the cache holds.
 func (s *shardStream) planOrder(order []int, shardOf func(i int) int) (stop func(), err error) {
 	if order == nil {
-		return s.planShards(nil, nil, 0)
+		return s.planShards(nil, nil), nil
 	}
-	n := len(s.objs)
-	counts := make([]int, n)
-	first, last := make([]int, n), make([]int, n)
+	counts := make([]int, len(s.objs))
+	shards := make([]int, len(order))
 	var seq []int
 	for k, i := range order {
 		sh := shardOf(i)
+		shards[k] = sh
 		if sh < 0 {
-			continue // a read that touches no shard
+			continue
 		}
 		if counts[sh] == 0 {
-			first[sh] = k
 			seq = append(seq, sh)
 		}
 		counts[sh]++
-		last[sh] = k
 	}
-	// The most shards live at once: +1 at each first read, -1 after each
-	// last.
-	delta := make([]int, len(order)+1)
-	for _, sh := range seq {
-		delta[first[sh]]++
-		delta[last[sh]+1]--
+	hold := s.fit()
+	ahead := min(max(hold/4, 1), s.store.Options().Concurrency)
+	if late := spread(shards, counts, max(hold-ahead, 1)); late > spreadLimit {
+		return nil, fmt.Errorf("%s: the epoch's order would read %.0f%% of its samples from shards let go before them, "+
+			"as cache_size=%d holds %d shards at once: a full shuffle reads every shard throughout the epoch; "+
+			"shuffle with buffer= (shards in a random order, each read in sequence, a buffer of a few shards' samples) or raise cache_size",
+			s.what, 100*late, s.cache.Limit, hold)
 	}
-	live, cur := 0, 0
-	for _, d := range delta {
-		cur += d
-		live = max(live, cur)
-	}
-	return s.planShards(seq, counts, live)
+	return s.planShards(seq, counts), nil
 }
 
 // close stops every fetch and closes every shard.

@@ -16,9 +16,9 @@ import (
 )
 
 // streamServer serves n WebDataset shards of 4 samples (a .jpg of 64 KiB
-// and a .cls) over HTTP; once stall is set, a GET sends its headers and
-// then nothing until the client goes.
-func streamServer(t *testing.T, n int) (srv *httptest.Server, stall *atomic.Bool, gets *atomic.Int64) {
+// and a .cls) over HTTP, counting GETs and ranged GETs; once stall is set,
+// a GET sends its headers and then nothing until the client goes.
+func streamServer(t *testing.T, n int) (srv *httptest.Server, stall *atomic.Bool, gets, ranged *atomic.Int64) {
 	t.Helper()
 	shards := map[string][]byte{}
 	for s := range n {
@@ -35,37 +35,40 @@ func streamServer(t *testing.T, n int) (srv *httptest.Server, stall *atomic.Bool
 		tw.Close()
 		shards[fmt.Sprintf("/shard-%d.tar", s)] = b.Bytes()
 	}
-	stall, gets = &atomic.Bool{}, &atomic.Int64{}
+	stall, gets, ranged = &atomic.Bool{}, &atomic.Int64{}, &atomic.Int64{}
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, ok := shards[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
 			return
 		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 		w.Header().Set("ETag", fmt.Sprintf(`"%x"`, len(b)+len(r.URL.Path)))
-		if r.Method == http.MethodHead {
-			return
+		if r.Method == http.MethodGet {
+			gets.Add(1)
+			if r.Header.Get("Range") != "" {
+				ranged.Add(1)
+			}
 		}
-		gets.Add(1)
-		if stall.Load() {
+		if stall.Load() && r.Method == http.MethodGet {
+			w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 			w.WriteHeader(http.StatusOK)
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 			return
 		}
-		w.Write(b)
+		http.ServeContent(w, r, r.URL.Path, time.Time{}, bytes.NewReader(b))
 	}))
 	t.Cleanup(srv.Close)
-	return srv, stall, gets
+	return srv, stall, gets, ranged
 }
 
 // TestStreamStopEndsFetches: streamed shards (a cache of 2 of 8) read on
-// an epoch's order; when the server stalls, the stop that ends the epoch
-// (Ctrl-C) ends the fetches and a read waiting for one at once, with no
-// idle timeout to wait out.
+// an epoch's order, each fetched once; a sample read long after the rest
+// of its shard comes by a ranged GET once the shard is let go; when the
+// server stalls, the stop that ends the epoch (Ctrl-C) ends the fetches
+// and a read waiting for one at once, with no idle timeout to wait out.
 func TestStreamStopEndsFetches(t *testing.T) {
-	srv, stall, gets := streamServer(t, 8)
+	srv, stall, gets, ranged := streamServer(t, 8)
 	rem := &Remote{Store: remote.New(remote.Options{IdleTimeout: time.Hour, Concurrency: 2}),
 		Cache: &remote.Cache{Dir: t.TempDir(), Limit: 2 * (4*(64<<10+1024) + 1024)}}
 	defer rem.Store.Close()
@@ -97,8 +100,27 @@ func TestStreamStopEndsFetches(t *testing.T) {
 		}
 	}
 	stop()
-	if n := gets.Load() - before; n < 6 || n > 8 {
-		t.Errorf("an epoch over 8 shards with 2 in the cache made %d GETs; want 6 to 8", n)
+	if n := gets.Load() - before; n < 6 || n > 8 || ranged.Load() != 0 {
+		t.Errorf("an epoch over 8 shards with 2 in the cache made %d GETs, %d of them ranged; want 6 to 8, none ranged", n, ranged.Load())
+	}
+
+	// The first sample read last, as a shuffle buffer may keep it: its
+	// shard is let go to make room, and it takes a ranged GET.
+	late := append(append([]int(nil), order[1:]...), 0)
+	if stop, err = w.ReadAhead(late); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range late {
+		if err := w.Read(i, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Label != i%4 || rec.Enc[0] != byte(i/4) || len(rec.Enc) != 64<<10 {
+			t.Fatalf("sample %d: label %d, first byte %d, %d bytes", i, rec.Label, rec.Enc[0], len(rec.Enc))
+		}
+	}
+	stop()
+	if ranged.Load() != 1 {
+		t.Errorf("%d ranged GETs; want 1, for the sample read after its shard was let go", ranged.Load())
 	}
 
 	// The server stalls; an epoch starts and a read waits for its shard.

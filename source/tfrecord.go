@@ -226,10 +226,7 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 	}
 	stop := func() {}
 	if len(missing) > 0 {
-		var err error
-		if stop, err = t.stream.planShards(missing, counts, 1); err != nil {
-			return err
-		}
+		stop = t.stream.planShards(missing, counts)
 	}
 	defer stop()
 	p := poller{ctx: ctx}
@@ -251,14 +248,15 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 // bad member is walked).
 func (t *TFRecord) fetchLabels(ctx context.Context, p *poller, k int, cfg tfConfig, labelsPath string, labs []*tfLabels) error {
 	f := t.files[k]
-	o, err := t.stream.acquire(k)
+	r, err := t.stream.acquire(k)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("tfrecord: %w", context.Cause(ctx))
 		}
 		return err
 	}
-	defer t.stream.release(k, o, true)
+	defer t.stream.release(k, r, true)
+	o := r.o // read once each, the files of this pass are never let go
 	if gz, err := isGzip(o.fh); err != nil {
 		return fmt.Errorf("tfrecord: %w", err)
 	} else if gz {
@@ -480,7 +478,7 @@ func tfLength(head []byte, left int64) (int64, error) {
 
 // readRaw returns record j of file f, read from fh, its length and data
 // CRCs verified, in buf.
-func (f *tfFile) readRaw(fh *os.File, j, index int, buf []byte) ([]byte, error) {
+func (f *tfFile) readRaw(fh io.ReaderAt, j, index int, buf []byte) ([]byte, error) {
 	off := f.offsets[j]
 	bad := func(err error) ([]byte, error) {
 		return nil, &RecordError{File: f.name, Offset: off, Index: index, Err: err}
@@ -541,14 +539,14 @@ func (t *TFRecord) Read(i int, rec *Record) error {
 	}
 	k, j := t.locate(i)
 	f := t.files[k]
-	fh := f.fh
+	var fh io.ReaderAt = f.fh
 	if t.stream != nil {
-		o, err := t.stream.acquire(k)
+		r, err := t.stream.acquire(k)
 		if err != nil {
 			return err
 		}
-		defer t.stream.release(k, o, true)
-		fh = o.fh
+		defer t.stream.release(k, r, true)
+		fh = r
 	}
 	data, err := f.readRaw(fh, j, i, rec.Buf)
 	if err != nil {
@@ -582,7 +580,7 @@ type tfLabels struct {
 }
 
 // fileLabels reads every record of file k, from fh, for its label.
-func (t *TFRecord) fileLabels(p *poller, k int, fh *os.File, offset int) (*tfLabels, error) {
+func (t *TFRecord) fileLabels(p *poller, k int, fh io.ReaderAt, offset int) (*tfLabels, error) {
 	f := t.files[k]
 	lab := &tfLabels{Names: map[int]string{}}
 	seen := map[int]bool{}

@@ -252,10 +252,7 @@ func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wd
 	}
 	stop := func() {}
 	if len(missing) > 0 {
-		var err error
-		if stop, err = w.stream.planShards(missing, counts, 1); err != nil {
-			return err
-		}
+		stop = w.stream.planShards(missing, counts)
 	}
 	defer stop()
 	for si := range n {
@@ -263,15 +260,16 @@ func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wd
 		if loaded[si] && w.loadIndex(wdsIndexPath(cfg, sf), si, files.objs[si].Size) {
 			continue
 		}
-		o, err := w.stream.acquire(si)
+		r, err := w.stream.acquire(si)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("webdataset: %w", context.Cause(ctx))
 			}
 			return err
 		}
-		err = w.indexStreamedShard(ctx, si, o.fh, cfg, wdsIndexPath(cfg, sf))
-		w.stream.release(si, o, true)
+		// Read once each, the shards of this pass are never let go.
+		err = w.indexStreamedShard(ctx, si, r.o.fh, cfg, wdsIndexPath(cfg, sf))
+		w.stream.release(si, r, true)
 		if err != nil {
 			return err
 		}
@@ -457,14 +455,14 @@ func (w *WebDataset) Read(i int, rec *Record) error {
 		return s.bad
 	}
 	sh := w.shards[s.shard]
-	fh := sh.fh
+	var fh io.ReaderAt = sh.fh
 	if w.stream != nil {
-		o, err := w.stream.acquire(s.shard)
+		r, err := w.stream.acquire(s.shard)
 		if err != nil {
 			return err
 		}
-		defer w.stream.release(s.shard, o, true)
-		fh = o.fh
+		defer w.stream.release(s.shard, r, true)
+		fh = r
 	}
 	if cap(rec.Buf) < int(s.size) {
 		rec.Buf = make([]byte, s.size)

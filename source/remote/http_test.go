@@ -51,6 +51,10 @@ func TestHTTP(t *testing.T) {
 		if o.URL != srv.URL+name || o.Size != int64(len(files[name])) || o.ETag != fmt.Sprint(len(files[name])) {
 			t.Fatalf("object %d: %+v", i, o)
 		}
+		p := make([]byte, 1000)
+		if err := s.ReadAt(t.Context(), o, p, 123); err != nil || !bytes.Equal(p, files[name][123:1123]) {
+			t.Fatalf("%s: ReadAt: %v", o.URL, err)
+		}
 		before := remote.Totals().Retries
 		got, err := readAll(t, s, t.Context(), o)
 		if err != nil || !bytes.Equal(got, files[name]) {

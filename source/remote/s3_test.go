@@ -94,7 +94,17 @@ func TestS3ListStatRead(t *testing.T) {
 			if err != nil || !bytes.Equal(got, want[key]) {
 				t.Fatalf("%s: read %d bytes, %v", o.URL, len(got), err)
 			}
+			// A ranged read: the start, the middle, the end.
+			for _, r := range [][2]int{{0, 10}, {777, 4096}, {len(want[key]) - 5, 5}} {
+				p := make([]byte, r[1])
+				if err := s.ReadAt(ctx, o, p, int64(r[0])); err != nil || !bytes.Equal(p, want[key][r[0]:r[0]+r[1]]) {
+					t.Fatalf("%s: ReadAt %d bytes at %d: %v", o.URL, r[1], r[0], err)
+				}
+			}
 		}
+	}
+	if err := s.ReadAt(ctx, remote.Object{URL: "s3://data/train/notes.txt", Size: 1}, make([]byte, 2), 0); err == nil {
+		t.Error("ReadAt past the end of an object: no error")
 	}
 }
 

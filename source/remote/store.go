@@ -479,7 +479,23 @@ func (s *Store) Open(ctx context.Context, obj Object) (io.ReadCloser, error) {
 	if err := s.acquire(ctx); err != nil {
 		return nil, fmt.Errorf("%s: %w", obj.URL, err)
 	}
-	return &reader{s: s, ctx: ctx, obj: obj}, nil
+	return &reader{s: s, ctx: ctx, obj: obj, end: obj.Size}, nil
+}
+
+// ReadAt reads len(p) bytes of obj from off with a ranged GET, retried and
+// resumed as Open's reads are: for a few records of an object that is not
+// worth fetching whole.
+func (s *Store) ReadAt(ctx context.Context, obj Object, p []byte, off int64) error {
+	if off < 0 || off > obj.Size-int64(len(p)) {
+		return fmt.Errorf("%s: bytes %d to %d of an object of %d", obj.URL, off, off+int64(len(p)), obj.Size)
+	}
+	if err := s.acquire(ctx); err != nil {
+		return fmt.Errorf("%s: %w", obj.URL, err)
+	}
+	r := &reader{s: s, ctx: ctx, obj: obj, off: off, end: off + int64(len(p))}
+	defer r.Close()
+	_, err := io.ReadFull(r, p)
+	return err
 }
 
 type reader struct {
@@ -487,6 +503,7 @@ type reader struct {
 	ctx    context.Context
 	obj    Object
 	off    int64
+	end    int64 // where the read stops: the object's size, or ReadAt's end
 	body   io.ReadCloser
 	cancel context.CancelFunc
 	idle   *time.Timer
@@ -500,7 +517,7 @@ func (r *reader) get() error {
 	return r.s.retry(r.ctx, r.obj.URL, func() error {
 		totals.requests.Add(1)
 		actx, cancel := context.WithCancel(r.ctx)
-		body, etag, err := r.s.getRange(actx, r.obj, r.off)
+		body, etag, err := r.s.getRange(actx, r.obj, r.off, r.end)
 		if err != nil {
 			cancel()
 			return err
@@ -530,7 +547,7 @@ func (r *reader) Read(p []byte) (int, error) {
 		return 0, r.err
 	}
 	for {
-		if r.off >= r.obj.Size {
+		if r.off >= r.end {
 			r.drop()
 			return 0, io.EOF
 		}
@@ -540,8 +557,8 @@ func (r *reader) Read(p []byte) (int, error) {
 				return 0, err
 			}
 		}
-		if int64(len(p)) > r.obj.Size-r.off {
-			p = p[:r.obj.Size-r.off]
+		if int64(len(p)) > r.end-r.off {
+			p = p[:r.end-r.off]
 		}
 		n, err := r.body.Read(p)
 		if n > 0 {
@@ -561,7 +578,7 @@ func (r *reader) Read(p []byte) (int, error) {
 			return 0, r.err
 		}
 		if err == io.EOF {
-			err = fmt.Errorf("body ended at offset %d of %d: %w", r.off, r.obj.Size, io.ErrUnexpectedEOF)
+			err = fmt.Errorf("body ended at offset %d of %d: %w", r.off, r.end, io.ErrUnexpectedEOF)
 		}
 		if stalled {
 			err = fmt.Errorf("no byte for %v at offset %d", r.s.opts.IdleTimeout, r.off)
@@ -588,9 +605,10 @@ func (r *reader) Close() error {
 	return nil
 }
 
-// getRange sends one GET of obj from off to its end and returns the body
-// and the ETag the response gives.
-func (s *Store) getRange(ctx context.Context, obj Object, off int64) (io.ReadCloser, string, error) {
+// getRange sends one GET of obj's bytes from off to end and returns the
+// body and the ETag the response gives.
+func (s *Store) getRange(ctx context.Context, obj Object, off, end int64) (io.ReadCloser, string, error) {
+	ranged := off > 0 || end < obj.Size
 	if strings.HasPrefix(obj.URL, "s3://") {
 		bucket, key, err := s3Path(obj.URL)
 		if err != nil {
@@ -601,8 +619,8 @@ func (s *Store) getRange(ctx context.Context, obj Object, off int64) (io.ReadClo
 			return nil, "", err
 		}
 		var opts minio.GetObjectOptions
-		if off > 0 {
-			opts.SetRange(off, 0)
+		if ranged {
+			opts.SetRange(off, end-1)
 		}
 		if obj.ETag != "" {
 			opts.SetMatchETag(obj.ETag)
@@ -617,16 +635,19 @@ func (s *Store) getRange(ctx context.Context, obj Object, off int64) (io.ReadClo
 	if err != nil {
 		return nil, "", &statusError{code: 400, msg: err.Error()}
 	}
-	if off > 0 {
-		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
+	if ranged {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(end-1, 10))
 	}
 	resp, err := s.http.Do(req)
 	if err != nil {
 		return nil, "", err
 	}
 	want := http.StatusOK
-	if off > 0 {
+	if ranged {
 		want = http.StatusPartialContent
+	}
+	if resp.StatusCode == http.StatusOK && off == 0 {
+		want = http.StatusOK // the whole object, of which the reader takes the start
 	}
 	if resp.StatusCode != want {
 		resp.Body.Close()
