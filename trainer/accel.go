@@ -28,9 +28,9 @@ type Accelerator interface {
 	// Store copies them from the device into m and o.
 	Store(m *nn.Model, o *nn.Optimizer) error
 	// ForwardBackward trains on b: the gradients of b's mean loss replace
-	// the device's, and it returns the loss summed over b's samples and the
-	// correct top-1 predictions.
-	ForwardBackward(c *nn.Context, b Batch) (lossSum float64, correct int, err error)
+	// the device's, and it returns the loss summed over b's samples (each
+	// sample's in fixed point, nn.LossOf) and the correct top-1 predictions.
+	ForwardBackward(c *nn.Context, b Batch) (lossSum nn.LossSum, correct int, err error)
 	// Gradients returns the gradient sums, every trained value of the model
 	// in its order, in host memory owned by the accelerator.
 	Gradients() ([]float64, error)

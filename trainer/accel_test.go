@@ -61,7 +61,7 @@ func (a *hostAccel) Store(m *nn.Model, o *nn.Optimizer) error {
 	return nil
 }
 
-func (a *hostAccel) ForwardBackward(c *nn.Context, b Batch) (float64, int, error) {
+func (a *hostAccel) ForwardBackward(c *nn.Context, b Batch) (nn.LossSum, int, error) {
 	if b.X == nil {
 		return 0, 0, errors.New("no host batch")
 	}
@@ -70,9 +70,9 @@ func (a *hostAccel) ForwardBackward(c *nn.Context, b Batch) (float64, int, error
 	a.m.ZeroGrad()
 	a.loss.Smoothing = c.Smoothing
 	logits := a.m.Forward(&ctx, b.X)
-	l, k, g := a.loss.Loss(logits, b.Labels)
+	l, k, g := a.loss.Sum(logits, b.Labels)
 	a.m.Backward(&ctx, g)
-	return l * float64(b.N()), k, nil
+	return l, k, nil
 }
 
 func (a *hostAccel) Gradients() ([]float64, error) {

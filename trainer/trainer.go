@@ -216,6 +216,9 @@ type Trainer struct {
 // replica's data stall, so that a resumed epoch reports the whole epoch's
 // throughput rather than all its images over the resumed part's time.
 type partial struct {
+	// Sum is the loss summed over the part's samples; Loss, the same as a
+	// float64, is what checkpoints written before it hold.
+	Sum     nn.LossSum
 	Loss    float64
 	Correct int
 	Images  int
@@ -231,7 +234,7 @@ type replica struct {
 	loss  nn.SoftmaxCrossEntropy
 	ctx   nn.Context
 	// this step's figures
-	lossSum float64
+	lossSum nn.LossSum
 	correct int
 	n       int
 	err     error
@@ -450,7 +453,10 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 	}
 	defer ef.Close()
 	st := EpochStats{Epoch: t.Epoch, Steps: t.InEpoch, Images: t.part.Images, PriorSeconds: t.part.Seconds}
-	lossSum, correct := t.part.Loss, t.part.Correct
+	lossSum, correct := t.part.Sum, t.part.Correct
+	if lossSum == 0 && t.part.Loss != 0 {
+		lossSum = nn.LossOf(t.part.Loss) // a checkpoint from before Sum
+	}
 	// stall is each replica's data stall in the epoch: before a stop (a
 	// resumed epoch's part), and in this run since stall0.
 	stall0 := make([]time.Duration, len(t.replicas))
@@ -469,7 +475,7 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 		if serr := t.store(); serr != nil {
 			err = errors.Join(err, serr)
 		}
-		t.InEpoch, t.part = st.Steps, partial{Loss: lossSum, Correct: correct, Images: st.Images,
+		t.InEpoch, t.part = st.Steps, partial{Sum: lossSum, Correct: correct, Images: st.Images,
 			Seconds: t.part.Seconds + time.Since(start).Seconds(), Stall: stall()}
 		return st, err
 	}
@@ -508,10 +514,10 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 		}
 		st.Steps++
 		st.Images += n
-		lossSum += l * float64(n)
+		lossSum += l
 		correct += c
 		if onStep != nil {
-			onStep(StepStats{Step: t.Step, Epoch: t.Epoch, Loss: l, Correct: c, Images: n, LR: t.LR(t.Step - 1)})
+			onStep(StepStats{Step: t.Step, Epoch: t.Epoch, Loss: l.Float() / float64(n), Correct: c, Images: n, LR: t.LR(t.Step - 1)})
 		}
 	}
 	if t.cfg.Mode == "mixture" || t.cfg.Mode == "local" || t.total > 1 || t.replicas[0].acc != nil {
@@ -521,7 +527,7 @@ func (t *Trainer) RunEpoch(ctx context.Context, feed Feed, onStep func(StepStats
 	}
 	st.Seconds = t.part.Seconds + time.Since(start).Seconds()
 	if st.Images > 0 {
-		st.TrainLoss, st.TrainAccuracy = lossSum/float64(st.Images), float64(correct)/float64(st.Images)
+		st.TrainLoss, st.TrainAccuracy = lossSum.Float()/float64(st.Images), float64(correct)/float64(st.Images)
 	}
 	st.LR = t.LR(t.Step - 1)
 	if st.Seconds > 0 {
@@ -557,9 +563,9 @@ const (
 )
 
 // step runs one global batch: every replica on its slice, then the update
-// the mode asks for. It returns the samples, the mean loss and the correct
-// predictions, of the whole job.
-func (t *Trainer) step(ctx context.Context, ef EpochFeed) (int, float64, int, error) {
+// the mode asks for. It returns the samples, the loss summed over them and
+// the correct predictions, of the whole job.
+func (t *Trainer) step(ctx context.Context, ef EpochFeed) (int, nn.LossSum, int, error) {
 	eofs := make([]bool, len(t.replicas))
 	// In a job, a rank whose ctx is done does not start the step: it tells
 	// the others to stop.
@@ -602,7 +608,9 @@ func (t *Trainer) step(ctx context.Context, ef EpochFeed) (int, float64, int, er
 		case rep.err != nil:
 			state, errs = stepFailed, append(errs, rep.err)
 		}
-		figs = append(figs, float64(state), float64(rep.n), rep.lossSum, float64(rep.correct))
+		// A step's loss sum in fixed point is an integer below 2^53 (a
+		// batch of 10^5 samples of loss 20), exact as a float64.
+		figs = append(figs, float64(state), float64(rep.n), float64(rep.lossSum), float64(rep.correct))
 	}
 	if panicked != nil {
 		errs = []error{panicked}
@@ -666,12 +674,12 @@ func (t *Trainer) abandon(ctx context.Context, err error) error {
 
 // settle gathers the step's figures (four a replica, local is this
 // process's error where a replica failed) from every rank and decides
-// the step: the job's samples, mean loss and correct predictions, summed
+// the step: the job's samples, loss sum and correct predictions, summed
 // over its replicas in order (the sums one process with every replica
 // takes), or the error every rank stops with: a failure (here, or a
 // RankError naming the rank), a stop (ctx here, or another rank's: an error
 // wrapping context.Canceled), or io.EOF.
-func (t *Trainer) settle(ctx context.Context, figs []float64, local error) (int, float64, int, error) {
+func (t *Trainer) settle(ctx context.Context, figs []float64, local error) (int, nn.LossSum, int, error) {
 	me := 0
 	if t.ranks > 1 {
 		start := time.Now()
@@ -683,7 +691,7 @@ func (t *Trainer) settle(ctx context.Context, figs []float64, local error) (int,
 		figs, me = all, t.cfg.Group.Rank()
 	}
 	n, nEOF, correct, failed, halted := 0, 0, 0, -1, -1
-	var lossSum float64
+	var lossSum nn.LossSum
 	for j := 0; j < len(figs); j += stepFigures {
 		f, rank := figs[j:j+stepFigures], j/stepFigures/len(t.replicas)
 		switch int(f[0]) {
@@ -699,7 +707,7 @@ func (t *Trainer) settle(ctx context.Context, figs []float64, local error) (int,
 			}
 		default:
 			n += int(f[1])
-			lossSum += f[2]
+			lossSum += nn.LossSum(f[2])
 			correct += int(f[3])
 		}
 	}
@@ -717,7 +725,7 @@ func (t *Trainer) settle(ctx context.Context, figs []float64, local error) (int,
 	case nEOF > 0:
 		return 0, 0, 0, errors.New("trainer: replicas ran out of data at different steps")
 	}
-	return n, lossSum / float64(n), correct, nil
+	return n, lossSum, correct, nil
 }
 
 // reduceGrads averages the gradients across the job's replicas.
@@ -757,9 +765,9 @@ func (rep *replica) forwardBackward(t *Trainer, b Batch) error {
 	}
 	rep.model.ZeroGrad()
 	logits := rep.model.Forward(&rep.ctx, b.X)
-	loss, correct, g := rep.loss.Loss(logits, b.Labels)
+	loss, correct, g := rep.loss.Sum(logits, b.Labels)
 	rep.model.Backward(&rep.ctx, g)
-	rep.n, rep.lossSum, rep.correct = b.X.N(), loss*float64(b.X.N()), correct
+	rep.n, rep.lossSum, rep.correct = b.X.N(), loss, correct
 	return nil
 }
 

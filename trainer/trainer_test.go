@@ -129,6 +129,39 @@ func TestDataParallelEquivalence(t *testing.T) {
 	}
 }
 
+// TestTrainLossIndependentOfReplicas: an epoch's training loss is the same
+// float64, to the bit, whether its batches of 128 ran on 1, 2, 4 or 8
+// replicas: each sample's loss is summed in fixed point (nn.LossSum), so
+// the grouping does not round it (a replica's mean times its count did,
+// in the last bit, as TestMPIResumeOnOtherRanks saw now and then). The
+// samples' losses themselves must agree: a split into 3 × 32 of 96 gives
+// the dense layers other row blocks, and logits that differ in the low
+// bits.
+func TestTrainLossIndependentOfReplicas(t *testing.T) {
+	cfg := Config{Model: nn.ModelSpec{Name: "mlp", Width: 32}, Epochs: 1, Optim: nn.OptimConfig{Momentum: 0.9}, LR: 0.05,
+		BaseBatch: 128, Seed: 3, Threads: 2}
+	var want float64
+	for _, replicas := range []int{1, 2, 4, 8} {
+		feed := &fakeFeed{shape: []int{3, 8, 8}, global: 128, replicas: replicas, batches: 12, classes: 10}
+		c := cfg
+		c.GlobalBatch, c.BatchesPerEpoch = feed.global, feed.batches
+		c.Input, c.Classes, c.Replicas = feed.shape, feed.classes, feed.replicas
+		tr, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := tr.RunEpoch(context.Background(), feed, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if replicas == 1 {
+			want = st.TrainLoss
+		} else if st.TrainLoss != want {
+			t.Errorf("%d replicas: train loss %.17g; 1 replica: %.17g", replicas, st.TrainLoss, want)
+		}
+	}
+}
+
 // TestLocalSGDEveryStepIsSync: with plain SGD, averaging parameters after
 // every local step is the synchronous update.
 func TestLocalSGDEveryStepIsSync(t *testing.T) {

@@ -247,10 +247,11 @@ func TestLayersMatchCPU(t *testing.T) {
 			// 40 samples: two full dense chunks of 16 and a partial one.
 			b := batch(m.In, 40, 5, 1000)
 			ctx := nn.Context{Train: true, Seed: 11, Step: 3, Samples: b.Samples, Smoothing: 0.1}
-			gl, gk, err := r.ForwardBackward(&ctx, b)
+			gs, gk, err := r.ForwardBackward(&ctx, b)
 			if err != nil {
 				t.Fatal(err)
 			}
+			gl := gs.Float()
 			grads, err := r.Gradients()
 			if err != nil {
 				t.Fatal(err)

@@ -420,8 +420,9 @@ func (r *Replica) batch(b trainer.Batch) (*tensor, error) {
 
 // run is one batch through the model: the forward pass, the loss (smoothed
 // by eps) and, when training, the backward pass; it returns the loss summed
-// over the samples and the correct top-1 predictions.
-func (r *Replica) run(c *nn.Context, b trainer.Batch, train bool, eps float64) (float64, int, error) {
+// over the samples (in fixed point, nn.LossOf) and the correct top-1
+// predictions.
+func (r *Replica) run(c *nn.Context, b trainer.Batch, train bool, eps float64) (nn.LossSum, int, error) {
 	n := b.N()
 	if n == 0 {
 		return 0, 0, nil
@@ -432,7 +433,7 @@ func (r *Replica) run(c *nn.Context, b trainer.Batch, train bool, eps float64) (
 	if train && len(b.Samples) != n {
 		return 0, 0, fmt.Errorf("gpu: %s: %d sample indices for %d samples", r.name, len(b.Samples), n)
 	}
-	var lossSum float64
+	var lossSum nn.LossSum
 	correct := 0
 	err := r.do(func() error {
 		x, err := r.batch(b)
@@ -475,7 +476,7 @@ func (r *Replica) run(c *nn.Context, b trainer.Batch, train bool, eps float64) (
 			return nil
 		}
 		for i := range n {
-			lossSum += r.hostLoss[i]
+			lossSum += nn.LossOf(r.hostLoss[i])
 			correct += int(r.hostHit[i])
 		}
 		return nil
@@ -484,13 +485,14 @@ func (r *Replica) run(c *nn.Context, b trainer.Batch, train bool, eps float64) (
 }
 
 // ForwardBackward trains on b: its gradients replace the GPU's.
-func (r *Replica) ForwardBackward(c *nn.Context, b trainer.Batch) (float64, int, error) {
+func (r *Replica) ForwardBackward(c *nn.Context, b trainer.Batch) (nn.LossSum, int, error) {
 	return r.run(c, b, true, c.Smoothing)
 }
 
 // Evaluate runs b in inference mode, the loss unsmoothed.
 func (r *Replica) Evaluate(b trainer.Batch) (float64, int, error) {
-	return r.run(&nn.Context{}, b, false, 0)
+	l, k, err := r.run(&nn.Context{}, b, false, 0)
+	return l.Float(), k, err
 }
 
 // Gradients copies the gradient sums to the host.

@@ -257,9 +257,28 @@ type SoftmaxCrossEntropy struct {
 	grad      *Tensor
 }
 
+// LossSum is a sum of per-sample losses in fixed point, in units of 2^-32,
+// so that it does not depend on how the samples were grouped: the losses of
+// a batch split among replicas, or an epoch stopped and resumed, add up to
+// the very sum one replica running straight through gets. An int64 holds
+// sums up to 2^31 (a million samples of loss 2000).
+type LossSum int64
+
+// LossOf is v in fixed point, rounded to the nearest unit.
+func LossOf(v float64) LossSum { return LossSum(math.Round(v * (1 << 32))) }
+
+// Float is s as a float64.
+func (s LossSum) Float() float64 { return float64(s) / (1 << 32) }
+
 // Loss returns the mean loss, the number of correct top-1 predictions, and
 // dL/dlogits (valid until the next call).
 func (l *SoftmaxCrossEntropy) Loss(logits *Tensor, labels []int32) (loss float64, correct int, grad *Tensor) {
+	sum, correct, grad := l.Sum(logits, labels)
+	return sum.Float() / float64(logits.Shape[0]), correct, grad
+}
+
+// Sum is Loss with the loss summed over the samples (see LossSum).
+func (l *SoftmaxCrossEntropy) Sum(logits *Tensor, labels []int32) (total LossSum, correct int, grad *Tensor) {
 	n, k := logits.Shape[0], logits.Shape[1]
 	l.grad = reuse(l.grad, n, k)
 	eps := l.Smoothing
@@ -280,6 +299,7 @@ func (l *SoftmaxCrossEntropy) Loss(logits *Tensor, labels []int32) (loss float64
 			sum += math.Exp(float64(v - zmax))
 		}
 		lse := float64(zmax) + math.Log(sum)
+		var loss float64
 		for j, v := range z {
 			t := eps / float64(k)
 			if j == int(labels[i]) {
@@ -289,6 +309,7 @@ func (l *SoftmaxCrossEntropy) Loss(logits *Tensor, labels []int32) (loss float64
 			loss -= t * (float64(v) - lse)
 			g[j] = float32((p - t) / float64(n))
 		}
+		total += LossOf(loss)
 	}
-	return loss / float64(n), correct, l.grad
+	return total, correct, l.grad
 }
