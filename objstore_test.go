@@ -52,6 +52,19 @@ func wdsShards(t *testing.T, dir string, n int) []string {
 	return paths
 }
 
+// dataBucket starts an S3 server with a bucket "data", its keys in the
+// environment as users set them (the standard chain), and a fresh index
+// directory.
+func dataBucket(t *testing.T) *s3server.Server {
+	t.Helper()
+	srv := s3server.Start(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3server.SecretKey)
+	t.Setenv("PIPE_CACHE", t.TempDir())
+	srv.Bucket(t, "data")
+	return srv
+}
+
 // objstoreSums loads a pipeline reading src (a source line) as rank of
 // world with workers workers and returns its checksums of 2 epochs.
 func objstoreSums(t *testing.T, src string, rank, world, workers int) []string {
@@ -85,11 +98,7 @@ to_tensor layout=nchw dtype=float32
 // cache.
 func TestObjectStoreChecksums(t *testing.T) {
 	tfDir := shareddata.Path(t, "tfrecord")
-	srv := s3server.Start(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey) // the standard chain, as users set it
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3server.SecretKey)
-	t.Setenv("PIPE_CACHE", t.TempDir())
-	srv.Bucket(t, "data")
+	srv := dataBucket(t)
 	local := t.TempDir()
 	for _, p := range wdsShards(t, local, 4) {
 		srv.PutFile(t, "data", "wds/"+filepath.Base(p), p)
@@ -116,11 +125,7 @@ func TestObjectStoreChecksums(t *testing.T) {
 // S3, with its own endpoint and shard cache, writes a String whose source
 // line reopens them (the endpoint, addressing and cache, not the keys).
 func TestObjectStoreStringRoundTrip(t *testing.T) {
-	srv := s3server.Start(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3server.SecretKey)
-	t.Setenv("PIPE_CACHE", t.TempDir())
-	srv.Bucket(t, "data")
+	srv := dataBucket(t)
 	for _, p := range wdsShards(t, t.TempDir(), 2) {
 		srv.PutFile(t, "data", "wds/"+filepath.Base(p), p)
 	}
@@ -146,11 +151,7 @@ func TestObjectStoreStringRoundTrip(t *testing.T) {
 // or with refused credentials fails to load with an error that names the
 // URL and is a download failure.
 func TestObjectStoreErrors(t *testing.T) {
-	srv := s3server.Start(t)
-	t.Setenv("PIPE_CACHE", t.TempDir())
-	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3server.SecretKey)
-	srv.Bucket(t, "data")
+	srv := dataBucket(t)
 	srv.Put(t, "data", "a.tar", []byte("x"))
 	for _, c := range []struct{ url, secret, holds string }{
 		{"s3://nobucket/a.tar", s3server.SecretKey, "NoSuchBucket"},
@@ -207,11 +208,7 @@ func folderTree(t *testing.T, dir string) []string {
 // counts of the same files on local disk, and what cannot work says so.
 func TestObjectStoreFolders(t *testing.T) {
 	sample := shareddata.Path(t, "imagenet-sample")
-	srv := s3server.Start(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3server.SecretKey)
-	t.Setenv("PIPE_CACHE", t.TempDir())
-	srv.Bucket(t, "data")
+	srv := dataBucket(t)
 	local := t.TempDir()
 	for _, rel := range folderTree(t, filepath.Join(local, "train")) {
 		srv.PutFile(t, "data", "train/"+rel, filepath.Join(local, "train", rel))
@@ -359,7 +356,7 @@ func diskWatch(t *testing.T, dir string) (stop func() (bytes int64, open int)) {
 }
 
 // TestObjectStoreStreaming: WebDataset shards in S3 more than the shard
-// cache holds (cache_size= of 3 of 16 shards) stream through it: the
+// cache holds (cache_size= of 6 of 16 shards) stream through it: the
 // checksums equal the local files' for 1 and 3 workers and a rank of 2,
 // every epoch fetches the shards again, and the cache's disk (with the
 // files held open after their removal) stays within the bound, far below
@@ -367,11 +364,7 @@ func diskWatch(t *testing.T, dir string) (stop func() (bytes int64, open int)) {
 // offsets and labels. A full shuffle and gzipped shards, which cannot
 // stream, are refused with errors that say what to do.
 func TestObjectStoreStreaming(t *testing.T) {
-	srv := s3server.Start(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", s3server.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3server.SecretKey)
-	t.Setenv("PIPE_CACHE", t.TempDir())
-	srv.Bucket(t, "data")
+	srv := dataBucket(t)
 	local := t.TempDir()
 	var largest, total int64
 	for _, p := range wdsShards(t, local, 16) {
