@@ -12,6 +12,12 @@
 // failure, a panic (returned as an error with its stack) or a cancellation
 // stops them all before Next returns, and Close waits for every one.
 //
+// A source that reads ahead (source.ReadAheader: URL shards streamed
+// through a shard cache smaller than the dataset) is handed the epoch's
+// order before the first read, and its read-ahead ends with Close, which
+// also ends the fetches reads wait on; through a cache the order is not
+// the reads', and the source fetches on demand.
+//
 // With a cache, the operations before the cache come from its entries
 // (package cache), read in place where the cache is ordered and through
 // the shared shard memory otherwise, and only the operations after it run.
