@@ -283,10 +283,13 @@ func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 	// way Close ends the fetches under way.
 	x.stopAhead = func() {}
 	if ra, ok := s.Source.(source.ReadAheader); ok {
-		var order []int
+		var order func() []int
 		if s.Cache == nil {
-			order = make([]int, max(min(e.Batches()*s.Batch, s.Plan.Len())-first*s.Batch, 0))
-			s.Plan.Fill(e.planEpoch(n), first*s.Batch, order)
+			order = func() []int {
+				o := make([]int, max(min(e.Batches()*s.Batch, s.Plan.Len())-first*s.Batch, 0))
+				s.Plan.Fill(e.planEpoch(n), first*s.Batch, o)
+				return o
+			}
 		}
 		stop, err := ra.ReadAhead(order)
 		if err != nil {

@@ -132,7 +132,6 @@ type shardList struct {
 	// on demand (see shardStream) instead: nothing is fetched here, and
 	// files hold names and fingerprints only. The source takes it.
 	stream *shardStream
-	objs   []remote.Object
 }
 
 func (l *shardList) len() int { return len(l.files) }
@@ -238,7 +237,7 @@ func fetchShards(ctx context.Context, what, pattern string, rem *Remote) (*shard
 		total += o.Size
 	}
 	if cache.Limit > 0 && total > cache.Limit {
-		l := &shardList{files: make([]shardFile, len(objs)), objs: objs, stream: newShardStream(what, store, cache, objs)}
+		l := &shardList{files: make([]shardFile, len(objs)), stream: newShardStream(what, store, cache, objs)}
 		for i, o := range objs {
 			l.files[i] = shardFile{name: o.URL, fp: objectFingerprint(o)}
 		}

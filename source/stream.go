@@ -12,15 +12,17 @@ import (
 
 // ReadAheader is implemented by sources that fetch their data ahead of the
 // reads: URL shards streamed through a shard cache smaller than the dataset.
-// Before an epoch's reads start, ReadAhead is told the samples the epoch
-// reads, in order (nil where the order is not known, as through an
-// augmentation cache: reads then fetch on demand); it returns stop, which
+// Before an epoch's reads start, ReadAhead is given order, which returns
+// the samples the epoch reads, in order, and is called only by a source
+// that streams (the order of an ImageNet epoch is megabytes); order is nil
+// where the order is not known, as through an augmentation cache: reads
+// then fetch on demand. ReadAhead returns stop, which
 // ends the read-ahead and the fetches under way and lets go of the epoch's
 // shards once the reads are over, or an error when the order cannot be
 // streamed in the cache (a full shuffle reads every shard throughout the
 // epoch). Reads without a ReadAhead still work, fetching on demand.
 type ReadAheader interface {
-	ReadAhead(order []int) (stop func(), err error)
+	ReadAhead(order func() []int) (stop func(), err error)
 }
 
 // shardStream reads the shards of a URL source through a shard cache
@@ -40,6 +42,11 @@ type shardStream struct {
 	objs    []remote.Object
 	base    context.Context // ends when the source closes (stopAll)
 	stopAll context.CancelFunc
+	// hold is how many of the largest shards the cache holds (at least 2):
+	// the most an epoch's plan keeps fetching or open; ahead, how far
+	// ahead of the reads its read-ahead fetches (a quarter of hold, at
+	// most the store's concurrency).
+	hold, ahead int
 
 	mu     sync.Mutex
 	shards map[int]*openShard
@@ -99,17 +106,14 @@ const spreadLimit = 0.25
 
 func newShardStream(what string, store *remote.Store, cache *remote.Cache, objs []remote.Object) *shardStream {
 	base, stopAll := context.WithCancel(context.Background())
-	return &shardStream{what: what, store: store, cache: cache, objs: objs, base: base, stopAll: stopAll, ctx: base,
-		shards: map[int]*openShard{}, moved: make(chan struct{})}
-}
-
-// fit is how many of the largest shards the cache holds, at least 2.
-func (s *shardStream) fit() int {
 	var largest int64 = 1
-	for _, o := range s.objs {
+	for _, o := range objs {
 		largest = max(largest, o.Size)
 	}
-	return int(max(s.cache.Limit/largest, 2))
+	hold := int(max(cache.Limit/largest, 2))
+	return &shardStream{what: what, store: store, cache: cache, objs: objs, base: base, stopAll: stopAll, ctx: base,
+		hold: hold, ahead: min(max(hold/4, 1), store.Options().Concurrency),
+		shards: map[int]*openShard{}, moved: make(chan struct{})}
 }
 
 // signal wakes the read-ahead if it waits. s.mu is held.
@@ -306,12 +310,10 @@ func spread(order []int, counts []int, hold int) float64 {
 
 // planShards starts reading ahead of an epoch that reads shards in the
 // order seq (each shard once, by first read) with counts[i] reads of shard
-// i, holding at most the cache's fit of them, and returns stop, which also
+// i, holding at most hold of them, and returns stop, which also
 // ends the fetches the epoch's reads began. With counts nil (an epoch whose
 // order is not known) it only ties the fetches to stop.
 func (s *shardStream) planShards(seq, counts []int) (stop func()) {
-	hold := s.fit()
-	ahead := min(max(hold/4, 1), s.store.Options().Concurrency)
 	ctx, cancel := context.WithCancel(s.base)
 	s.mu.Lock()
 	s.ctx = ctx
@@ -345,7 +347,7 @@ func (s *shardStream) planShards(seq, counts []int) (stop func()) {
 					s.mu.Unlock()
 					break // fetched on demand, or its reads are done
 				}
-				if p <= s.reached+ahead && (len(s.shards) < hold || s.retire(p)) {
+				if p <= s.reached+s.ahead && (len(s.shards) < s.hold || s.retire(p)) {
 					s.start(i)
 					s.mu.Unlock()
 					break
@@ -389,15 +391,17 @@ func (s *shardStream) planShards(seq, counts []int) (stop func()) {
 
 // planOrder is planShards for an epoch reading the samples of order, each
 // in the shard shardOf gives (-1: a read that touches no shard, such as a
-// corrupt sample's); a nil order is an epoch whose order is not known. It
+// corrupt sample's); a nil order is an epoch whose order is not known.
+// order is called only here, when the source streams. It
 // refuses an order that would read more than spreadLimit of its samples by
 // ranged GETs, from shards let go to make room: a full shuffle, which reads
 // every shard throughout the epoch, or a shuffle buffer of more shards'
 // samples than the cache holds.
-func (s *shardStream) planOrder(order []int, shardOf func(i int) int) (stop func(), err error) {
-	if order == nil {
+func (s *shardStream) planOrder(epoch func() []int, shardOf func(i int) int) (stop func(), err error) {
+	if epoch == nil {
 		return s.planShards(nil, nil), nil
 	}
+	order := epoch()
 	counts := make([]int, len(s.objs))
 	shards := make([]int, len(order))
 	var seq []int
@@ -412,13 +416,11 @@ func (s *shardStream) planOrder(order []int, shardOf func(i int) int) (stop func
 		}
 		counts[sh]++
 	}
-	hold := s.fit()
-	ahead := min(max(hold/4, 1), s.store.Options().Concurrency)
-	if late := spread(shards, counts, max(hold-ahead, 1)); late > spreadLimit {
+	if late := spread(shards, counts, max(s.hold-s.ahead, 1)); late > spreadLimit {
 		return nil, fmt.Errorf("%s: the epoch's order would read %.0f%% of its samples from shards let go before them, "+
 			"as cache_size=%d holds %d shards at once: a full shuffle reads every shard throughout the epoch; "+
 			"shuffle with buffer= (shards in a random order, each read in sequence, a buffer of a few shards' samples) or raise cache_size",
-			s.what, 100*late, s.cache.Limit, hold)
+			s.what, 100*late, s.cache.Limit, s.hold)
 	}
 	return s.planShards(seq, counts), nil
 }

@@ -86,7 +86,7 @@ func TestStreamStopEndsFetches(t *testing.T) {
 		order[i] = i
 	}
 	before := gets.Load()
-	stop, err := w.ReadAhead(order)
+	stop, err := w.ReadAhead(func() []int { return order })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestStreamStopEndsFetches(t *testing.T) {
 	// The first sample read last, as a shuffle buffer may keep it: its
 	// shard is let go to make room, and it takes a ranged GET.
 	late := append(append([]int(nil), order[1:]...), 0)
-	if stop, err = w.ReadAhead(late); err != nil {
+	if stop, err = w.ReadAhead(func() []int { return late }); err != nil {
 		t.Fatal(err)
 	}
 	for _, i := range late {
@@ -125,7 +125,7 @@ func TestStreamStopEndsFetches(t *testing.T) {
 
 	// The server stalls; an epoch starts and a read waits for its shard.
 	stall.Store(true)
-	stop, err = w.ReadAhead(order)
+	stop, err = w.ReadAhead(func() []int { return order })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestStreamStopEndsFetches(t *testing.T) {
 		rev[i] = (i * 7) % w.Len()
 	}
 	stall.Store(false)
-	if _, err := w.ReadAhead(rev); err == nil || !strings.Contains(err.Error(), "buffer=") || errors.Is(err, ErrDownload) {
+	if _, err := w.ReadAhead(func() []int { return rev }); err == nil || !strings.Contains(err.Error(), "buffer=") || errors.Is(err, ErrDownload) {
 		t.Errorf("a full shuffle: %v; want it refused, naming buffer=, not as a download failure", err)
 	}
 }

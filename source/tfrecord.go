@@ -202,21 +202,22 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 	defer context.AfterFunc(ctx, t.stream.stopAll)()
 	n := files.len()
 	labelsKey := fmt.Sprintf("%016x", xxhash.Sum64String(fmt.Sprintf("%s\x00%s\x00%s\x00%d", cfg.imageKey, cfg.labelKey, cfg.textKey, cfg.labelOffset)))
-	labelsPath := func(k int) string {
-		return filepath.Join(cfg.indexDir, tfKey(files.files[k].name, files.files[k].fp)+"-"+labelsKey+".labels")
-	}
-	// What is stored: each file's offsets, then its labels.
+	// What is stored of each file, beside its other indexes: its offsets
+	// (stored[k].index, as openTFFile keeps them), then its labels.
+	stored := make([]struct{ index, labels string }, n)
 	var missing []int
 	counts := make([]int, n)
 	for k := range n {
 		sf := &files.files[k]
 		h.WriteString(sf.fp)
-		f := &tfFile{name: sf.name, size: files.objs[k].Size}
-		if b, err := os.ReadFile(filepath.Join(cfg.indexDir, tfKey(sf.name, sf.fp)+".index")); err == nil {
+		key := filepath.Join(cfg.indexDir, tfKey(sf.name, sf.fp))
+		stored[k].index, stored[k].labels = key+".index", key+"-"+labelsKey+".labels"
+		f := &tfFile{name: sf.name, size: t.stream.objs[k].Size}
+		if b, err := os.ReadFile(stored[k].index); err == nil {
 			f.offsets = parseIndex(b, f.size)
 		}
 		if f.offsets != nil {
-			labs[k] = loadLabels(labelsPath(k))
+			labs[k] = loadLabels(stored[k].labels)
 		}
 		if labs[k] == nil {
 			missing = append(missing, k)
@@ -233,7 +234,7 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 	for k, f := range t.files {
 		t.starts = append(t.starts, t.n)
 		if labs[k] == nil {
-			if err := t.fetchLabels(ctx, &p, k, cfg, labelsPath(k), labs); err != nil {
+			if err := t.fetchLabels(ctx, &p, k, cfg.labelOffset, stored[k].index, stored[k].labels, labs); err != nil {
 				return err
 			}
 		}
@@ -242,11 +243,12 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 	return nil
 }
 
-// fetchLabels fetches streamed file k (t.starts[k] set), indexes it unless its offsets were
-// stored, reads its labels into labs[k] and stores them (unless a record
-// is bad: such a file is read at every open, as a WebDataset shard with a
-// bad member is walked).
-func (t *TFRecord) fetchLabels(ctx context.Context, p *poller, k int, cfg tfConfig, labelsPath string, labs []*tfLabels) error {
+// fetchLabels fetches streamed file k (t.starts[k] set), indexes it unless
+// its offsets were stored (else storing them at indexPath), reads its
+// labels into labs[k] and stores them at labelsPath (unless a record is
+// bad: such a file is read at every open, as a WebDataset shard with a bad
+// member is walked).
+func (t *TFRecord) fetchLabels(ctx context.Context, p *poller, k, labelOffset int, indexPath, labelsPath string, labs []*tfLabels) error {
 	f := t.files[k]
 	r, err := t.stream.acquire(k)
 	if err != nil {
@@ -268,9 +270,9 @@ func (t *TFRecord) fetchLabels(ctx context.Context, p *poller, k int, cfg tfConf
 		if f.offsets, err = scanTF(ctx, o.fh, f.size, f.name); err != nil {
 			return err
 		}
-		writeIndex(filepath.Join(cfg.indexDir, tfKey(f.name, objectFingerprint(t.stream.objs[k]))+".index"), f.offsets)
+		writeIndex(indexPath, f.offsets)
 	}
-	lab, err := t.fileLabels(p, k, o.fh, cfg.labelOffset)
+	lab, err := t.fileLabels(p, k, o.fh, labelOffset)
 	if err != nil {
 		return err
 	}
@@ -315,7 +317,7 @@ func writeIndex(path string, offsets []int64) {
 // ReadAhead fetches the streamed files ahead of an epoch reading order
 // (see [ReadAheader]); for files on local disk, or all in the shard cache,
 // it has nothing to do.
-func (t *TFRecord) ReadAhead(order []int) (stop func(), err error) {
+func (t *TFRecord) ReadAhead(order func() []int) (stop func(), err error) {
 	if t.stream == nil {
 		return func() {}, nil
 	}

@@ -236,16 +236,14 @@ func wdsIndexPath(cfg wdsConfig, sf *shardFile) string {
 func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wdsConfig, h io.StringWriter) error {
 	defer context.AfterFunc(ctx, w.stream.stopAll)()
 	n := files.len()
-	loaded := make([]bool, n)
+	stored := make([][]wdsIndexEntry, n) // nil: not stored
 	var missing []int
 	counts := make([]int, n)
 	for si := range n {
 		sf := &files.files[si]
 		h.WriteString(sf.fp)
 		w.shards = append(w.shards, &wdsShard{name: sf.name})
-		if _, err := os.Stat(wdsIndexPath(cfg, sf)); err == nil {
-			loaded[si] = true
-		} else {
+		if stored[si] = readIndex(wdsIndexPath(cfg, sf), w.stream.objs[si].Size); stored[si] == nil {
 			missing = append(missing, si)
 			counts[si] = 1
 		}
@@ -256,8 +254,8 @@ func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wd
 	}
 	defer stop()
 	for si := range n {
-		sf := &files.files[si]
-		if loaded[si] && w.loadIndex(wdsIndexPath(cfg, sf), si, files.objs[si].Size) {
+		if stored[si] != nil {
+			w.appendIndex(si, stored[si])
 			continue
 		}
 		r, err := w.stream.acquire(si)
@@ -268,7 +266,7 @@ func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wd
 			return err
 		}
 		// Read once each, the shards of this pass are never let go.
-		err = w.indexStreamedShard(ctx, si, r.o.fh, cfg, wdsIndexPath(cfg, sf))
+		err = w.indexStreamedShard(ctx, si, r.o.fh, cfg, wdsIndexPath(cfg, &files.files[si]))
 		w.stream.release(si, r, true)
 		if err != nil {
 			return err
@@ -297,7 +295,7 @@ func (w *WebDataset) indexStreamedShard(ctx context.Context, si int, fh *os.File
 // ReadAhead fetches the streamed shards ahead of an epoch reading order
 // (see [ReadAheader]); for shards on local disk, or all in the shard
 // cache, it has nothing to do.
-func (w *WebDataset) ReadAhead(order []int) (stop func(), err error) {
+func (w *WebDataset) ReadAhead(order func() []int) (stop func(), err error) {
 	if w.stream == nil {
 		return func() {}, nil
 	}
@@ -533,23 +531,39 @@ func (w *WebDataset) saveIndex(path string, samples []wdsSample) {
 // reports whether it could: the file must parse and every member must lie
 // within the shard's size bytes.
 func (w *WebDataset) loadIndex(path string, si int, size int64) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
+	entries := readIndex(path, size)
+	if entries == nil {
 		return false
 	}
-	var entries []wdsIndexEntry
+	w.appendIndex(si, entries)
+	return true
+}
+
+// readIndex returns the entries of the index stored at path for a shard
+// of size bytes, or nil if there is none that parses with every member
+// within the shard.
+func readIndex(path string, size int64) []wdsIndexEntry {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	entries := []wdsIndexEntry{}
 	if json.Unmarshal(b, &entries) != nil {
-		return false
+		return nil
 	}
 	for _, e := range entries {
 		if e.First < 0 || e.First > size || e.Off < 0 || e.Size < 0 || e.Size > MaxRecordBytes || e.Off > size-e.Size ||
 			e.Label < 0 || e.Label >= MaxClasses {
-			return false
+			return nil
 		}
 	}
+	return entries
+}
+
+// appendIndex appends shard si's samples from its stored index.
+func (w *WebDataset) appendIndex(si int, entries []wdsIndexEntry) {
 	for _, e := range entries {
 		w.samples = append(w.samples, wdsSample{shard: si, key: e.Key, first: e.First, off: e.Off, size: e.Size,
 			label: e.Label, imageName: e.Image, labelFound: e.HasLabel})
 	}
-	return true
 }
