@@ -77,18 +77,37 @@ flip horizontal
 batch 8
 to_tensor layout=nchw dtype=float32
 `
+	sums, err := textSums(t, text, rank, world, workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sums
+}
+
+// textSums loads the pipeline file text as rank of world with workers
+// workers and returns its checksums of 2 epochs, or the error loading or
+// running it.
+func textSums(t *testing.T, text string, rank, world, workers int) ([]string, error) {
+	t.Helper()
 	f, err := pipefile.Parse("objstore.pipe", text, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := loadFile(context.Background(), f, WithRank(rank, world))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer p.Close()
 	p.SetWorkers(workers)
-	sums, _ := runSums(t, p, 2)
-	return sums
+	stats, err := p.Run(context.Background(), RunOptions{Epochs: 2, Checksum: true})
+	if err != nil {
+		return nil, err
+	}
+	var sums []string
+	for _, s := range stats {
+		sums = append(sums, s.Checksum)
+	}
+	return sums, nil
 }
 
 // TestObjectStoreChecksums is the determinism contract over object
@@ -280,26 +299,7 @@ func TestObjectStoreFolders(t *testing.T) {
 // checksums of 2 epochs, or the error loading or running it.
 func pipeSums(t *testing.T, src, shuffle string, rank, world, workers int) ([]string, error) {
 	t.Helper()
-	text := src + "\ndecode\n" + shuffle + "\nresize 24\ncenter_crop 24\nbatch 8\nto_tensor layout=nchw dtype=uint8\n"
-	f, err := pipefile.Parse("stream.pipe", text, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := loadFile(context.Background(), f, WithRank(rank, world))
-	if err != nil {
-		return nil, err
-	}
-	defer p.Close()
-	p.SetWorkers(workers)
-	stats, err := p.Run(context.Background(), RunOptions{Epochs: 2, Checksum: true})
-	if err != nil {
-		return nil, err
-	}
-	var sums []string
-	for _, s := range stats {
-		sums = append(sums, s.Checksum)
-	}
-	return sums, nil
+	return textSums(t, src+"\ndecode\n"+shuffle+"\nresize 24\ncenter_crop 24\nbatch 8\nto_tensor layout=nchw dtype=uint8\n", rank, world, workers)
 }
 
 // diskWatch polls the bytes dir holds and the bytes and number of its
