@@ -196,16 +196,7 @@ func openLocalFolder(ctx context.Context, root string, cfg folderConfig) (*Folde
 		}
 		return f, classes, err
 	}
-	if cfg.classes != "" {
-		if classes, err = readClassCSV(read, cfg.classes, nil); err != nil {
-			return nil, nil, err
-		}
-	}
-	rows, err := readCSV(read, cfg.labels)
-	if err != nil {
-		return nil, nil, err
-	}
-	classes, err = f.listFlat(ctx, rows, add, cfg.labels, classes, cfg.classes)
+	classes, err = f.listFlat(ctx, read, cfg, func([]csvRow) (addFunc, error) { return add, nil })
 	return f, classes, err
 }
 
@@ -282,14 +273,35 @@ func (f *Folder) add(name string, label int, size, mtime int64) {
 	f.labels = append(f.labels, label)
 }
 
-// listFlat takes the samples from the rows of the labels CSV at csvPath,
-// each added by add: the files it lists. A line whose label is not a
-// number, or is not below len(names) (classes from namesPath) or else
-// MaxClasses, is a corrupt record; without names, the classes are the
-// numbers up to the largest good label, and at least past 1,024 classes
-// half of them must appear (denseLabels). Adding a file may cost a stat or
-// a request, so it looks at ctx before each.
-func (f *Folder) listFlat(ctx context.Context, rows []csvRow, add func(name string, label int) error, csvPath string, names []string, namesPath string) ([]string, error) {
+// addFunc adds a file of a flat folder with its label (-1: a corrupt
+// record).
+type addFunc func(name string, label int) error
+
+// listFlat takes the samples from the labels CSV (cfg.labels), each added
+// by the add that addFor makes from its rows: the files it lists. A line
+// whose label is not a number, or is not below the number of classes
+// cfg.classes names (when given) or else MaxClasses, is a corrupt record;
+// without names, the classes are the numbers up to the largest good label,
+// and at least past 1,024 classes half of them must appear (denseLabels).
+// Adding a file may cost a stat or a request, so it looks at ctx before
+// each.
+func (f *Folder) listFlat(ctx context.Context, read readFunc, cfg folderConfig, addFor func(rows []csvRow) (addFunc, error)) ([]string, error) {
+	var names []string
+	if cfg.classes != "" {
+		var err error
+		if names, err = readClassCSV(read, cfg.classes, nil); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := readCSV(read, cfg.labels)
+	if err != nil {
+		return nil, err
+	}
+	add, err := addFor(rows)
+	if err != nil {
+		return nil, err
+	}
+	csvPath, namesPath := cfg.labels, cfg.classes
 	maxLabel := -1
 	seen := make(map[int]bool)
 	for _, r := range rows {

@@ -160,29 +160,24 @@ func openRemoteFolder(ctx context.Context, root string, cfg folderConfig) (*Fold
 			}
 		}
 	} else {
-		if cfg.classes != "" {
-			if classes, err = readClassCSV(read, cfg.classes, nil); err != nil {
-				return nil, nil, err
+		// The objects the CSV names, asked for together before any is
+		// added.
+		addFor := func(rows []csvRow) (addFunc, error) {
+			objs, err := flatObjects(ctx, store, root, rows, listable)
+			if err != nil {
+				return nil, listingErr(root, err)
 			}
+			return func(name string, label int) error {
+				o, ok := objs[name]
+				if !ok {
+					return fmt.Errorf("image_folder: %w: %s/%s: %w: no such object", ErrDownload, root, name, remote.ErrNotFound)
+				}
+				f.add(name, label, o.Size, 0)
+				f.remote.etags = append(f.remote.etags, o.ETag)
+				return nil
+			}, nil
 		}
-		rows, err := readCSV(read, cfg.labels)
-		if err != nil {
-			return nil, nil, err
-		}
-		objs, err := flatObjects(ctx, store, root, rows, listable)
-		if err != nil {
-			return nil, nil, listingErr(root, err)
-		}
-		add := func(name string, label int) error {
-			o, ok := objs[name]
-			if !ok {
-				return fmt.Errorf("image_folder: %w: %s/%s: %w: no such object", ErrDownload, root, name, remote.ErrNotFound)
-			}
-			f.add(name, label, o.Size, 0)
-			f.remote.etags = append(f.remote.etags, o.ETag)
-			return nil
-		}
-		if classes, err = f.listFlat(ctx, rows, add, cfg.labels, classes, cfg.classes); err != nil {
+		if classes, err = f.listFlat(ctx, read, cfg, addFor); err != nil {
 			return nil, nil, err
 		}
 	}
