@@ -319,11 +319,17 @@ func bnParts(count int) int { return min(max(count/4096, 1), 64) }
 
 func (l *batchNorm) dims(x *tensor) (n, hw int) { return x.n(), x.perSample() / l.c }
 
+// partSums returns the parts each channel of n·hw values is summed in
+// (bnParts) and the buffer of their sums, two a part.
+func (l *batchNorm) partSums(r *Replica, n, hw int) (int, cuda.DevicePtr) {
+	parts := bnParts(n * hw)
+	return parts, r.ensure(&l.parts, 8*2*int64(l.c*parts))
+}
+
 func (l *batchNorm) forward(r *Replica, s *step, x *tensor) *tensor {
 	n, hw := l.dims(x)
 	mean, inv := r.ensure(&l.mean, 4*int64(l.c)), r.ensure(&l.inv, 4*int64(l.c))
-	parts := bnParts(n * hw)
-	sums := r.ensure(&l.parts, 8*2*int64(l.c*parts))
+	parts, sums := l.partSums(r, n, hw)
 	if s.train {
 		for pass := range 2 {
 			r.launchGrid("bn_part_sums", parts, l.c, 1, bnThreads, sums, x.ptr, n, l.c, hw, parts, pass)
@@ -340,8 +346,7 @@ func (l *batchNorm) forward(r *Replica, s *step, x *tensor) *tensor {
 func (l *batchNorm) backward(r *Replica, s *step, dy *tensor) *tensor {
 	n, hw := l.dims(dy)
 	coef := r.ensure(&l.coef, 12*int64(l.c))
-	parts := bnParts(n * hw)
-	sums := r.ensure(&l.parts, 8*2*int64(l.c*parts))
+	parts, sums := l.partSums(r, n, hw)
 	r.launchGrid("bn_bwd_part_sums", parts, l.c, 1, bnThreads, sums, dy.ptr, l.xhat.ptr, n, l.c, hw, parts)
 	r.launch("bn_bwd_sums", int64(l.c), at64(r.g64, l.gamma), at64(r.g64, l.beta), coef, sums, at(r.w, l.gamma),
 		l.inv.ptr, n, l.c, hw, parts)
