@@ -89,12 +89,21 @@ func (r *shardReader) ReadAt(p []byte, off int64) (int, error) {
 		return r.o.fh.ReadAt(p, off)
 	}
 	if err := r.s.store.ReadAt(r.ctx, r.s.objs[r.i], p, off); err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return 0, fmt.Errorf("%s: %w", r.s.what, err)
-		}
-		return 0, fmt.Errorf("%s: %w: %w", r.s.what, ErrDownload, err)
+		return 0, r.s.fetchErr("", err) // the store's error names the URL
 	}
 	return len(p), nil
+}
+
+// fetchErr is the error of a fetch for the source: the context's, naming
+// url unless it is "", or else a download failure.
+func (s *shardStream) fetchErr(url string, err error) error {
+	switch {
+	case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w: %w", s.what, ErrDownload, err)
+	case url != "":
+		return fmt.Errorf("%s: %s: %w", s.what, url, err)
+	}
+	return fmt.Errorf("%s: %w", s.what, err)
 }
 
 // maxOpen bounds the shards open outside an epoch's plan.
@@ -131,14 +140,9 @@ func (s *shardStream) start(i int) *openShard {
 	s.shards[i] = o
 	ctx, obj := s.ctx, s.objs[i]
 	go func() {
-		p, _, release, err := s.cache.Fetch(ctx, s.store, obj)
-		if err == nil {
-			if o.fh, err = os.Open(p); err != nil {
-				err = fmt.Errorf("%s: shard cache: %w", obj.URL, err)
-			}
-			release()
-		}
+		_, fh, err := openCached(ctx, s.store, s.cache, obj)
 		s.mu.Lock()
+		o.fh = fh
 		o.err = err
 		close(o.ready)
 		if s.shards[i] != o && o.refs == 0 && o.fh != nil {
@@ -178,10 +182,7 @@ func (s *shardStream) acquire(i int) (*shardReader, error) {
 			delete(s.shards, i) // a later read fetches again
 		}
 		s.mu.Unlock()
-		if errors.Is(o.err, context.Canceled) || errors.Is(o.err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("%s: %s: %w", s.what, s.objs[i].URL, o.err)
-		}
-		return nil, fmt.Errorf("%s: %w: %w", s.what, ErrDownload, o.err)
+		return nil, s.fetchErr(s.objs[i].URL, o.err)
 	}
 	return &shardReader{o: o, s: s, i: i}, nil
 }
