@@ -390,6 +390,20 @@ func (s *shardStream) planShards(seq, counts []int) (stop func()) {
 	}
 }
 
+// planEach is planShards for a pass that reads each of shards once, in
+// that order (an open indexing what is not stored); with none, it plans
+// nothing.
+func (s *shardStream) planEach(shards []int) (stop func()) {
+	if len(shards) == 0 {
+		return func() {}
+	}
+	counts := make([]int, len(s.objs))
+	for _, i := range shards {
+		counts[i] = 1
+	}
+	return s.planShards(shards, counts)
+}
+
 // planOrder is planShards for an epoch reading the samples of order, each
 // in the shard shardOf gives (-1: a read that touches no shard, such as a
 // corrupt sample's); a nil order is an epoch whose order is not known.

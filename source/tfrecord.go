@@ -206,7 +206,6 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 	// (stored[k].index, as openTFFile keeps them), then its labels.
 	stored := make([]struct{ index, labels string }, n)
 	var missing []int
-	counts := make([]int, n)
 	for k := range n {
 		sf := &files.files[k]
 		h.WriteString(sf.fp)
@@ -221,15 +220,10 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 		}
 		if labs[k] == nil {
 			missing = append(missing, k)
-			counts[k] = 1
 		}
 		t.files = append(t.files, f)
 	}
-	stop := func() {}
-	if len(missing) > 0 {
-		stop = t.stream.planShards(missing, counts)
-	}
-	defer stop()
+	defer t.stream.planEach(missing)()
 	p := poller{ctx: ctx}
 	for k, f := range t.files {
 		t.starts = append(t.starts, t.n)

@@ -238,21 +238,15 @@ func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wd
 	n := files.len()
 	stored := make([][]wdsIndexEntry, n) // nil: not stored
 	var missing []int
-	counts := make([]int, n)
 	for si := range n {
 		sf := &files.files[si]
 		h.WriteString(sf.fp)
 		w.shards = append(w.shards, &wdsShard{name: sf.name})
 		if stored[si] = readIndex(wdsIndexPath(cfg, sf), w.stream.objs[si].Size); stored[si] == nil {
 			missing = append(missing, si)
-			counts[si] = 1
 		}
 	}
-	stop := func() {}
-	if len(missing) > 0 {
-		stop = w.stream.planShards(missing, counts)
-	}
-	defer stop()
+	defer w.stream.planEach(missing)()
 	for si := range n {
 		if stored[si] != nil {
 			w.appendIndex(si, stored[si])
