@@ -123,6 +123,10 @@ type Object struct {
 	// ETag is the store's version tag of the content, without quotes;
 	// empty where an HTTP server gives none.
 	ETag string
+	// LastModified is when the store says the object was last written;
+	// zero where it does not say (an HTTP server without Last-Modified).
+	// With no ETag, it and Size are all that tell two versions apart.
+	LastModified time.Time
 }
 
 // Stats counts the work of fetching, process-wide since it started.
@@ -335,7 +339,7 @@ func (s *Store) Stat(ctx context.Context, u string) (Object, error) {
 			if err != nil {
 				return err
 			}
-			obj.Size, obj.ETag = info.Size, strings.Trim(info.ETag, `"`)
+			obj.Size, obj.ETag, obj.LastModified = info.Size, strings.Trim(info.ETag, `"`), info.LastModified
 			return nil
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
@@ -354,6 +358,9 @@ func (s *Store) Stat(ctx context.Context, u string) (Object, error) {
 			return &statusError{code: 400, msg: "HEAD gives no Content-Length"}
 		}
 		obj.Size, obj.ETag = resp.ContentLength, strings.Trim(resp.Header.Get("ETag"), `"`)
+		if lm, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
+			obj.LastModified = lm
+		}
 		return nil
 	})
 	return obj, err
@@ -456,7 +463,7 @@ func (s *Store) list(ctx context.Context, what, bucket, prefix string, keep func
 				return info.Err
 			}
 			if keep(info.Key) {
-				objs = append(objs, Object{URL: "s3://" + bucket + "/" + info.Key, Size: info.Size, ETag: strings.Trim(info.ETag, `"`)})
+				objs = append(objs, Object{URL: "s3://" + bucket + "/" + info.Key, Size: info.Size, ETag: strings.Trim(info.ETag, `"`), LastModified: info.LastModified})
 			}
 		}
 		return nil

@@ -155,3 +155,62 @@ func alternatives(in string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// redacted stands in for a secret that Redact hides.
+const redacted = "REDACTED"
+
+// secretParams are the query parameters (lower case) that carry
+// credentials in the URLs people paste: presigned S3 and GCS URLs, Azure
+// SAS tokens, OAuth and API tokens.
+var secretParams = map[string]bool{
+	"x-amz-signature": true, "x-amz-credential": true, "x-amz-security-token": true,
+	"x-goog-signature": true, "x-goog-credential": true,
+	"signature": true, "sig": true, "token": true, "access_token": true, "id_token": true,
+	"api_key": true, "apikey": true, "key": true, "password": true, "secret": true,
+	"awsaccesskeyid": true,
+}
+
+// Redact returns u with the secrets it carries replaced by REDACTED, for
+// every place a URL is shown or stored (messages, errors, checkpoints,
+// fingerprints): the password of its userinfo (https://user:pw@host/…
+// becomes https://user:REDACTED@host/…) and the values of query parameters
+// that carry credentials (X-Amz-Signature, X-Amz-Credential,
+// X-Amz-Security-Token, X-Goog-Signature, sig, signature, token, key, …).
+// Everything else is kept byte for byte, braces and globs included, so a
+// string that is not a URL, or a URL without secrets, comes back as it is.
+func Redact(u string) string {
+	scheme := strings.Index(u, "://")
+	if scheme < 0 {
+		return u
+	}
+	rest := u[scheme+3:]
+	authEnd := strings.IndexAny(rest, "/?#")
+	if authEnd < 0 {
+		authEnd = len(rest)
+	}
+	if at := strings.LastIndexByte(rest[:authEnd], '@'); at >= 0 {
+		user, _, hasPw := strings.Cut(rest[:at], ":")
+		if hasPw {
+			rest = user + ":" + redacted + rest[at:]
+			authEnd = len(user) + 1 + len(redacted) + (authEnd - at)
+		}
+	}
+	q := strings.IndexByte(rest[authEnd:], '?')
+	if q < 0 {
+		return u[:scheme+3] + rest
+	}
+	q += authEnd
+	query, frag, hasFrag := strings.Cut(rest[q+1:], "#")
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		name, _, hasValue := strings.Cut(p, "=")
+		if hasValue && secretParams[strings.ToLower(name)] {
+			params[i] = name + "=" + redacted
+		}
+	}
+	out := u[:scheme+3] + rest[:q+1] + strings.Join(params, "&")
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
+}

@@ -52,3 +52,22 @@ func TestIsURL(t *testing.T) {
 		}
 	}
 }
+
+func TestRedact(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"s3://bucket/shard-{000..009}.tar", "s3://bucket/shard-{000..009}.tar"},
+		{"/data/train", "/data/train"},
+		{"https://user:hunter2@host/a.tar", "https://user:REDACTED@host/a.tar"},
+		{"https://user@host/a.tar", "https://user@host/a.tar"},
+		{"https://u:p@ss@host/x?y=1", "https://u:REDACTED@host/x?y=1"},
+		{"http://host/a.tar?X-Amz-Algorithm=AWS4&X-Amz-Credential=AKIA%2F1&X-Amz-Signature=abcdef&X-Amz-Expires=60",
+			"http://host/a.tar?X-Amz-Algorithm=AWS4&X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED&X-Amz-Expires=60"},
+		{"https://acct.blob.core.windows.net/c/a.tar?sv=2020&sig=s3cr3t#frag", "https://acct.blob.core.windows.net/c/a.tar?sv=2020&sig=REDACTED#frag"},
+		{"https://h/p?token=t0k&x=1", "https://h/p?token=REDACTED&x=1"},
+		{"https://h/p?flag", "https://h/p?flag"},
+	} {
+		if got := Redact(c.in); got != c.want {
+			t.Errorf("Redact(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
