@@ -140,6 +140,53 @@ func TestObjectStoreChecksums(t *testing.T) {
 	}
 }
 
+// TestObjectStoreCacheDamaged: bytes flipped in every shard of the shard
+// cache between runs are found, the shards fetched again, and the epochs'
+// checksums are those of the undamaged run, for WebDataset and TFRecord
+// shards, whose stored indexes are used again.
+func TestObjectStoreCacheDamaged(t *testing.T) {
+	srv := dataBucket(t)
+	local := t.TempDir()
+	for _, p := range wdsShards(t, local, 4) {
+		srv.PutFile(t, "data", "wds/"+filepath.Base(p), p)
+	}
+	for _, p := range tfSplit(t, filepath.Join(shareddata.Path(t, "tfrecord"), "train-00000-of-00001"), t.TempDir(), 2) {
+		srv.PutFile(t, "data", "tf/"+filepath.Base(p), p)
+	}
+	for _, c := range []struct{ src, shards string }{
+		{`source webdataset path="s3://data/wds/shard-*.tar"`, "*-shard-*.tar"},
+		{`source tfrecord label_offset=1 path="s3://data/tf/part-*"`, "*-part-*"},
+	} {
+		cache := t.TempDir()
+		src := c.src + fmt.Sprintf(" endpoint=%s path_style=true cache_dir=%s", srv.Endpoint, cache)
+		want := objstoreSums(t, src, 0, 1, 2)
+		shards, _ := filepath.Glob(filepath.Join(cache, c.shards))
+		if len(shards) == 0 {
+			t.Fatalf("%s: no shards in the cache", c.src)
+		}
+		for _, p := range shards {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for off := 1000; off < len(b); off += 997 {
+				b[off] ^= 0x55
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := remote.DamagedShards()
+		got := objstoreSums(t, src, 0, 1, 2)
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s, the cached shards damaged: checksums %v, undamaged %v", c.src, got, want)
+		}
+		if n := remote.DamagedShards() - before; n != int64(len(shards)) {
+			t.Errorf("%s: %d damaged shards found, %d damaged", c.src, n, len(shards))
+		}
+	}
+}
+
 // TestObjectStoreStringRoundTrip: a pipeline built in Go over shards in
 // S3, with its own endpoint and shard cache, writes a String whose source
 // line reopens them (the endpoint, addressing and cache, not the keys).

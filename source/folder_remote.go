@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pipefeed/pipe/source/remote"
 )
@@ -46,12 +47,13 @@ func readAnywhere(ctx context.Context, rem *Remote, name string) ([]byte, error)
 
 // remoteFolder is what a folder named by a URL holds beside its files
 // (Folder.root is the folder's URL, without a trailing slash): their
-// ETags, and the store and shard cache they come through. Every file is
-// fetched into the cache, in the background in listing order from when the
-// folder opens (the store's concurrency at once), and at once by a Read
-// that finds it not there yet.
+// ETags and Last-Modified times, and the store and shard cache they come
+// through. Every file is fetched into the cache, in the background in
+// listing order from when the folder opens (the store's concurrency at
+// once), and at once by a Read that finds it not there yet.
 type remoteFolder struct {
-	etags []string
+	etags    []string
+	modified []time.Time
 
 	store *remote.Store
 	cache *remote.Cache
@@ -64,7 +66,7 @@ type remoteFolder struct {
 
 // object is remote file i.
 func (f *Folder) object(i int) remote.Object {
-	return remote.Object{URL: f.path(i), Size: f.sizes[i], ETag: f.remote.etags[i]}
+	return remote.Object{URL: f.path(i), Size: f.sizes[i], ETag: f.remote.etags[i], LastModified: f.remote.modified[i]}
 }
 
 // openRemote returns remote file i opened from the shard cache, fetching
@@ -72,10 +74,10 @@ func (f *Folder) object(i int) remote.Object {
 // context's, or a download failure (ErrDownload) naming the URL.
 func (f *Folder) openRemote(i int) (*os.File, error) {
 	r := f.remote
-	_, fh, err := openCached(r.ctx, r.store, r.cache, f.object(i))
+	fh, _, err := r.cache.Open(r.ctx, r.store, f.object(i))
 	switch {
 	case errors.Is(err, context.Canceled):
-		return nil, fmt.Errorf("image_folder: %s: %w", f.path(i), err)
+		return nil, fmt.Errorf("image_folder: %s: %w", remote.Redact(f.path(i)), err)
 	case err != nil:
 		return nil, fmt.Errorf("image_folder: %w: %w", ErrDownload, err)
 	}
@@ -174,6 +176,7 @@ func openRemoteFolder(ctx context.Context, root string, cfg folderConfig) (*Fold
 				}
 				f.add(name, label, o.Size, 0)
 				f.remote.etags = append(f.remote.etags, o.ETag)
+				f.remote.modified = append(f.remote.modified, o.LastModified)
 				return nil
 			}, nil
 		}
@@ -226,6 +229,7 @@ func (f *Folder) listRemoteClasses(objs []remote.Object) ([]string, error) {
 		for _, o := range objs {
 			f.add(strings.TrimPrefix(o.URL, f.root+"/"), label, o.Size, 0)
 			f.remote.etags = append(f.remote.etags, o.ETag)
+			f.remote.modified = append(f.remote.modified, o.LastModified)
 		}
 	}
 	return classes, nil

@@ -91,7 +91,8 @@ type shardFile struct {
 	name string   // as the user knows it: a local path or a URL, for errors
 	path string   // the local file holding its bytes (a cached copy for a URL)
 	fh   *os.File // for a URL, path opened while the cache's lock was held; else nil
-	fp   string   // for a URL, its fingerprint (URL, size, ETag); else found from the file
+	fp   string   // for a URL, its fingerprint (URL, size, ETag, Last-Modified); else found from the file
+	sum  uint64   // for a URL, the xxhash64 of its bytes in the shard cache
 }
 
 // open returns the shard's file, opened now unless it was already.
@@ -110,6 +111,17 @@ func (s *shardFile) fingerprint() (string, error) {
 		return s.fp, nil
 	}
 	return fileFingerprint(s.path)
+}
+
+// copyKey names what is made from the shard's bytes and read in their
+// place (a gzipped shard's plain copy): its fingerprint fp and, for a URL,
+// the checksum of the bytes in the cache, so that a copy is only read for
+// the bytes it was made from.
+func (s *shardFile) copyKey(fp string) string {
+	if s.fp == "" {
+		return fp
+	}
+	return fmt.Sprintf("%s xxh64=%016x", fp, s.sum)
 }
 
 // shardList is the files of a sharded source, in index order. For a URL
@@ -239,7 +251,7 @@ func fetchShards(ctx context.Context, what, pattern string, rem *Remote) (*shard
 	if cache.Limit > 0 && total > cache.Limit {
 		l := &shardList{files: make([]shardFile, len(objs)), stream: newShardStream(what, store, cache, objs)}
 		for i, o := range objs {
-			l.files[i] = shardFile{name: o.URL, fp: objectFingerprint(o)}
+			l.files[i] = shardFile{name: remote.Redact(o.URL), fp: objectFingerprint(o)}
 		}
 		return l, nil
 	}
@@ -323,31 +335,47 @@ func reportFetch(objs []remote.Object, progress func(done, total int64)) (stop f
 }
 
 func fetchShard(ctx context.Context, store *remote.Store, cache *remote.Cache, obj remote.Object) (shardFile, error) {
-	p, fh, err := openCached(ctx, store, cache, obj)
+	fh, sum, err := cache.Open(ctx, store, obj)
 	if err != nil {
 		return shardFile{}, err
 	}
-	return shardFile{name: obj.URL, path: p, fh: fh, fp: objectFingerprint(obj)}, nil
+	return shardFile{name: remote.Redact(obj.URL), path: fh.Name(), fh: fh, fp: objectFingerprint(obj), sum: sum}, nil
 }
 
-// objectFingerprint describes an object's data for fingerprints and index
-// keys: its URL, size and ETag.
+// objectFingerprint describes an object's version for fingerprints and
+// index keys: its URL (its secrets hidden), size, ETag and Last-Modified,
+// to the second, as the shard cache tells versions apart.
 func objectFingerprint(obj remote.Object) string {
-	return fmt.Sprintf("%s size=%d etag=%s", obj.URL, obj.Size, obj.ETag)
+	fp := fmt.Sprintf("%s size=%d etag=%s", remote.Redact(obj.URL), obj.Size, obj.ETag)
+	if !obj.LastModified.IsZero() {
+		fp += " modified=" + obj.LastModified.UTC().Format(time.RFC3339)
+	}
+	return fp
 }
 
-// openCached opens obj's copy in the shard cache, fetching it first if the
-// cache lacks that version. The cache's lock on it is held until it is
-// open, so it cannot be evicted in between; open, it stays readable.
-func openCached(ctx context.Context, store *remote.Store, cache *remote.Cache, obj remote.Object) (string, *os.File, error) {
-	p, _, release, err := cache.Fetch(ctx, store, obj)
-	if err != nil {
-		return "", nil, err
+// storeIndex stores b at path, whole or not at all (see writeAtomic) and
+// best effort: without a writable index directory, an index is made again
+// on every open.
+func storeIndex(path string, b []byte) {
+	if clearWay(path) != nil {
+		return
 	}
-	defer release()
-	fh, err := os.Open(p)
-	if err != nil {
-		return "", nil, fmt.Errorf("%s: shard cache: %w", obj.URL, err)
+	writeAtomic(path, func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	})
+}
+
+// clearWay removes what is at p, where an index or a copy is kept, if it
+// is neither a regular file nor missing: a directory or a link there would
+// fail, or re-index, every open. The error names p and what to delete.
+func clearWay(p string) error {
+	st, err := os.Lstat(p)
+	if err != nil || st.Mode().IsRegular() {
+		return nil
 	}
-	return p, fh, nil
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("%s is in the way of an index file (%v): delete it", p, err)
+	}
+	return nil
 }

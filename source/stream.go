@@ -34,7 +34,12 @@ type ReadAheader interface {
 // reads (the samples a shuffle buffer keeps long) take a ranged GET each. A
 // shard is closed once the epoch has read it, after which the cache may
 // evict it. Outside a plan, a read fetches its shard on demand and at most
-// maxOpen idle shards stay open.
+// maxOpen idle shards stay open. A shard fetched again must be the bytes
+// its index was made from (by the checksum the shard cache keeps), else
+// the read fails, naming the object as changed (remote.ErrChanged), and
+// the stored index goes, so that the next open makes it again; a ranged
+// read asks the store for the version listed when the source opened, the
+// one the index was made from.
 type shardStream struct {
 	what    string // the source, for errors
 	store   *remote.Store
@@ -49,6 +54,7 @@ type shardStream struct {
 	hold, ahead int
 
 	mu     sync.Mutex
+	made   map[int]madeIndex // by shard, where its index is known
 	shards map[int]*openShard
 	clock  int64
 	ctx    context.Context // fetches started now end with it: the plan's, else base
@@ -66,10 +72,26 @@ type shardStream struct {
 	waiting bool
 }
 
+// madeIndex is what the index of a shard was made from: the checksum of
+// the shard's bytes (xxhash64, as the shard cache keeps it), and the files
+// the index is stored in.
+type madeIndex struct {
+	sum   uint64
+	files []string
+}
+
+// changedError is a shard fetched again whose bytes are not those its
+// index was made from.
+type changedError struct{ msg string }
+
+func (e *changedError) Error() string { return e.msg }
+func (e *changedError) Unwrap() error { return remote.ErrChanged }
+
 // openShard is a shard being fetched or open.
 type openShard struct {
 	ready chan struct{} // closed once fh or err is set
 	fh    *os.File
+	sum   uint64 // the xxhash64 of fh's bytes
 	err   error
 	refs  int   // reads under way
 	used  int64 // the clock at its last use
@@ -101,7 +123,7 @@ func (s *shardStream) fetchErr(url string, err error) error {
 	case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: %w: %w", s.what, ErrDownload, err)
 	case url != "":
-		return fmt.Errorf("%s: %s: %w", s.what, url, err)
+		return fmt.Errorf("%s: %s: %w", s.what, remote.Redact(url), err)
 	}
 	return fmt.Errorf("%s: %w", s.what, err)
 }
@@ -122,7 +144,33 @@ func newShardStream(what string, store *remote.Store, cache *remote.Cache, objs 
 	hold := int(max(cache.Limit/largest, 2))
 	return &shardStream{what: what, store: store, cache: cache, objs: objs, base: base, stopAll: stopAll, ctx: base,
 		hold: hold, ahead: min(max(hold/4, 1), store.Options().Concurrency),
-		shards: map[int]*openShard{}, moved: make(chan struct{})}
+		made: map[int]madeIndex{}, shards: map[int]*openShard{}, moved: make(chan struct{})}
+}
+
+// indexed records that shard i's index, stored in files, was made from
+// bytes of checksum sum: a fetch of other bytes fails the reads of the
+// shard and removes the files. A source calls it before the shard's first
+// read for an index it found stored, and after indexing for one it made.
+func (s *shardStream) indexed(i int, sum uint64, files ...string) {
+	s.mu.Lock()
+	s.made[i] = madeIndex{sum, files}
+	s.mu.Unlock()
+}
+
+// check returns the error of shard i fetched as bytes of checksum sum, if
+// its index was made from others, and removes its stored index.
+func (s *shardStream) check(i int, sum uint64) error {
+	s.mu.Lock()
+	m, ok := s.made[i]
+	s.mu.Unlock()
+	if !ok || m.sum == sum {
+		return nil
+	}
+	for _, f := range m.files {
+		os.Remove(f)
+	}
+	return &changedError{fmt.Sprintf("%s: %s: the object changed since its index was made (its bytes' checksum is %016x, %016x when indexed); "+
+		"start again to re-index it", s.what, remote.Redact(s.objs[i].URL), sum, m.sum)}
 }
 
 // signal wakes the read-ahead if it waits. s.mu is held.
@@ -140,10 +188,9 @@ func (s *shardStream) start(i int) *openShard {
 	s.shards[i] = o
 	ctx, obj := s.ctx, s.objs[i]
 	go func() {
-		_, fh, err := openCached(ctx, s.store, s.cache, obj)
+		fh, sum, err := s.cache.Open(ctx, s.store, obj)
 		s.mu.Lock()
-		o.fh = fh
-		o.err = err
+		o.fh, o.sum, o.err = fh, sum, err
 		close(o.ready)
 		if s.shards[i] != o && o.refs == 0 && o.fh != nil {
 			o.fh.Close() // let go of while it was fetched, and unread
@@ -175,13 +222,23 @@ func (s *shardStream) acquire(i int) (*shardReader, error) {
 	o.used = s.clock
 	s.mu.Unlock()
 	<-o.ready
-	if o.err != nil {
+	err := o.err
+	if err == nil {
+		err = s.check(i, o.sum)
+	}
+	if err != nil {
 		s.mu.Lock()
 		o.refs--
 		if s.shards[i] == o {
 			delete(s.shards, i) // a later read fetches again
 		}
+		if o.refs == 0 && o.fh != nil {
+			o.fh.Close()
+		}
 		s.mu.Unlock()
+		if o.err == nil {
+			return nil, err
+		}
 		return nil, s.fetchErr(s.objs[i].URL, o.err)
 	}
 	return &shardReader{o: o, s: s, i: i}, nil

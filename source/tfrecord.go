@@ -29,8 +29,10 @@ import (
 // read, and it is one more record, a corrupt one, standing for the rest of
 // the file. Random access goes through an offset index built
 // on first use and stored in an index directory, keyed by the file's
-// fingerprint, so a changed file gets a new one. GZIP-compressed files are
-// decompressed once into that directory. Indexes and decompressed copies
+// fingerprint, so a changed file gets a new one; the index of a URL's
+// file also holds the checksum of the bytes it was made from, and is made
+// again for others. GZIP-compressed files are decompressed once into that
+// directory. Indexes and decompressed copies
 // appear there only whole, so an open that fails or is cancelled leaves
 // nothing half written.
 type TFRecord struct {
@@ -203,8 +205,9 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 	n := files.len()
 	labelsKey := fmt.Sprintf("%016x", xxhash.Sum64String(fmt.Sprintf("%s\x00%s\x00%s\x00%d", cfg.imageKey, cfg.labelKey, cfg.textKey, cfg.labelOffset)))
 	// What is stored of each file, beside its other indexes: its offsets
-	// (stored[k].index, as openTFFile keeps them), then its labels.
-	stored := make([]struct{ index, labels string }, n)
+	// (stored[k].index, as openTFFile keeps them), then its labels, both
+	// made from bytes of checksum stored[k].sum.
+	stored := make([]tfStored, n)
 	var missing []int
 	for k := range n {
 		sf := &files.files[k]
@@ -213,13 +216,15 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 		stored[k].index, stored[k].labels = key+".index", key+"-"+labelsKey+".labels"
 		f := &tfFile{name: sf.name, size: t.stream.objs[k].Size}
 		if b, err := os.ReadFile(stored[k].index); err == nil {
-			f.offsets = parseIndex(b, f.size)
+			f.offsets, stored[k].sum = parseIndex(b, f.size)
 		}
 		if f.offsets != nil {
-			labs[k] = loadLabels(stored[k].labels)
+			labs[k] = loadLabels(stored[k].labels, stored[k].sum)
 		}
 		if labs[k] == nil {
 			missing = append(missing, k)
+		} else {
+			t.stream.indexed(k, stored[k].sum, stored[k].index, stored[k].labels)
 		}
 		t.files = append(t.files, f)
 	}
@@ -228,7 +233,7 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 	for k, f := range t.files {
 		t.starts = append(t.starts, t.n)
 		if labs[k] == nil {
-			if err := t.fetchLabels(ctx, &p, k, cfg.labelOffset, stored[k].index, stored[k].labels, labs); err != nil {
+			if err := t.fetchLabels(ctx, &p, k, cfg.labelOffset, stored[k], labs); err != nil {
 				return err
 			}
 		}
@@ -237,12 +242,20 @@ func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfCon
 	return nil
 }
 
+// tfStored is what is stored of a streamed file: where its offsets and its
+// labels are kept, and the checksum of the bytes the offsets were made
+// from.
+type tfStored struct {
+	index, labels string
+	sum           uint64
+}
+
 // fetchLabels fetches streamed file k (t.starts[k] set), indexes it unless
-// its offsets were stored (else storing them at indexPath), reads its
-// labels into labs[k] and stores them at labelsPath (unless a record is
-// bad: such a file is read at every open, as a WebDataset shard with a bad
-// member is walked).
-func (t *TFRecord) fetchLabels(ctx context.Context, p *poller, k, labelOffset int, indexPath, labelsPath string, labs []*tfLabels) error {
+// its offsets were stored from the bytes fetched (else storing them at
+// st.index), reads its labels into labs[k] and stores them at st.labels
+// (unless a record is bad: such a file is read at every open, as a
+// WebDataset shard with a bad member is walked).
+func (t *TFRecord) fetchLabels(ctx context.Context, p *poller, k, labelOffset int, st tfStored, labs []*tfLabels) error {
 	f := t.files[k]
 	r, err := t.stream.acquire(k)
 	if err != nil {
@@ -260,52 +273,54 @@ func (t *TFRecord) fetchLabels(ctx context.Context, p *poller, k, labelOffset in
 			"(cache_size=%d): its records are read from a plain copy, another copy of the dataset on local disk; "+
 			"use uncompressed files, or a cache_size that holds the dataset", f.name, ErrFormat, t.stream.cache.Limit)
 	}
-	if f.offsets == nil {
+	if f.offsets == nil || st.sum != o.sum {
 		if f.offsets, err = scanTF(ctx, o.fh, f.size, f.name); err != nil {
 			return err
 		}
-		writeIndex(indexPath, f.offsets)
+		writeIndex(st.index, o.sum, f.offsets)
 	}
 	lab, err := t.fileLabels(p, k, o.fh, labelOffset)
 	if err != nil {
 		return err
 	}
 	labs[k] = lab
+	lab.Sum = o.sum
 	if len(lab.corrupt) == 0 {
 		if b, err := json.Marshal(lab); err == nil {
-			writeAtomic(labelsPath, func(w *os.File) error {
-				_, err := w.Write(b)
-				return err
-			})
+			storeIndex(st.labels, b)
 		}
 	}
+	t.stream.indexed(k, o.sum, st.index, st.labels)
 	return nil
 }
 
-// loadLabels reads a file's stored labels, or nil.
-func loadLabels(path string) *tfLabels {
+// loadLabels reads a file's stored labels, or nil unless they were read
+// from bytes of checksum sum.
+func loadLabels(path string, sum uint64) *tfLabels {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
 	var lab tfLabels
-	if json.Unmarshal(b, &lab) != nil || lab.Labels == nil {
+	if json.Unmarshal(b, &lab) != nil || lab.Labels == nil || lab.Sum != sum {
 		return nil
 	}
 	return &lab
 }
 
-// writeIndex stores a file's record offsets at path, best effort: without
-// a writable index directory, the index is rebuilt on every open.
-func writeIndex(path string, offsets []int64) {
-	var out []byte
+// tfIndexMagic starts a stored index; the checksum of the bytes it was
+// made from (0 for a local file, which its key alone names) and the record
+// offsets follow, each a little-endian uint64.
+const tfIndexMagic = "pipetfi\x01"
+
+// writeIndex stores a file's record offsets, found in bytes of checksum
+// sum, at path (see storeIndex).
+func writeIndex(path string, sum uint64, offsets []int64) {
+	out := binary.LittleEndian.AppendUint64([]byte(tfIndexMagic), sum)
 	for _, o := range offsets {
 		out = binary.LittleEndian.AppendUint64(out, uint64(o))
 	}
-	writeAtomic(path, func(w *os.File) error {
-		_, err := w.Write(out)
-		return err
-	})
+	storeIndex(path, out)
 }
 
 // ReadAhead fetches the streamed files ahead of an epoch reading order
@@ -338,10 +353,13 @@ func openTFFile(ctx context.Context, sf *shardFile, fp, dir string) (*tfFile, er
 		fh.Close()
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
-	key := tfKey(name, fp)
-	index := filepath.Join(dir, key+".index")
+	index := filepath.Join(dir, tfKey(name, fp)+".index")
 	if gz {
-		f.path = filepath.Join(dir, key+".tfrecord")
+		f.path = filepath.Join(dir, tfKey(name, sf.copyKey(fp))+".tfrecord")
+		if err := clearWay(f.path); err != nil {
+			fh.Close()
+			return nil, fmt.Errorf("tfrecord: %w", err)
+		}
 		if _, err := os.Stat(f.path); err != nil {
 			if err := gunzipCopy(ctx, fh, name, f.path, "tfrecord"); err != nil {
 				fh.Close()
@@ -361,33 +379,41 @@ func openTFFile(ctx context.Context, sf *shardFile, fp, dir string) (*tfFile, er
 	}
 	f.size = st.Size()
 	if b, err := os.ReadFile(index); err == nil {
-		f.offsets = parseIndex(b, f.size)
+		var made uint64
+		if f.offsets, made = parseIndex(b, f.size); made != sf.sum {
+			f.offsets = nil // made from other bytes of the object
+		}
 	}
 	if f.offsets == nil {
 		if f.offsets, err = scanTF(ctx, f.fh, f.size, name); err != nil {
 			f.fh.Close()
 			return nil, err
 		}
-		writeIndex(index, f.offsets)
+		writeIndex(index, sf.sum, f.offsets)
 	}
 	return f, nil
 }
 
-// parseIndex returns the offsets of an index file, or nil if it is not one
-// for a file of size bytes: offsets rise, each leaving room for a header.
-func parseIndex(b []byte, size int64) []int64 {
-	if len(b) == 0 || len(b)%8 != 0 {
-		return nil
+// parseIndex returns the offsets of an index file and the checksum of the
+// bytes they were found in, or nil if it is not one for a file of size
+// bytes: after tfIndexMagic and the checksum, offsets rise, each leaving
+// room for a header. (An index stored before checksums were, offsets
+// alone, is not one.)
+func parseIndex(b []byte, size int64) ([]int64, uint64) {
+	head := len(tfIndexMagic) + 8
+	if len(b) <= head || len(b)%8 != 0 || string(b[:len(tfIndexMagic)]) != tfIndexMagic {
+		return nil, 0
 	}
-	offs := make([]int64, 0, len(b)/8)
-	for i := 0; i < len(b); i += 8 {
+	sum := binary.LittleEndian.Uint64(b[len(tfIndexMagic):])
+	offs := make([]int64, 0, (len(b)-head)/8)
+	for i := head; i < len(b); i += 8 {
 		o := int64(binary.LittleEndian.Uint64(b[i:]))
 		if o < 0 || o >= size || (len(offs) > 0 && o < offs[len(offs)-1]+16) {
-			return nil
+			return nil, 0
 		}
 		offs = append(offs, o)
 	}
-	return offs
+	return offs, sum
 }
 
 // gunzipCopy decompresses the gzipped file in, named src, from its start
@@ -570,8 +596,11 @@ func (t *TFRecord) Read(i int, rec *Record) error {
 // hold and the class names (the text feature) they give, with the records
 // that fail the checks Read makes.
 type tfLabels struct {
-	Labels  []int          `json:"labels"`
-	Names   map[int]string `json:"names,omitempty"`
+	Labels []int          `json:"labels"`
+	Names  map[int]string `json:"names,omitempty"`
+	// Sum is the checksum of the file's bytes the labels were read from
+	// (see tfStored).
+	Sum     uint64 `json:"sum"`
 	corrupt []*RecordError
 }
 

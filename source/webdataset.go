@@ -151,7 +151,12 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 			w.Close()
 			return nil, fmt.Errorf("webdataset: %w", err)
 		} else if gz {
-			plain := filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.tar", filepath.Base(name), xxhash.Sum64String(fp)))
+			plain := filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.tar", filepath.Base(name), xxhash.Sum64String(sf.copyKey(fp))))
+			if err := clearWay(plain); err != nil {
+				fh.Close()
+				w.Close()
+				return nil, fmt.Errorf("webdataset: %w", err)
+			}
 			if _, err := os.Stat(plain); err != nil {
 				if err := gunzipCopy(ctx, fh, name, plain, "webdataset"); err != nil {
 					fh.Close()
@@ -167,12 +172,13 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 		}
 		w.shards = append(w.shards, &wdsShard{name: name, fh: fh})
 		// A URL shard's index is kept beside its other indexes, keyed
-		// by URL, ETag and label field, so a later open does not walk
-		// the shard again.
+		// by the object's version and the label field, with the checksum
+		// of the bytes it was made from, so a later open does not walk
+		// the shard again, and one of other bytes does.
 		var saved string
 		if sf.fp != "" {
 			saved = wdsIndexPath(cfg, sf)
-			if st, err := fh.Stat(); err == nil && w.loadIndex(saved, si, st.Size()) {
+			if st, err := fh.Stat(); err == nil && w.loadIndex(saved, si, st.Size(), sf.sum) {
 				continue
 			}
 		}
@@ -182,7 +188,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 			return nil, err
 		}
 		if saved != "" {
-			w.saveIndex(saved, w.samples[start:])
+			w.saveIndex(saved, sf.sum, w.samples[start:])
 		}
 	}
 	for i := range w.samples {
@@ -221,8 +227,8 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 }
 
 // wdsIndexPath is where a URL shard's index is kept: beside its other
-// indexes, keyed by URL, ETag and label field, so that a later open does
-// not walk the shard again.
+// indexes, keyed by the object's version (see objectFingerprint) and the
+// label field, so that a later open does not walk the shard again.
 func wdsIndexPath(cfg wdsConfig, sf *shardFile) string {
 	return filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.wdsindex", filepath.Base(sf.name), xxhash.Sum64String(sf.fp+"\x00"+cfg.labelField)))
 }
@@ -230,9 +236,10 @@ func wdsIndexPath(cfg wdsConfig, sf *shardFile) string {
 // indexStreamed indexes URL shards that the shard cache cannot hold all
 // at once (see shardStream): from their stored indexes, and where one is
 // missing by fetching the shard (read-ahead keeps the next ones coming),
-// walking it and letting it go. A gzipped shard is refused: its members
-// are read by offset from a plain copy, which would be another copy of
-// the dataset on local disk.
+// walking it and letting it go. Each index is given to the stream with the
+// checksum of the bytes it was made from. A gzipped shard is refused: its
+// members are read by offset from a plain copy, which would be another
+// copy of the dataset on local disk.
 func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wdsConfig, h io.StringWriter) error {
 	defer context.AfterFunc(ctx, w.stream.stopAll)()
 	n := files.len()
@@ -242,8 +249,12 @@ func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wd
 		sf := &files.files[si]
 		h.WriteString(sf.fp)
 		w.shards = append(w.shards, &wdsShard{name: sf.name})
-		if stored[si] = readIndex(wdsIndexPath(cfg, sf), w.stream.objs[si].Size); stored[si] == nil {
+		saved := wdsIndexPath(cfg, sf)
+		var sum uint64
+		if stored[si], sum = readIndex(saved, w.stream.objs[si].Size); stored[si] == nil {
 			missing = append(missing, si)
+		} else {
+			w.stream.indexed(si, sum, saved)
 		}
 	}
 	defer w.stream.planEach(missing)()
@@ -260,7 +271,7 @@ func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wd
 			return err
 		}
 		// Read once each, the shards of this pass are never let go.
-		err = w.indexStreamedShard(ctx, si, r.o.fh, cfg, wdsIndexPath(cfg, &files.files[si]))
+		err = w.indexStreamedShard(ctx, si, r.o, cfg, wdsIndexPath(cfg, &files.files[si]))
 		w.stream.release(si, r, true)
 		if err != nil {
 			return err
@@ -269,8 +280,9 @@ func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wd
 	return nil
 }
 
-// indexStreamedShard walks fetched shard si and stores its index.
-func (w *WebDataset) indexStreamedShard(ctx context.Context, si int, fh *os.File, cfg wdsConfig, saved string) error {
+// indexStreamedShard walks shard si, fetched as o, and stores its index.
+func (w *WebDataset) indexStreamedShard(ctx context.Context, si int, o *openShard, cfg wdsConfig, saved string) error {
+	fh := o.fh
 	if gz, err := isGzip(fh); err != nil {
 		return fmt.Errorf("webdataset: %w", err)
 	} else if gz {
@@ -282,7 +294,8 @@ func (w *WebDataset) indexStreamedShard(ctx context.Context, si int, fh *os.File
 	if err := w.index(ctx, si, fh, cfg.labelField); err != nil {
 		return err
 	}
-	w.saveIndex(saved, w.samples[start:])
+	w.saveIndex(saved, o.sum, w.samples[start:])
+	w.stream.indexed(si, o.sum, saved)
 	return nil
 }
 
@@ -489,6 +502,13 @@ func (w *WebDataset) Shards() []int {
 	return n
 }
 
+// wdsIndex is a stored shard index: the xxhash64 of the shard's bytes it
+// was made from, as the shard cache keeps it, and its samples.
+type wdsIndex struct {
+	Sum     uint64          `json:"sum"`
+	Samples []wdsIndexEntry `json:"samples"`
+}
+
 // wdsIndexEntry is one sample of a stored shard index.
 type wdsIndexEntry struct {
 	Key      string `json:"k"`
@@ -500,33 +520,28 @@ type wdsIndexEntry struct {
 	HasLabel bool   `json:"h"`
 }
 
-// saveIndex stores the samples of one shard at path, whole or not at all
-// and best effort, unless one of them has a problem (whose error would not
-// survive the trip): such a shard is walked on every open.
-func (w *WebDataset) saveIndex(path string, samples []wdsSample) {
-	entries := make([]wdsIndexEntry, len(samples))
+// saveIndex stores the samples of one shard, made from bytes of checksum
+// sum, at path (see storeIndex), unless one of them has a problem (whose
+// error would not survive the trip): such a shard is walked on every open.
+func (w *WebDataset) saveIndex(path string, sum uint64, samples []wdsSample) {
+	idx := wdsIndex{Sum: sum, Samples: make([]wdsIndexEntry, len(samples))}
 	for i, s := range samples {
 		if s.err != nil {
 			return
 		}
-		entries[i] = wdsIndexEntry{s.key, s.first, s.off, s.size, s.label, s.imageName, s.labelFound}
+		idx.Samples[i] = wdsIndexEntry{s.key, s.first, s.off, s.size, s.label, s.imageName, s.labelFound}
 	}
-	b, err := json.Marshal(entries)
-	if err != nil {
-		return
+	if b, err := json.Marshal(idx); err == nil {
+		storeIndex(path, b)
 	}
-	writeAtomic(path, func(f *os.File) error {
-		_, err := f.Write(b)
-		return err
-	})
 }
 
 // loadIndex appends shard si's samples from the index stored at path and
-// reports whether it could: the file must parse and every member must lie
-// within the shard's size bytes.
-func (w *WebDataset) loadIndex(path string, si int, size int64) bool {
-	entries := readIndex(path, size)
-	if entries == nil {
+// reports whether it could: the file must parse, be made from bytes of
+// checksum sum, and every member must lie within the shard's size bytes.
+func (w *WebDataset) loadIndex(path string, si int, size int64, sum uint64) bool {
+	entries, made := readIndex(path, size)
+	if entries == nil || made != sum {
 		return false
 	}
 	w.appendIndex(si, entries)
@@ -534,24 +549,25 @@ func (w *WebDataset) loadIndex(path string, si int, size int64) bool {
 }
 
 // readIndex returns the entries of the index stored at path for a shard
-// of size bytes, or nil if there is none that parses with every member
-// within the shard.
-func readIndex(path string, size int64) []wdsIndexEntry {
+// of size bytes and the checksum of the bytes it was made from, or nil if
+// there is none that parses with every member within the shard (an index
+// stored before checksums were, a bare list of entries, does not).
+func readIndex(path string, size int64) ([]wdsIndexEntry, uint64) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil
+		return nil, 0
 	}
-	entries := []wdsIndexEntry{}
-	if json.Unmarshal(b, &entries) != nil {
-		return nil
+	var idx wdsIndex
+	if json.Unmarshal(b, &idx) != nil || idx.Samples == nil {
+		return nil, 0
 	}
-	for _, e := range entries {
+	for _, e := range idx.Samples {
 		if e.First < 0 || e.First > size || e.Off < 0 || e.Size < 0 || e.Size > MaxRecordBytes || e.Off > size-e.Size ||
 			e.Label < 0 || e.Label >= MaxClasses {
-			return nil
+			return nil, 0
 		}
 	}
-	return entries
+	return idx.Samples, idx.Sum
 }
 
 // appendIndex appends shard si's samples from its stored index.

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -22,15 +24,24 @@ import (
 // processes of one machine (the ranks of an MPI job): a shard is fetched
 // once, by whichever process asks first, while the others wait for it.
 //
-// A shard's file is named by a hash of its URL and a hash of its ETag and
-// size, so a changed object is a new file and the old one is removed when
-// the new one is fetched. Each URL has a lock file, held (flock) while its
-// shard is checked, fetched, or opened by a reader; a fetch is written to
-// a temporary name and renamed when whole. When the files pass Limit, the
+// A shard's file is named by a hash of its URL and a hash of its version
+// (ETag, size and Last-Modified, to the second), so a changed object is a
+// new file and the old one is removed when the new one is fetched. Beside
+// each shard, a checksum file holds the xxhash64 of its bytes, taken as
+// they were fetched: a process that finds the shard in the cache reads it
+// whole to check it before handing it out (once: a file it fetched or
+// checked, unchanged since by size and modification time, is not read
+// again), and a shard that fails the check, or has no checksum (one cached
+// before checksums were kept), is fetched again; the damaged ones are
+// counted ([DamagedShards]) and reported (Warn). Each URL has a lock file,
+// held (flock) while its shard is checked, fetched, or opened by a reader;
+// a fetch is written to a temporary name and renamed when whole. Something
+// other than a regular file where a shard, its checksum or its lock file
+// belongs (a directory, a link) is removed. When the files pass Limit, the
 // least recently used shards (by modification time, which a hit renews)
-// are removed with their lock files, except those locked at that moment: a
-// shard a process has open stays readable through its descriptor until
-// closed.
+// are removed with their checksum and lock files, except those locked at
+// that moment: a shard a process has open stays readable through its
+// descriptor until closed.
 type Cache struct {
 	// Dir is the cache directory. Default: $PIPE_SHARD_CACHE, else
 	// pipe/shards under the user cache directory (~/.cache on Linux).
@@ -39,7 +50,26 @@ type Cache struct {
 	// default: a source holds every shard open while it is open, so a
 	// bound below the dataset's size only makes every epoch fetch again).
 	Limit int64
+	// Warn, when set, is told of each damaged shard found, in a line that
+	// names its file; default: the line goes to standard error.
+	Warn func(msg string)
 }
+
+// damaged counts the cached shards found damaged and fetched again.
+var damaged atomic.Int64
+
+// DamagedShards returns how many shards this process found damaged in a
+// shard cache (their bytes not those checksummed when fetched) and fetched
+// again.
+func DamagedShards() int64 { return damaged.Load() }
+
+// verified is the cached files this process fetched or checked, as a stat
+// found them just after: one still the same file, of the same size and
+// modification time, is not read again to check it.
+var verified = struct {
+	sync.Mutex
+	m map[string]os.FileInfo
+}{m: map[string]os.FileInfo{}}
 
 // DefaultCacheDir is where shards go when Cache.Dir is empty.
 func DefaultCacheDir() (string, error) {
@@ -61,54 +91,239 @@ func (c *Cache) dir() (string, error) {
 }
 
 // Fetch returns the path of obj's bytes in the cache, fetching them from s
-// first if the cache lacks that version, and whether it was there. The
-// shard's lock is held until release is called: open the file, then
-// release, so no other process evicts it between the two. Cancelling ctx
-// stops a fetch (or a wait for another process's) promptly; nothing is
-// left under the shard's name.
+// first if the cache lacks that version or holds it damaged, and whether it
+// was there. The shard's lock is held until release is called: open the
+// file, then release, so no other process evicts it between the two.
+// Cancelling ctx stops a fetch (or a wait for another process's) promptly;
+// nothing is left under the shard's name.
 func (c *Cache) Fetch(ctx context.Context, s *Store, obj Object) (p string, hit bool, release func(), err error) {
+	e, lock, err := c.get(ctx, s, obj)
+	if err != nil {
+		return "", false, nil, err
+	}
+	return e.path, e.hit, lock.unlock, nil
+}
+
+// Open is Fetch, then opening the file while the shard's lock is held, so
+// it cannot be evicted in between; open, it stays readable. sum is the
+// xxhash64 of its bytes, checked against them since they were fetched.
+func (c *Cache) Open(ctx context.Context, s *Store, obj Object) (f *os.File, sum uint64, err error) {
+	e, lock, err := c.get(ctx, s, obj)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer lock.unlock()
+	f, err = os.Open(e.path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
+	}
+	return f, e.sum, nil
+}
+
+// entry is a shard in the cache: its file, the checksum of its bytes, and
+// whether it was there before the call that found it.
+type entry struct {
+	path string
+	sum  uint64
+	hit  bool
+}
+
+// get finds obj's shard in the cache, checked, or fetches it, and returns
+// it with its lock held.
+func (c *Cache) get(ctx context.Context, s *Store, obj Object) (e entry, _ *fileLock, err error) {
 	dir, err := c.dir()
 	if err != nil {
-		return "", false, nil, err
+		return entry{}, nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", false, nil, err
+		return entry{}, nil, err
 	}
 	key := fmt.Sprintf("%016x", xxhash.Sum64String(obj.URL))
-	ver := fmt.Sprintf("%016x", xxhash.Sum64String(fmt.Sprintf("%s\x00%d", obj.ETag, obj.Size)))
-	p = filepath.Join(dir, key+"-"+ver+"-"+safeBase(obj.URL))
-	lock, err := lockFile(ctx, filepath.Join(dir, key+".lock"))
+	var modified int64
+	if !obj.LastModified.IsZero() {
+		modified = obj.LastModified.Unix() // HTTP dates, and HEAD's, are to the second
+	}
+	ver := fmt.Sprintf("%016x", xxhash.Sum64String(fmt.Sprintf("%s\x00%d\x00%d", obj.ETag, obj.Size, modified)))
+	e.path = filepath.Join(dir, key+"-"+ver+"-"+safeBase(obj.URL))
+	sums := sumPath(dir, key, ver)
+	lockName := filepath.Join(dir, key+".lock")
+	if err := clearWay(lockName); err != nil {
+		return entry{}, nil, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
+	}
+	held, err := lockFile(ctx, lockName)
 	if err != nil {
-		return "", false, nil, fmt.Errorf("%s: shard cache: %w", obj.URL, err)
+		return entry{}, nil, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
 	}
-	if st, err := os.Stat(p); err == nil && st.Size() == obj.Size {
-		now := time.Now()
-		os.Chtimes(p, now, now) // the LRU stamp; best effort
+	defer func() {
+		if err != nil {
+			held.unlock()
+		}
+	}()
+	for _, p := range []string{e.path, sums} {
+		if err := clearWay(p); err != nil {
+			return entry{}, nil, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
+		}
+	}
+	if sum, ok := c.check(e.path, sums, obj); ok {
 		totals.hits.Add(1)
-		return p, true, lock.unlock, nil
+		return entry{path: e.path, sum: sum, hit: true}, held, nil
 	}
-	if err := c.fetch(ctx, s, obj, p); err != nil {
-		lock.unlock()
-		return "", false, nil, err
+	os.Remove(sums) // a crash before the new one is written leaves the shard unchecked, to be fetched again
+	if e.sum, err = c.fetch(ctx, s, obj, e.path); err != nil {
+		return entry{}, nil, err
 	}
+	if err := writeSum(sums, e.sum); err != nil {
+		return entry{}, nil, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
+	}
+	stamp(e.path)
 	totals.misses.Add(1)
 	old, _ := filepath.Glob(filepath.Join(dir, key+"-*"))
 	for _, o := range old {
-		if o != p && !strings.Contains(o, ".tmp-") {
+		if o != e.path && o != sums && !strings.Contains(o, ".tmp-") {
+			forget(o)
 			os.Remove(o)
 		}
 	}
 	if c.Limit > 0 {
 		c.evict(dir, key)
 	}
-	return p, false, lock.unlock, nil
+	return e, held, nil
 }
 
-// fetch copies obj into a temporary file renamed to dst when whole.
-func (c *Cache) fetch(ctx context.Context, s *Store, obj Object, dst string) (err error) {
+// check returns the checksum of the shard at p, of obj, if it is there,
+// whole and undamaged: of obj's size, with a checksum file at sums, and
+// its bytes matching that checksum (read unless this process fetched or
+// checked the file and it has not changed since). A damaged shard is
+// counted and reported. A hit renews the shard's modification time, the
+// LRU stamp.
+func (c *Cache) check(p, sums string, obj Object) (uint64, bool) {
+	st, err := os.Stat(p)
+	if err != nil || st.Size() != obj.Size {
+		return 0, false
+	}
+	want, ok := readSum(sums)
+	if !ok {
+		return 0, false // cached before checksums were kept, or cut short
+	}
+	verified.Lock()
+	seen, ok := verified.m[p]
+	verified.Unlock()
+	if !ok || !os.SameFile(seen, st) || seen.Size() != st.Size() || !seen.ModTime().Equal(st.ModTime()) {
+		got, err := fileSum(p)
+		if err != nil {
+			return 0, false
+		}
+		if got != want {
+			damaged.Add(1)
+			c.warn(fmt.Sprintf("shard cache: %s (%s) was damaged (checksum %016x, %016x when fetched); fetched again", p, Redact(obj.URL), got, want))
+			return 0, false
+		}
+	}
+	stamp(p)
+	return want, true
+}
+
+func (c *Cache) warn(msg string) {
+	if c.Warn != nil {
+		c.Warn(msg)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "pipe: warning: %s\n", msg)
+}
+
+// stamp sets the modification time of the shard at p, the LRU stamp, to
+// now (best effort) and notes the shard as checked, as it is then. The
+// time is the clock's to the nanosecond, which a later write's, taken from
+// the kernel's coarser clock, will not repeat, so the write is noticed.
+func stamp(p string) {
+	now := time.Now()
+	os.Chtimes(p, now, now)
+	st, err := os.Stat(p)
+	verified.Lock()
+	defer verified.Unlock()
+	if err != nil {
+		delete(verified.m, p)
+		return
+	}
+	verified.m[p] = st
+}
+
+// forget drops the shard at p, removed, from those checked.
+func forget(p string) {
+	verified.Lock()
+	delete(verified.m, p)
+	verified.Unlock()
+}
+
+// sumPath is where the checksum of a shard of key and ver is kept:
+// key-ver.sum, which no shard's name (key-ver-base) can be.
+func sumPath(dir, key, ver string) string {
+	return filepath.Join(dir, key+"-"+ver+".sum")
+}
+
+// isSum reports whether name, in a cache directory, is a checksum file.
+func isSum(name string) bool {
+	return len(name) == 16+1+16+len(".sum") && strings.HasSuffix(name, ".sum")
+}
+
+// readSum returns the checksum stored at p: 16 hex digits and a newline.
+func readSum(p string) (uint64, bool) {
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) != 17 || b[16] != '\n' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[:16]), 16, 64)
+	return v, err == nil
+}
+
+// writeSum stores sum at p, through a temporary file renamed when whole.
+func writeSum(p string, sum uint64) error {
+	tmp := fmt.Sprintf("%s.tmp-%016x", p, rand.Uint64())
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%016x\n", sum), 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// fileSum returns the xxhash64 of the file at p.
+func fileSum(p string) (uint64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	h := xxhash.New()
+	if _, err := io.CopyBuffer(h, f, make([]byte, 1<<20)); err != nil {
+		return 0, err
+	}
+	return h.Sum64(), nil
+}
+
+// clearWay removes what is at p if it is neither a regular file nor
+// missing: a directory or a link where the cache keeps a file would fail
+// every run. The error names p and says what to delete.
+func clearWay(p string) error {
+	st, err := os.Lstat(p)
+	if err != nil || st.Mode().IsRegular() {
+		return nil
+	}
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("%s is in the way of a cached file (%v): delete it", p, err)
+	}
+	return nil
+}
+
+// fetch copies obj into a temporary file renamed to dst when whole and
+// returns the xxhash64 of its bytes.
+func (c *Cache) fetch(ctx context.Context, s *Store, obj Object, dst string) (sum uint64, err error) {
 	tmp, err := os.OpenFile(fmt.Sprintf("%s.tmp-%016x", dst, rand.Uint64()), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fmt.Errorf("%s: shard cache: %w", obj.URL, err)
+		return 0, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
 	}
 	defer func() {
 		if err != nil {
@@ -118,27 +333,31 @@ func (c *Cache) fetch(ctx context.Context, s *Store, obj Object, dst string) (er
 	}()
 	r, err := s.Open(ctx, obj)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer r.Close()
-	n, err := io.CopyBuffer(tmp, r, make([]byte, 1<<20))
+	h := xxhash.New()
+	n, err := io.CopyBuffer(io.MultiWriter(tmp, h), r, make([]byte, 1<<20))
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
-			return fmt.Errorf("%s: shard cache: %w", obj.URL, err)
+			return 0, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
 		}
-		return err
+		return 0, err
 	}
 	if n != obj.Size {
-		return fmt.Errorf("%s: %d bytes received, %d expected", obj.URL, n, obj.Size)
+		return 0, fmt.Errorf("%s: %d bytes received, %d expected", Redact(obj.URL), n, obj.Size)
 	}
 	if err = tmp.Sync(); err != nil {
-		return err
+		return 0, err
 	}
 	if err = tmp.Close(); err != nil {
-		return err
+		return 0, err
 	}
-	return os.Rename(tmp.Name(), dst)
+	if err = os.Rename(tmp.Name(), dst); err != nil {
+		return 0, err
+	}
+	return h.Sum64(), nil
 }
 
 // evict removes the least recently used shards until the rest fit in
@@ -149,23 +368,24 @@ func (c *Cache) evict(dir, keep string) {
 		return
 	}
 	type shard struct {
-		key, path string
-		size      int64
-		used      time.Time
+		key, ver, path string
+		size           int64
+		used           time.Time
 	}
 	var shards []shard
 	var total int64
 	for _, e := range entries {
 		name := e.Name()
-		key, _, ok := strings.Cut(name, "-")
-		if !ok || strings.Contains(name, ".tmp-") || !e.Type().IsRegular() {
+		key, rest, ok := strings.Cut(name, "-")
+		if !ok || strings.Contains(name, ".tmp-") || isSum(name) || !e.Type().IsRegular() {
 			continue
 		}
 		info, err := e.Info()
 		if err != nil {
 			continue
 		}
-		shards = append(shards, shard{key, filepath.Join(dir, name), info.Size(), info.ModTime()})
+		ver, _, _ := strings.Cut(rest, "-")
+		shards = append(shards, shard{key, ver, filepath.Join(dir, name), info.Size(), info.ModTime()})
 		total += info.Size()
 	}
 	sort.Slice(shards, func(i, j int) bool { return shards[i].used.Before(shards[j].used) })
@@ -180,9 +400,11 @@ func (c *Cache) evict(dir, keep string) {
 		if !ok {
 			continue
 		}
+		forget(sh.path)
 		if os.Remove(sh.path) == nil {
 			total -= sh.size
 		}
+		os.Remove(sumPath(dir, sh.key, sh.ver))
 		lock.remove() // the shard's lock file goes with it
 	}
 }

@@ -18,6 +18,8 @@
 //
 // A [Cache] keeps whole shards on local disk, so that epochs after the
 // first, and other processes of the machine (the ranks of an MPI job),
-// read them locally. It is keyed by URL and fingerprinted by ETag and
-// size, shared through a lock file per shard, and bounded by an LRU limit.
+// read them locally. It is keyed by URL and versioned by ETag, size and
+// Last-Modified, checks each shard it hands out against the checksum taken
+// when it was fetched (fetching a damaged one again), is shared through a
+// lock file per shard, and bounded by an LRU limit.
 package remote
