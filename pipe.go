@@ -268,6 +268,16 @@ func (p *Pipeline) EpochFrom(ctx context.Context, e, first int) (*Epoch, error) 
 	return p.eng.EpochFrom(ctx, e, first)
 }
 
+// CheckOrders checks that a source streaming its shards through a shard
+// cache smaller than them can read epochs [first, first+n) in their order
+// (at most engine.MaxCheckedEpochs of them), and returns how many it
+// checked: 0 where nothing streams. Run and Fit check the epochs they will
+// run before the first; the refusal, a *source.OrderError, names the first
+// epoch that fails and a cache_size and a shuffle buffer that pass.
+func (p *Pipeline) CheckOrders(first, n int) (checked int, err error) {
+	return p.eng.CheckOrders(first, n)
+}
+
 // Corrupt returns the corrupt records the source found when it opened, as
 // the error an epoch would stop on before its first batch under
 // on_error=fail (nil otherwise): what `pipe check` reports.
@@ -293,8 +303,9 @@ func (p *Pipeline) DeviceEpoch(ctx context.Context, e int) (*DeviceEpoch, error)
 }
 
 // Run streams whole epochs, releasing every batch, and returns their stats.
-// It returns when the epochs are done, ctx is cancelled, or an error stops
-// the pipeline; no goroutine it started is left running.
+// Before the first it checks the epochs' orders (CheckOrders). It returns
+// when the epochs are done, ctx is cancelled, or an error stops the
+// pipeline; no goroutine it started is left running.
 func (p *Pipeline) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) {
 	return p.eng.Run(ctx, o)
 }

@@ -101,6 +101,10 @@ type Spec struct {
 	Identity string
 	// Auto, if not nil, reports the pipeline's tuner after an epoch.
 	Auto func(epoch int) *engine.AutoStats
+	// Check, if not nil, is given the epochs the run will train,
+	// [first, first+n), before the first step: its error stops the run
+	// there (a streamed source's epoch orders, Engine.CheckOrders).
+	Check func(first, n int) error
 }
 
 // Run trains the model s describes. After every epoch it writes the
@@ -139,6 +143,11 @@ func Run(ctx context.Context, s Spec, o Options) (*Result, error) {
 		}
 		if err := json.Unmarshal(hist, &res.History); err != nil {
 			return nil, fmt.Errorf("pipe: %s: the metrics history: %w", ckpt, err)
+		}
+	}
+	if s.Check != nil && tr.Epoch < cfg.Epochs {
+		if err := s.Check(tr.Epoch, cfg.Epochs-tr.Epoch); err != nil {
+			return nil, err
 		}
 	}
 	if o.OnStart != nil {
