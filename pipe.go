@@ -237,7 +237,9 @@ func (p *Pipeline) Devices() int {
 // String lists the stages as a .pipe file would: every parameter written
 // out, so that parsing it builds the same pipeline, sources opened in Go
 // included (their Info().Args). A source of the program's own, which no
-// .pipe line opens, is written as "source NAME # IDENTITY".
+// .pipe line opens, is written as "source NAME # IDENTITY". URLs are written
+// as given, secrets included, so that the text opens the same data: show it
+// through source.RedactURLs.
 func (p *Pipeline) String() string {
 	lines := make([]string, len(p.stages))
 	for i, s := range p.stages {
@@ -352,7 +354,8 @@ func (p *Pipeline) Close() error {
 // Summary describes a built pipeline: what run and bench print before they
 // start.
 type Summary struct {
-	// Source names the data; SourceSamples and Classes are its size.
+	// Source names the data, the secrets of its URLs redacted
+	// (source.RedactURLs); SourceSamples and Classes are its size.
 	Source                 string
 	SourceSamples, Classes int
 	// Samples and Batches are one epoch on this rank, of BatchSize: the
@@ -409,7 +412,7 @@ type Summary struct {
 func (p *Pipeline) Summary() Summary {
 	cfg := p.cfg
 	info := cfg.Source.Info()
-	s := Summary{Source: info.Identity, SourceSamples: cfg.Source.Len(), Classes: len(info.Classes),
+	s := Summary{Source: source.RedactURLs(info.Identity), SourceSamples: cfg.Source.Len(), Classes: len(info.Classes),
 		Samples: p.Samples(), Batches: p.Batches(), BatchSize: p.at.batch, FileBatch: p.at.fileBatch, Elastic: cfg.Elastic, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
 		Rank: p.at.rank, World: p.at.world, Tensor: p.out, HostTensor: p.host, NormalizeOnDevice: cfg.NormOnDevice,
 		Procs: p.procs(), Workers: p.Workers(), OnError: cfg.OnError, Cache: p.CacheInfo(), Train: cfg.Train != nil}

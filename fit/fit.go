@@ -211,13 +211,15 @@ func Run(ctx context.Context, s Spec, o Options) (*Result, error) {
 }
 
 // Identity describes what a checkpoint must match: the source and the
-// stages after it (the data, its augmentation and batching) and the model.
+// stages after it (the data, its augmentation and batching) and the model;
+// the checkpoint stores it, so the source's URLs are in it redacted
+// (source.RedactURLs).
 // Where the global batches go is left out (the pipeline stage's ranks, the
 // prefetch stage's devices), and the evaluation: a run stopped on 8 GPUs or
 // ranks resumes on 4, reading the same global batches from the step it
 // stopped at.
 func Identity(src source.Info, after []pipefile.Stage, model trainer.Config) string {
-	id := src.Identity
+	id := source.RedactURLs(src.Identity)
 	for _, s := range after {
 		if s.Name() != "eval" && s.Name() != "pipeline" && s.Name() != "train" && s.Name() != "prefetch" {
 			id += " | " + s.String()

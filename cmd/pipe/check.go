@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipefeed/pipe/pipefile"
+	"github.com/pipefeed/pipe/source"
 )
 
 // checkEpochs is how many epochs' orders pipe check simulates where the
@@ -57,7 +58,7 @@ func newCheck() *cobra.Command {
 			}
 			fmt.Fprintln(out, "stages:")
 			for _, s := range p.Stages() {
-				fmt.Fprintf(out, "  %s\n", s)
+				fmt.Fprintf(out, "  %s\n", source.RedactURLs(s.String()))
 			}
 			fmt.Fprintf(out, "%s: ok\n", args[0])
 			return nil
