@@ -90,6 +90,8 @@ func exitCode(ctx context.Context, err error) int {
 		return 2
 	case errors.Is(err, prefetch.ErrNoCUDA):
 		return 2 // the file asks for GPUs of a build without them
+	case errors.Is(err, source.ErrOrder):
+		return 2 // the file's shuffle does not stream through its cache_size
 	}
 	return 1
 }
