@@ -9,9 +9,13 @@ import (
 
 // MaxCheckedEpochs bounds the epochs CheckOrders simulates ahead: an
 // epoch's order costs about as much to simulate as to plan (an ImageNet
-// epoch, a few tens of milliseconds), and a run of more epochs has each
-// later one checked as it starts.
-const MaxCheckedEpochs = 100
+// epoch, 50-90 ms), and a run of more epochs has each later one checked as
+// it starts. maxFailing bounds the failing epochs it looks for before it
+// refuses: finding what passes costs a dozen simulations of each.
+const (
+	MaxCheckedEpochs = 100
+	maxFailing       = 4
+)
 
 // CheckOrders checks, before any of them runs, that a source streaming its
 // shards through a shard cache smaller than them (source.OrderChecker) can
@@ -21,7 +25,8 @@ const MaxCheckedEpochs = 100
 // nothing streams in a planned order (the source holds its shards, or an
 // augmentation cache orders the reads). The refusal is a
 // *source.OrderError naming the first epoch that fails, with a cache_size
-// and a shorter shuffle buffer that pass every epoch checked.
+// and a shorter shuffle buffer that pass each failing epoch found (up to
+// maxFailing of them, where the check stops).
 func (e *Engine) CheckOrders(first, n int) (checked int, err error) {
 	s := &e.s
 	oc, ok := s.Source.(source.OrderChecker)
@@ -31,8 +36,9 @@ func (e *Engine) CheckOrders(first, n int) (checked int, err error) {
 	n = min(n, MaxCheckedEpochs)
 	streams := false
 	var bad *source.OrderError
-	failing := 0
-	for k := first; k < first+n; k++ {
+	var failing []int
+	for k := first; k < first+n && len(failing) < maxFailing; k++ {
+		checked++
 		err := oc.CheckOrder(func() []int { streams = true; return e.order(s.Plan, k) })
 		var oe *source.OrderError
 		switch {
@@ -42,21 +48,21 @@ func (e *Engine) CheckOrders(first, n int) (checked int, err error) {
 			}
 		case bad == nil:
 			bad, oe.Epoch = oe, k
-			failing++
+			failing = append(failing, k)
 		default:
 			bad.PassHold, bad.PassSize = max(bad.PassHold, oe.PassHold), max(bad.PassSize, oe.PassSize)
-			failing++
+			failing = append(failing, k)
 		}
 		if !streams {
 			return 0, nil
 		}
 	}
 	if bad == nil {
-		return n, nil
+		return checked, nil
 	}
-	bad.Failing, bad.Checked = failing, n
-	e.explain(bad, oc, first, n)
-	return n, bad
+	bad.Failing, bad.Checked = len(failing), checked
+	e.explain(bad, oc, failing)
+	return checked, bad
 }
 
 // orderError completes the refusal of epoch n's order by the source's
@@ -66,22 +72,22 @@ func (e *Engine) orderError(err error, n int) error {
 	var oe *source.OrderError
 	if oc, ok := e.s.Source.(source.OrderChecker); ok && errors.As(err, &oe) {
 		oe.Epoch = n
-		e.explain(oe, oc, n, 1)
+		e.explain(oe, oc, []int{n})
 	}
 	return err
 }
 
 // explain sets the refusal's shuffle buffer and the longest shorter one
-// with which epochs [first, first+n) pass, found by halving (a shorter
-// buffer keeps fewer shards in use).
-func (e *Engine) explain(oe *source.OrderError, oc source.OrderChecker, first, n int) {
+// with which the epochs pass, found by halving (a shorter buffer keeps
+// fewer shards in use, so the epochs that passed pass with it too).
+func (e *Engine) explain(oe *source.OrderError, oc source.OrderChecker, epochs []int) {
 	oe.Buffer = e.s.Plan.Buffer()
 	passes := func(b int) bool {
 		p, err := e.planWithBuffer(b)
 		if err != nil {
 			return false
 		}
-		for k := first; k < first+n; k++ {
+		for _, k := range epochs {
 			if oc.CheckOrder(func() []int { return e.order(p, k) }) != nil {
 				return false
 			}

@@ -516,9 +516,9 @@ type OrderError struct {
 	// PassBuffer the largest smaller one found that passes with CacheSize
 	// (0: none); both are known to the plan's owner, which sets them.
 	Buffer, PassBuffer int
-	// Failing is how many of Checked epochs fail where the orders were
-	// checked ahead (0: one order alone); PassSize and PassBuffer then
-	// pass them all.
+	// Failing is how many epochs fail of the Checked ones simulated ahead
+	// (0: one order alone), the check stopping after a few; PassSize and
+	// PassBuffer then pass each of them.
 	Failing, Checked int
 }
 
