@@ -450,7 +450,8 @@ func (s *shardStream) shardsOf(order []int, shardOf func(i int) int) (shards, co
 }
 
 // lateAt is the share of the reads of shards (with counts) that a stream
-// holding hold shards would find let go.
+// holding hold shards, reading ahead as newShardStream sets it, would find
+// let go.
 func (s *shardStream) lateAt(shards, counts []int, hold int) float64 {
 	ahead := min(max(hold/4, 1), s.store.Options().Concurrency)
 	return spread(shards, counts, max(hold-ahead, 1))
