@@ -263,6 +263,10 @@ func (p *Pipeline) openCache(in transform.Shape, closed bool) (*cache.Cache, err
 		}
 		srcID = id
 	}
+	// The fingerprint and the cache's description are stored: a URL's
+	// secrets stay out of them, and a presigned URL whose signature
+	// rotates still finds its entries.
+	srcID = source.RedactURLs(srcID)
 	parts := []string{"pipe cache v1", srcID, fmt.Sprintf("shard=%d", c.ShardSize)}
 	if cfg.Source.Info().Encoded {
 		parts = append(parts, p.decoding())

@@ -237,7 +237,9 @@ func (p *Pipeline) Devices() int {
 // String lists the stages as a .pipe file would: every parameter written
 // out, so that parsing it builds the same pipeline, sources opened in Go
 // included (their Info().Args). A source of the program's own, which no
-// .pipe line opens, is written as "source NAME # IDENTITY".
+// .pipe line opens, is written as "source NAME # IDENTITY". URLs are written
+// as given, secrets included, so that the text opens the same data: show it
+// through source.RedactURLs.
 func (p *Pipeline) String() string {
 	lines := make([]string, len(p.stages))
 	for i, s := range p.stages {
@@ -268,6 +270,16 @@ func (p *Pipeline) EpochFrom(ctx context.Context, e, first int) (*Epoch, error) 
 	return p.eng.EpochFrom(ctx, e, first)
 }
 
+// CheckOrders checks that a source streaming its shards through a shard
+// cache smaller than them can read epochs [first, first+n) in their order
+// (at most engine.MaxCheckedEpochs of them), and returns how many it
+// checked: 0 where nothing streams. Run and Fit check the epochs they will
+// run before the first; the refusal, a *source.OrderError, names the first
+// epoch that fails and a cache_size and a shuffle buffer that pass.
+func (p *Pipeline) CheckOrders(first, n int) (checked int, err error) {
+	return p.eng.CheckOrders(first, n)
+}
+
 // Corrupt returns the corrupt records the source found when it opened, as
 // the error an epoch would stop on before its first batch under
 // on_error=fail (nil otherwise): what `pipe check` reports.
@@ -293,8 +305,9 @@ func (p *Pipeline) DeviceEpoch(ctx context.Context, e int) (*DeviceEpoch, error)
 }
 
 // Run streams whole epochs, releasing every batch, and returns their stats.
-// It returns when the epochs are done, ctx is cancelled, or an error stops
-// the pipeline; no goroutine it started is left running.
+// Before the first it checks the epochs' orders (CheckOrders). It returns
+// when the epochs are done, ctx is cancelled, or an error stops the
+// pipeline; no goroutine it started is left running.
 func (p *Pipeline) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) {
 	return p.eng.Run(ctx, o)
 }
@@ -341,7 +354,8 @@ func (p *Pipeline) Close() error {
 // Summary describes a built pipeline: what run and bench print before they
 // start.
 type Summary struct {
-	// Source names the data; SourceSamples and Classes are its size.
+	// Source names the data, the secrets of its URLs redacted
+	// (source.RedactURLs); SourceSamples and Classes are its size.
 	Source                 string
 	SourceSamples, Classes int
 	// Samples and Batches are one epoch on this rank, of BatchSize: the
@@ -398,7 +412,7 @@ type Summary struct {
 func (p *Pipeline) Summary() Summary {
 	cfg := p.cfg
 	info := cfg.Source.Info()
-	s := Summary{Source: info.Identity, SourceSamples: cfg.Source.Len(), Classes: len(info.Classes),
+	s := Summary{Source: source.RedactURLs(info.Identity), SourceSamples: cfg.Source.Len(), Classes: len(info.Classes),
 		Samples: p.Samples(), Batches: p.Batches(), BatchSize: p.at.batch, FileBatch: p.at.fileBatch, Elastic: cfg.Elastic, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
 		Rank: p.at.rank, World: p.at.world, Tensor: p.out, HostTensor: p.host, NormalizeOnDevice: cfg.NormOnDevice,
 		Procs: p.procs(), Workers: p.Workers(), OnError: cfg.OnError, Cache: p.CacheInfo(), Train: cfg.Train != nil}

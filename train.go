@@ -36,7 +36,8 @@ func (p *Pipeline) Fit(ctx context.Context, o TrainOptions) (*TrainResult, error
 	}
 	cfg := p.trainConfig()
 	s := fit.Spec{Config: cfg, Feed: &trainFeed{p: p}, Out: c.Out, LogEvery: c.LogEvery,
-		Identity: fit.Identity(p.cfg.Source.Info(), p.stages[1:], cfg), Auto: p.eng.AutoStats}
+		Identity: fit.Identity(p.cfg.Source.Info(), p.stages[1:], cfg), Auto: p.eng.AutoStats,
+		Check: func(first, n int) error { _, err := p.CheckOrders(first, n); return err }}
 	if p.devs != nil {
 		s.GPUs = p.devs.GPUs
 	}

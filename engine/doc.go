@@ -16,7 +16,10 @@
 // through a shard cache smaller than the dataset) is handed the epoch's
 // order before the first read, and its read-ahead ends with Close, which
 // also ends the fetches reads wait on; through a cache the order is not
-// the reads', and the source fetches on demand.
+// the reads', and the source fetches on demand. Run (and the trainer,
+// through Engine.CheckOrders) first has such a source simulate every epoch
+// it will read (source.OrderChecker), so an order the shard cache cannot
+// stream is refused before the first batch rather than as its epoch starts.
 //
 // With a cache, the operations before the cache come from its entries
 // (package cache), read in place where the cache is ordered and through

@@ -293,6 +293,7 @@ func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 		}
 		stop, err := ra.ReadAhead(order)
 		if err != nil {
+			err = e.orderError(err, n)
 			cancel(err)
 			return nil, err
 		}

@@ -41,7 +41,8 @@ type RunOptions struct {
 }
 
 // Run streams whole epochs, releasing every batch, and returns their stats.
-// It returns when the epochs are done, ctx is cancelled, or an error stops
+// Before the first it checks the epochs' orders (CheckOrders). It returns
+// when the epochs are done, ctx is cancelled, or an error stops
 // the pipeline; no goroutine it started is left running.
 func (e *Engine) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) {
 	if o.Epochs == 0 {
@@ -49,6 +50,9 @@ func (e *Engine) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) {
 	}
 	if o.Consume > 0 && o.Checksum {
 		return nil, errors.New("pipe: Consume and Checksum together: a checksum needs the batches in order, which concurrent consumers do not keep")
+	}
+	if _, err := e.CheckOrders(o.FirstEpoch, o.Epochs); err != nil {
+		return nil, err
 	}
 	stopAhead := e.warmAhead(ctx, o.FirstEpoch, o.Epochs)
 	defer stopAhead()

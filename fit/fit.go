@@ -101,6 +101,10 @@ type Spec struct {
 	Identity string
 	// Auto, if not nil, reports the pipeline's tuner after an epoch.
 	Auto func(epoch int) *engine.AutoStats
+	// Check, if not nil, is given the epochs the run will train,
+	// [first, first+n), before the first step: its error stops the run
+	// there (a streamed source's epoch orders, Engine.CheckOrders).
+	Check func(first, n int) error
 }
 
 // Run trains the model s describes. After every epoch it writes the
@@ -139,6 +143,11 @@ func Run(ctx context.Context, s Spec, o Options) (*Result, error) {
 		}
 		if err := json.Unmarshal(hist, &res.History); err != nil {
 			return nil, fmt.Errorf("pipe: %s: the metrics history: %w", ckpt, err)
+		}
+	}
+	if s.Check != nil && tr.Epoch < cfg.Epochs {
+		if err := s.Check(tr.Epoch, cfg.Epochs-tr.Epoch); err != nil {
+			return nil, err
 		}
 	}
 	if o.OnStart != nil {
@@ -202,13 +211,15 @@ func Run(ctx context.Context, s Spec, o Options) (*Result, error) {
 }
 
 // Identity describes what a checkpoint must match: the source and the
-// stages after it (the data, its augmentation and batching) and the model.
+// stages after it (the data, its augmentation and batching) and the model;
+// the checkpoint stores it, so the source's URLs are in it redacted
+// (source.RedactURLs).
 // Where the global batches go is left out (the pipeline stage's ranks, the
 // prefetch stage's devices), and the evaluation: a run stopped on 8 GPUs or
 // ranks resumes on 4, reading the same global batches from the step it
 // stopped at.
 func Identity(src source.Info, after []pipefile.Stage, model trainer.Config) string {
-	id := src.Identity
+	id := source.RedactURLs(src.Identity)
 	for _, s := range after {
 		if s.Name() != "eval" && s.Name() != "pipeline" && s.Name() != "train" && s.Name() != "prefetch" {
 			id += " | " + s.String()

@@ -53,7 +53,11 @@
 // but streamed: their indexes (and TFRecord labels) are stored at the first
 // open, an epoch hands the source its order ([ReadAheader]), and the shards
 // come in that order a few ahead of the reads, each let go once the epoch
-// has read it, so the dataset need not fit on local disk.
+// has read it, so the dataset need not fit on local disk. An order that
+// would read too many samples from shards let go to make room is refused
+// ([OrderError]: ReadAhead, or [OrderChecker] ahead of a run), naming a
+// cache size that passes. [Download]'s errors name a URL with its secrets
+// redacted; [RedactURLs] hides them in any text (an identity, a message).
 //
 // Bad data is found at open where that is cheap: sources that check every
 // record then ([Checker]) list the bad ones before any batch is made, so a

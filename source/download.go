@@ -13,10 +13,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pipefeed/pipe/source/remote"
 )
 
 // DefaultCacheDir is where downloads go unless told otherwise: $PIPE_CACHE
@@ -99,8 +102,10 @@ var errIdle = errors.New("idle timeout")
 // download with an error wrapping [ErrDownload] and
 // [os.ErrDeadlineExceeded]. Cancelling ctx stops the transfer at once, even
 // one stalled on a server that has stopped sending; the error then wraps
-// ctx's error rather than [ErrDownload].
+// ctx's error rather than [ErrDownload]. Errors name the URL with the
+// secrets it carries redacted ([remote.Redact]).
 func Download(ctx context.Context, url, dst, checksum string, progress func(done, total int64), opts ...DownloadOption) (err error) {
+	shown := remote.Redact(url)
 	cfg := defaultDownload()
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -112,7 +117,7 @@ func Download(ctx context.Context, url, dst, checksum string, progress func(done
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("download %s: %w", url, err)
+		return fmt.Errorf("download %s: %w", shown, unURL(err))
 	}
 	// The idle timer cancels the request with errIdle: the transport then
 	// closes the connection, so a wait for headers or body bytes returns.
@@ -136,17 +141,17 @@ func Download(ctx context.Context, url, dst, checksum string, progress func(done
 		var ne net.Error
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("download %s%s: %w", url, after, ctx.Err())
+			return fmt.Errorf("download %s%s: %w", shown, after, ctx.Err())
 		case context.Cause(tctx) == errIdle:
-			return fmt.Errorf("%w: %s: timed out%s: the server sent nothing for %v: %w", ErrDownload, url, after, cfg.idle, os.ErrDeadlineExceeded)
+			return fmt.Errorf("%w: %s: timed out%s: the server sent nothing for %v: %w", ErrDownload, shown, after, cfg.idle, os.ErrDeadlineExceeded)
 		case errors.As(err, &ne) && ne.Timeout():
-			return fmt.Errorf("%w: %s: timed out connecting: no connection within %v (%w): %v", ErrDownload, url, cfg.connect, os.ErrDeadlineExceeded, err)
+			return fmt.Errorf("%w: %s: timed out connecting: no connection within %v (%w): %v", ErrDownload, shown, cfg.connect, os.ErrDeadlineExceeded, unURL(err))
 		}
-		return fmt.Errorf("%w: %s%s: %w", ErrDownload, url, after, err)
+		return fmt.Errorf("%w: %s%s: %w", ErrDownload, shown, after, unURL(err))
 	}
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
 	if err != nil {
-		return fmt.Errorf("download %s: %w", url, err)
+		return fmt.Errorf("download %s: %w", shown, unURL(err))
 	}
 	resp, err := downloadClient(cfg).Do(req)
 	if err != nil {
@@ -155,11 +160,11 @@ func Download(ctx context.Context, url, dst, checksum string, progress func(done
 	defer resp.Body.Close()
 	idle.Reset(cfg.idle)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: %s: server answered %s", ErrDownload, url, resp.Status)
+		return fmt.Errorf("%w: %s: server answered %s", ErrDownload, shown, resp.Status)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".part-*")
 	if err != nil {
-		return fmt.Errorf("download %s: %w", url, err)
+		return fmt.Errorf("download %s: %w", shown, unURL(err))
 	}
 	defer func() {
 		if err != nil {
@@ -177,21 +182,31 @@ func Download(ctx context.Context, url, dst, checksum string, progress func(done
 		return failed(err)
 	}
 	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return fmt.Errorf("%w: %s: got %d of %d bytes", ErrDownload, url, n, resp.ContentLength)
+		return fmt.Errorf("%w: %s: got %d of %d bytes", ErrDownload, shown, n, resp.ContentLength)
 	}
 	if got := h.Sum(nil); string(got) != string(want) {
-		return fmt.Errorf("download %s: %w: got %x, want %s", url, ErrChecksum, got, checksum)
+		return fmt.Errorf("download %s: %w: got %x, want %s", shown, ErrChecksum, got, checksum)
 	}
 	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("download %s: %w", url, err)
+		return fmt.Errorf("download %s: %w", shown, unURL(err))
 	}
 	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("download %s: %w", url, err)
+		return fmt.Errorf("download %s: %w", shown, unURL(err))
 	}
 	if err = os.Rename(tmp.Name(), dst); err != nil {
-		return fmt.Errorf("download %s: %w", url, err)
+		return fmt.Errorf("download %s: %w", shown, unURL(err))
 	}
 	return nil
+}
+
+// unURL is err without the *url.Error net/http wraps it in, which names
+// the URL whole, secrets included.
+func unURL(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // downloadClient is a client whose transport dials and shakes hands within

@@ -169,3 +169,52 @@ func TestCIFARDownloadTimeout(t *testing.T) {
 		t.Errorf("left %v", left)
 	}
 }
+
+// TestDownloadErrorsRedactURLs: a download's errors name its URL without
+// the password or the signature and token it carries (the request itself
+// carries them), for a server's refusal, a wrong checksum and a server that
+// cannot be reached; RedactURLs hides them in text holding several URLs.
+func TestDownloadErrorsRedactURLs(t *testing.T) {
+	const secret = "SECRET"
+	seen := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, _ := r.BasicAuth(); (u == "me" && p == secret) || r.URL.Query().Get("X-Amz-Signature") == secret {
+			seen++
+		}
+		if strings.HasSuffix(r.URL.Path, "/gone") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte("data"))
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	dst := filepath.Join(t.TempDir(), "f")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	sum := "md5:" + strings.Repeat("0", 32)
+	for _, u := range []string{
+		"http://me:" + secret + "@" + host + "/gone",
+		"http://" + host + "/gone?X-Amz-Signature=" + secret + "&token=" + secret,
+		"http://me:" + secret + "@" + host + "/data",
+		"http://" + host + "/data?X-Amz-Signature=" + secret,
+		"http://me:" + secret + "@" + closed + "/x?sig=" + secret,
+	} {
+		err := Download(t.Context(), u, dst, sum, nil, WithConnectTimeout(5*time.Second))
+		if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "REDACTED") {
+			t.Errorf("%s: %v; want an error naming the URL redacted", u, err)
+		}
+	}
+	if seen != 4 {
+		t.Errorf("the server saw the credentials on %d requests, want 4", seen)
+	}
+	text := `source webdataset path="https://me:` + secret + `@h/a-{0..3}.tar" mirror=s3://b/k?token=` + secret + `, then http://h/x?sig=` + secret + `: done`
+	want := `source webdataset path="https://me:REDACTED@h/a-{0..3}.tar" mirror=s3://b/k?token=REDACTED, then http://h/x?sig=REDACTED: done`
+	if got := RedactURLs(text); got != want {
+		t.Errorf("RedactURLs:\n got %s\nwant %s", got, want)
+	}
+}

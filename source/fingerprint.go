@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/pipefeed/pipe/source/remote"
 )
 
 // Fingerprinter is implemented by sources that can name the exact data they
@@ -19,6 +21,39 @@ type Fingerprinter interface {
 }
 
 const fingerprintBlock = 64 << 10
+
+// RedactURLs returns s with every URL in it passed through [remote.Redact],
+// for text that shows or stores URLs among other words: an identity, a
+// fingerprint, a pipeline's stages, an error's message. A URL runs from its
+// scheme to the next space or quote (a URL holds neither unescaped), less
+// the punctuation that ends a clause (:,;.) after it).
+func RedactURLs(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		start := i
+		for start > 0 && isSchemeByte(s[start-1]) {
+			start--
+		}
+		end := len(s)
+		if n := strings.IndexAny(s[i+3:], " \t\n\"'`"); n >= 0 {
+			end = i + 3 + n
+		}
+		u := strings.TrimRight(s[start:end], ":,;.)")
+		b.WriteString(s[:start])
+		b.WriteString(remote.Redact(u))
+		s = s[start+len(u):]
+	}
+}
+
+// isSchemeByte reports whether c may be part of a URL's scheme.
+func isSchemeByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'
+}
 
 // fileFingerprint describes one file for Fingerprint.
 func fileFingerprint(name string) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/pipefeed/pipe/source/remote"
@@ -347,7 +348,8 @@ func spread(order []int, counts []int, hold int) float64 {
 			if len(open) >= hold {
 				victim := -1
 				for j := range open {
-					if victim < 0 || left[j] < left[victim] {
+					// Ties go to the lowest shard, so that a check repeats.
+					if victim < 0 || left[j] < left[victim] || left[j] == left[victim] && j < victim {
 						victim = j
 					}
 				}
@@ -464,19 +466,32 @@ func (s *shardStream) planEach(shards []int) (stop func()) {
 // planOrder is planShards for an epoch reading the samples of order, each
 // in the shard shardOf gives (-1: a read that touches no shard, such as a
 // corrupt sample's); a nil order is an epoch whose order is not known.
-// order is called only here, when the source streams. It
-// refuses an order that would read more than spreadLimit of its samples by
-// ranged GETs, from shards let go to make room: a full shuffle, which reads
-// every shard throughout the epoch, or a shuffle buffer of more shards'
-// samples than the cache holds.
+// order is called only here, when the source streams. It refuses, with an
+// [*OrderError], an order that would read more than spreadLimit of its
+// samples by ranged GETs, from shards let go to make room.
 func (s *shardStream) planOrder(epoch func() []int, shardOf func(i int) int) (stop func(), err error) {
 	if epoch == nil {
 		return s.planShards(nil, nil), nil
 	}
-	order := epoch()
-	counts := make([]int, len(s.objs))
-	shards := make([]int, len(order))
-	var seq []int
+	shards, counts, seq := s.shardsOf(epoch(), shardOf)
+	if err := s.refuse(shards, counts); err != nil {
+		return nil, err
+	}
+	return s.planShards(seq, counts), nil
+}
+
+// checkOrder is planOrder's refusal without the plan: what ReadAhead
+// would say of the order, with nothing fetched (see [OrderChecker]).
+func (s *shardStream) checkOrder(epoch func() []int, shardOf func(i int) int) error {
+	shards, counts, _ := s.shardsOf(epoch(), shardOf)
+	return s.refuse(shards, counts)
+}
+
+// shardsOf returns the shard of each read of order (-1: none), each
+// shard's reads, and the shards in the order the epoch first reads them.
+func (s *shardStream) shardsOf(order []int, shardOf func(i int) int) (shards, counts, seq []int) {
+	counts = make([]int, len(s.objs))
+	shards = make([]int, len(order))
 	for k, i := range order {
 		sh := shardOf(i)
 		shards[k] = sh
@@ -488,13 +503,117 @@ func (s *shardStream) planOrder(epoch func() []int, shardOf func(i int) int) (st
 		}
 		counts[sh]++
 	}
-	if late := spread(shards, counts, max(s.hold-s.ahead, 1)); late > spreadLimit {
-		return nil, fmt.Errorf("%s: the epoch's order would read %.0f%% of its samples from shards let go before them, "+
-			"as cache_size=%d holds %d shards at once: a full shuffle reads every shard throughout the epoch; "+
-			"shuffle with buffer= (shards in a random order, each read in sequence, a buffer of a few shards' samples) or raise cache_size",
-			s.what, 100*late, s.cache.Limit, s.hold)
+	return shards, counts, seq
+}
+
+// lateAt is the share of the reads of shards (with counts) that a stream
+// holding hold shards, reading ahead as newShardStream sets it, would find
+// let go.
+func (s *shardStream) lateAt(shards, counts []int, hold int) float64 {
+	ahead := min(max(hold/4, 1), s.store.Options().Concurrency)
+	return spread(shards, counts, max(hold-ahead, 1))
+}
+
+// refuse returns the [*OrderError] for reads of shards (with counts) that
+// read too many samples late through this cache, or nil, naming the fewest
+// shards a cache must hold for them to pass.
+func (s *shardStream) refuse(shards, counts []int) error {
+	late := s.lateAt(shards, counts, s.hold)
+	if late <= spreadLimit {
+		return nil
 	}
-	return s.planShards(seq, counts), nil
+	var largest, total int64
+	for _, o := range s.objs {
+		largest, total = max(largest, o.Size), total+o.Size
+	}
+	// The cache holding every shard but one passes or nothing below the
+	// dataset does; between, the late share falls as the cache grows.
+	lo, hi := s.hold, len(s.objs)
+	if s.lateAt(shards, counts, hi-1) <= spreadLimit {
+		hi--
+		for hi-lo > 1 {
+			if mid := (lo + hi) / 2; s.lateAt(shards, counts, mid) <= spreadLimit {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+	}
+	size := int64(hi) * largest
+	if hi == len(s.objs) {
+		size = total
+	}
+	return &OrderError{Source: s.what, Epoch: -1, Late: late, CacheSize: s.cache.Limit, Hold: s.hold, PassHold: hi, PassSize: size}
+}
+
+// ErrOrder is wrapped by an [*OrderError]: an epoch's order that a source
+// streaming its shards cannot read through its shard cache.
+var ErrOrder = errors.New("the order reads too many samples from shards let go")
+
+// OrderError refuses an epoch's order that would read more than a quarter
+// of its samples from shards the stream let go before them, to make room
+// in its cache (each such read a ranged GET): a full shuffle, which reads
+// every shard throughout the epoch, or a shuffle buffer of more shards'
+// samples than the cache holds. It says what would pass.
+type OrderError struct {
+	Source string
+	// Epoch is the epoch refused, -1 where the source was handed an
+	// order without it.
+	Epoch int
+	// Late is the share of the epoch's reads that would find their shard
+	// let go, through a cache of CacheSize bytes that holds Hold shards.
+	Late      float64
+	CacheSize int64
+	Hold      int
+	// PassSize is the cache_size with which the order passes: the fewest
+	// shards, PassHold, it must hold (every shard where nothing smaller
+	// passes, the dataset then being fetched once and held).
+	PassSize int64
+	PassHold int
+	// Buffer is the shuffle buffer's length (0: a full shuffle), and
+	// PassBuffer the largest smaller one found that passes with CacheSize
+	// (0: none); both are known to the plan's owner, which sets them.
+	Buffer, PassBuffer int
+	// Failing is how many epochs fail of the Checked ones simulated ahead
+	// (0: one order alone), the check stopping after a few; PassSize and
+	// PassBuffer then pass each of them.
+	Failing, Checked int
+}
+
+func (e *OrderError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: ", e.Source)
+	if e.Epoch >= 0 {
+		fmt.Fprintf(&b, "epoch %d: ", e.Epoch)
+	}
+	fmt.Fprintf(&b, "the order would read %.0f%% of its samples from shards let go before them, as cache_size=%d holds %d shards at once", 100*e.Late, e.CacheSize, e.Hold)
+	if e.Failing > 1 {
+		fmt.Fprintf(&b, " (%d of the %d epochs checked fail)", e.Failing, e.Checked)
+	}
+	if e.Buffer == 0 {
+		fmt.Fprintf(&b, ": a full shuffle reads every shard throughout the epoch; shuffle with buffer= (shards in a random order, "+
+			"each read in sequence, a buffer of a few shards' samples) or raise cache_size (cache_size=%d, %d shards, passes)", e.PassSize, e.PassHold)
+		return b.String()
+	}
+	fmt.Fprintf(&b, ": shuffle buffer=%d keeps samples of more shards in use than that; cache_size=%d (%d shards) passes with it", e.Buffer, e.PassSize, e.PassHold)
+	if e.PassBuffer > 0 {
+		fmt.Fprintf(&b, ", or buffer=%d with cache_size=%d", e.PassBuffer, e.CacheSize)
+	} else {
+		fmt.Fprintf(&b, "; no smaller buffer passes with cache_size=%d", e.CacheSize)
+	}
+	return b.String()
+}
+
+func (e *OrderError) Unwrap() error { return ErrOrder }
+
+// OrderChecker is implemented by sources that may stream their shards
+// (see [ReadAheader]). CheckOrder returns the error ReadAhead would refuse
+// order with, an [*OrderError], without fetching anything, so that every
+// epoch of a run can be checked before the first starts; order is called
+// only where the source streams. nil: the order streams, or the source
+// does not stream.
+type OrderChecker interface {
+	CheckOrder(order func() []int) error
 }
 
 // close stops every fetch and closes every shard.

@@ -330,13 +330,26 @@ func (t *TFRecord) ReadAhead(order func() []int) (stop func(), err error) {
 	if t.stream == nil {
 		return func() {}, nil
 	}
-	return t.stream.planOrder(order, func(i int) int {
-		if i < 0 || i >= t.n || t.bad[i] != nil {
-			return -1
-		}
-		k, _ := t.locate(i)
-		return k
-	})
+	return t.stream.planOrder(order, t.fileOf)
+}
+
+// CheckOrder refuses an order that ReadAhead would refuse (see
+// [OrderChecker]).
+func (t *TFRecord) CheckOrder(order func() []int) error {
+	if t.stream == nil {
+		return nil
+	}
+	return t.stream.checkOrder(order, t.fileOf)
+}
+
+// fileOf is the file record i is read from, or -1 for a bad record (no
+// read).
+func (t *TFRecord) fileOf(i int) int {
+	if i < 0 || i >= t.n || t.bad[i] != nil {
+		return -1
+	}
+	k, _ := t.locate(i)
+	return k
 }
 
 // openTFFile opens one file through its index, building the index (and,

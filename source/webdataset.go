@@ -306,12 +306,25 @@ func (w *WebDataset) ReadAhead(order func() []int) (stop func(), err error) {
 	if w.stream == nil {
 		return func() {}, nil
 	}
-	return w.stream.planOrder(order, func(i int) int {
-		if i < 0 || i >= len(w.samples) || w.samples[i].bad != nil {
-			return -1
-		}
-		return w.samples[i].shard
-	})
+	return w.stream.planOrder(order, w.shardOf)
+}
+
+// CheckOrder refuses an order that ReadAhead would refuse (see
+// [OrderChecker]).
+func (w *WebDataset) CheckOrder(order func() []int) error {
+	if w.stream == nil {
+		return nil
+	}
+	return w.stream.checkOrder(order, w.shardOf)
+}
+
+// shardOf is the shard sample i is read from, or -1 for a corrupt sample
+// (no read).
+func (w *WebDataset) shardOf(i int) int {
+	if i < 0 || i >= len(w.samples) || w.samples[i].bad != nil {
+		return -1
+	}
+	return w.samples[i].shard
 }
 
 // isGzip reports whether f starts with gzip's magic number.

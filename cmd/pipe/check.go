@@ -8,14 +8,23 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipefeed/pipe/pipefile"
+	"github.com/pipefeed/pipe/source"
 )
 
+// checkEpochs is how many epochs' orders pipe check simulates where the
+// file has no train stage to say.
+const checkEpochs = 10
+
 func newCheck() *cobra.Command {
-	return &cobra.Command{
+	var epochs int
+	c := &cobra.Command{
 		Use:   "check FILE",
 		Short: "validate a pipeline: parse it, open its data, and print the plan without running it",
 		Args:  exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if epochs < 0 {
+				return usageError{fmt.Errorf("--epochs=%d: must be 0 (the train stage's epochs=, else %d) or more", epochs, checkEpochs)}
+			}
 			p, err := load(c, args[0])
 			if err != nil {
 				return err
@@ -26,16 +35,37 @@ func newCheck() *cobra.Command {
 			if err := p.Corrupt(); err != nil {
 				return err
 			}
+			// So does an epoch whose order a streamed source cannot read
+			// through its shard cache: a run refuses it before its first.
+			if epochs == 0 {
+				epochs = checkEpochs
+				if s := p.Summary(); s.Train {
+					epochs = s.TrainEpochs
+				}
+			}
+			checked, err := p.CheckOrders(0, epochs)
+			if err != nil {
+				return err
+			}
 			out := c.OutOrStdout()
 			fmt.Fprint(out, describe(p))
+			if checked > 0 {
+				fmt.Fprintf(out, "stream   the orders of epochs 0-%d pass through the shard cache", checked-1)
+				if checked < epochs {
+					fmt.Fprintf(out, " (of %d: later ones are checked as they start)", epochs)
+				}
+				fmt.Fprintln(out)
+			}
 			fmt.Fprintln(out, "stages:")
 			for _, s := range p.Stages() {
-				fmt.Fprintf(out, "  %s\n", s)
+				fmt.Fprintf(out, "  %s\n", source.RedactURLs(s.String()))
 			}
 			fmt.Fprintf(out, "%s: ok\n", args[0])
 			return nil
 		},
 	}
+	c.Flags().IntVar(&epochs, "epochs", 0, fmt.Sprintf("epochs whose order a source streaming its shards is checked for (0: the train stage's epochs=, else %d)", checkEpochs))
+	return c
 }
 
 func newStages() *cobra.Command {

@@ -36,6 +36,9 @@ variables and files unless the flags set them.`,
 				return err
 			}
 			out := c.OutOrStdout()
+			for i := range objs {
+				objs[i].URL = remote.Redact(objs[i].URL)
+			}
 			if asJSON {
 				return json.NewEncoder(out).Encode(objs)
 			}

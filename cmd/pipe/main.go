@@ -25,6 +25,7 @@ import (
 	"github.com/pipefeed/pipe"
 	"github.com/pipefeed/pipe/feed"
 	"github.com/pipefeed/pipe/prefetch"
+	"github.com/pipefeed/pipe/source"
 )
 
 // usageError marks errors in how pipe was called or in the .pipe file.
@@ -76,7 +77,7 @@ func execute(ctx context.Context, root *cobra.Command) error {
 // errorLine is how the command reports err: "pipe: " and the message, whose
 // own "pipe: " (the library's package prefix) is not said twice.
 func errorLine(err error) string {
-	return "pipe: " + strings.TrimSpace(strings.TrimPrefix(err.Error(), "pipe: "))
+	return "pipe: " + strings.TrimSpace(strings.TrimPrefix(source.RedactURLs(err.Error()), "pipe: "))
 }
 
 func exitCode(ctx context.Context, err error) int {
@@ -89,6 +90,8 @@ func exitCode(ctx context.Context, err error) int {
 		return 2
 	case errors.Is(err, prefetch.ErrNoCUDA):
 		return 2 // the file asks for GPUs of a build without them
+	case errors.Is(err, source.ErrOrder):
+		return 2 // the file's shuffle does not stream through its cache_size
 	}
 	return 1
 }
