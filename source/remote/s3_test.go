@@ -114,7 +114,7 @@ func TestS3Errors(t *testing.T) {
 	srv := s3server.Start(t)
 	srv.Bucket(t, "data")
 	srv.Put(t, "data", "a.tar", []byte("hello"))
-	s := store(srv.Endpoint, remote.Options{Retries: 2})
+	s := store(srv.Endpoint, remote.Options{})
 	bad := remote.New(remote.Options{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3server.AccessKey, SecretKey: "wrong", Backoff: time.Millisecond})
 	for _, c := range []struct {
 		s       *remote.Store
@@ -354,7 +354,7 @@ func TestFaults(t *testing.T) {
 	data := randomBytes(3<<20, 7)
 	srv.Put(t, "data", "big.tar", data)
 	p, url := newProxy(t, srv.Endpoint)
-	s := store(url, remote.Options{Retries: 3, IdleTimeout: 300 * time.Millisecond})
+	s := store(url, remote.Options{RetryFor: time.Second, IdleTimeout: 300 * time.Millisecond})
 	objs, err := s.List(t.Context(), "s3://data/big.tar")
 	if err != nil {
 		t.Fatal(err)
