@@ -269,6 +269,7 @@ type proxy struct {
 	cuts       atomic.Int32 // ... this many more times
 	slow       atomic.Bool  // send bodies in 4 KiB pieces 1 ms apart
 	stall      atomic.Bool  // send headers, then nothing
+	shiftRange atomic.Int64 // move a 206's Content-Range by this many bytes, its body as it is
 	beforeCut  func()       // run before a cut, when set
 	transport  *http.Transport
 	requests   atomic.Int32
@@ -305,6 +306,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	for k, v := range resp.Header {
 		w.Header()[k] = v
+	}
+	if d := p.shiftRange.Load(); d != 0 && resp.StatusCode == http.StatusPartialContent {
+		var a, b, total int64
+		fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &a, &b, &total)
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a+d, b+d, total))
 	}
 	w.WriteHeader(resp.StatusCode)
 	if !isGet {
