@@ -348,11 +348,28 @@ func (t *watch) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	var cut *time.Timer
+	var cancel context.CancelFunc
 	if w, _ := ctx.Value(waitKey{}).(*waiter); w != nil {
-		w.sent()
+		// A retry waits for its answer no longer than the budget's end.
+		if end := w.sent(); !end.IsZero() {
+			ctx, cancel = context.WithCancel(ctx)
+			cut = time.AfterFunc(time.Until(end), cancel)
+			req = req.WithContext(ctx)
+		}
 		defer w.answered()
 	}
 	resp, err := t.base.RoundTrip(req)
+	if cut != nil {
+		if !cut.Stop() && req.Context().Err() != nil {
+			err = errBudget
+		}
+		if err != nil {
+			cancel()
+		} else {
+			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -364,6 +381,28 @@ func (t *watch) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = &capped{ReadCloser: resp.Body, left: maxListPage}
 	}
 	return resp, nil
+}
+
+// errBudget is a retry that had no answer before the retry budget
+// (Options.RetryFor) ran out.
+var errBudget error = budgetError{}
+
+type budgetError struct{}
+
+func (budgetError) Error() string   { return "no answer before the retry budget ran out" }
+func (budgetError) Timeout() bool   { return true }
+func (budgetError) Temporary() bool { return true }
+
+// cancelOnClose is an answer's body whose request context ends with it.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // redirectError is a redirect from an S3 endpoint.
@@ -463,7 +502,7 @@ func (w Wait) String() string {
 	if w.Failures == 0 {
 		return fmt.Sprintf("waiting for %s at %s: no answer for %s (retrying until %s)", w.URL, w.Endpoint, secs(w.For), secs(w.RetryFor))
 	}
-	return fmt.Sprintf("retrying %s at %s for %s (%d failed attempts; retrying until %s): %s",
+	return fmt.Sprintf("retrying %s at %s for %s (attempts failed: %d; retrying until %s): %s",
 		w.URL, w.Endpoint, secs(w.For), w.Failures, secs(w.RetryFor), w.Err)
 }
 
@@ -479,6 +518,7 @@ type waiter struct {
 	mu            sync.Mutex
 	sentAt        time.Time // when its unanswered request was sent; zero when none
 	first         time.Time // when its first failed attempt since progress began; zero when none
+	end           time.Time // first + retryFor, when first is set
 	failures      int
 	err           string
 }
@@ -511,10 +551,13 @@ func Waits() []Wait {
 	return out
 }
 
-func (w *waiter) sent() {
+// sent notes a request sent, and returns when its retry budget ends (zero
+// for a first attempt, which has none).
+func (w *waiter) sent() time.Time {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.sentAt = time.Now()
-	w.mu.Unlock()
+	return w.end
 }
 
 func (w *waiter) answered() {
@@ -525,7 +568,10 @@ func (w *waiter) answered() {
 
 func (w *waiter) set(first time.Time, failures int, err error) {
 	w.mu.Lock()
-	w.first, w.failures, w.err = first, failures, ""
+	w.first, w.failures, w.err, w.end = first, failures, "", time.Time{}
+	if !first.IsZero() {
+		w.end = first.Add(w.retryFor)
+	}
 	if err != nil {
 		w.err = err.Error()
 	}
@@ -589,18 +635,21 @@ func (r *retrier) failed(ctx context.Context, err error) error {
 	r.n++
 	r.w.set(r.first, r.n, err)
 	spent := time.Since(r.first)
-	if spent >= r.s.opts.RetryFor {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return fmt.Errorf("%s: %w: no answer from %s in %s (%d attempts): %w", u, ErrRetries, r.w.endpoint, secs(spent), r.n, err)
+	if spent < r.s.opts.RetryFor {
+		if err := r.s.wait(ctx, r.n-1, r.s.opts.RetryFor-spent); err != nil {
+			return fmt.Errorf("%s: %w", u, context.Cause(ctx))
 		}
-		return fmt.Errorf("%s: %w after %s (%d attempts) at %s: %w", u, ErrRetries, secs(spent), r.n, r.w.endpoint, err)
+		if spent = time.Since(r.first); spent < r.s.opts.RetryFor {
+			totals.retries.Add(1)
+			r.start = time.Now()
+			return nil
+		}
 	}
-	if err := r.s.wait(ctx, r.n-1, r.s.opts.RetryFor-spent); err != nil {
-		return fmt.Errorf("%s: %w", u, context.Cause(ctx))
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%s: %w: no answer from %s in %s (%d attempts): %w", u, ErrRetries, r.w.endpoint, secs(spent), r.n, err)
 	}
-	r.start = time.Now()
-	return nil
+	return fmt.Errorf("%s: %w after %s (%d attempts) at %s: %w", u, ErrRetries, secs(spent), r.n, r.w.endpoint, err)
 }
 
 // retry runs op until it succeeds, fails with an error not worth
@@ -624,7 +673,6 @@ func (s *Store) retry(ctx context.Context, u string, op func(ctx context.Context
 // between half and all of it (jitter, so ranks that failed together do
 // not retry together), and at most left.
 func (s *Store) wait(ctx context.Context, attempt int, left time.Duration) error {
-	totals.retries.Add(1)
 	d := s.opts.Backoff << min(attempt, 16)
 	d = min(d, 5*time.Second)
 	d = d/2 + rand.N(d/2+1)
@@ -680,15 +728,17 @@ func (s *Store) classify(u string, err error) (error, bool) {
 			msg += " (bucket " + me.BucketName + ")"
 		}
 	default:
-		again := transient(err)
+		// The endpoint of what will not pass is named here (a TLS error,
+		// an https endpoint assumed); what is retried names it when the
+		// retries run out.
 		var re *redirectError
-		if isS3(u) && !errors.Is(err, ErrBadURL) && !errors.Is(err, ErrLimit) && !errors.As(err, &re) && !errors.Is(err, ErrChanged) {
-			var rt retryable
-			if !errors.As(err, &rt) {
-				err = fmt.Errorf("at %s: %w", s.endpoint, err)
-			}
+		if transient(err) {
+			return err, true
 		}
-		return err, again
+		if isS3(u) && !errors.Is(err, ErrBadURL) && !errors.Is(err, ErrLimit) && !errors.As(err, &re) && !errors.Is(err, ErrChanged) {
+			err = fmt.Errorf("at %s: %w", s.endpoint, err)
+		}
+		return err, false
 	}
 	switch {
 	case code == http.StatusNotFound:
