@@ -362,6 +362,9 @@ func (t *watch) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if cut != nil {
 		if !cut.Stop() && req.Context().Err() != nil {
+			if err == nil {
+				resp.Body.Close()
+			}
 			err = errBudget
 		}
 		if err != nil {

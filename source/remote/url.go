@@ -96,7 +96,7 @@ func ExpandBraces(pattern string) ([]string, error) {
 	open := strings.IndexByte(pattern, '{')
 	if open < 0 {
 		if strings.IndexByte(pattern, '}') >= 0 {
-			return nil, fmt.Errorf("%s: %w: '}' without '{'", pattern, ErrBadURL)
+			return nil, fmt.Errorf("%s: %w: '}' without '{'", Redact(pattern), ErrBadURL)
 		}
 		return []string{pattern}, nil
 	}
@@ -112,11 +112,11 @@ func ExpandBraces(pattern string) ([]string, error) {
 		}
 	}
 	if end < 0 {
-		return nil, fmt.Errorf("%s: %w: '{' without '}'", pattern, ErrBadURL)
+		return nil, fmt.Errorf("%s: %w: '{' without '}'", Redact(pattern), ErrBadURL)
 	}
 	alts, err := alternatives(pattern[open+1 : end])
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", pattern, err)
+		return nil, fmt.Errorf("%s: %w", Redact(pattern), err)
 	}
 	prefix := pattern[:open]
 	var out []string
@@ -131,7 +131,7 @@ func ExpandBraces(pattern string) ([]string, error) {
 			return nil, err
 		}
 		if len(out)+len(head)*len(tail) > maxExpansion {
-			return nil, fmt.Errorf("%s: %w: expands to more than %d names", pattern, ErrBadURL, maxExpansion)
+			return nil, fmt.Errorf("%s: %w: expands to more than %d names", Redact(pattern), ErrBadURL, maxExpansion)
 		}
 		for _, h := range head {
 			for _, t := range tail {
