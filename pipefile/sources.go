@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/source/remote"
@@ -135,6 +136,7 @@ var remoteParams = []Param{
 	{Name: "cache_dir", Type: String, Doc: "the shard cache for URL paths, shared by the processes of a machine (default $PIPE_SHARD_CACHE, else ~/.cache/pipe/shards)"},
 	{Name: "cache_size", Type: String, Doc: "bound on the shard cache, e.g. 500G: least recently used shards are removed past it (default no bound)"},
 	Param{Name: "concurrency", Type: Int, Default: "8", Min: bound(1), Doc: "shards fetched at once for URL paths, each one streaming 1 MiB buffer"},
+	{Name: "retry_for", Type: String, Doc: "how long a URL request that fails with an error that may pass (5xx, throttling, no answer, a dropped connection) is retried, e.g. 5m (default $PIPE_RETRY_FOR, else 60s)"},
 }
 
 // remoteOption is the source option of the store and shard cache a
@@ -144,8 +146,14 @@ func remoteOption(a Args, o *OpenOptions) (source.Option, error) {
 	if err != nil {
 		return source.Option{}, fmt.Errorf("cache_size: %w", err)
 	}
+	var retryFor time.Duration
+	if a.Has("retry_for") {
+		if retryFor, err = time.ParseDuration(a.String("retry_for")); err != nil || retryFor <= 0 {
+			return source.Option{}, fmt.Errorf("retry_for=%s: want a positive duration such as 90s or 5m", a.String("retry_for"))
+		}
+	}
 	store := remote.New(remote.Options{Endpoint: a.String("endpoint"), Region: a.String("region"),
-		PathStyle: a.Bool("path_style"), Concurrency: a.Int("concurrency")})
+		PathStyle: a.Bool("path_style"), Concurrency: a.Int("concurrency"), RetryFor: retryFor})
 	rem := &source.Remote{Store: store, Cache: &remote.Cache{Dir: a.String("cache_dir"), Limit: size}}
 	if o != nil {
 		rem.Progress = o.Progress

@@ -41,7 +41,9 @@ func main() {
 	// goroutine, download and index build; once it has, the signals get
 	// their default action back, so a second Ctrl-C exits at once.
 	context.AfterFunc(ctx, stop)
+	stopWaits := sayWaits(ctx, os.Stderr, isTerminal(os.Stderr))
 	err := execute(ctx, newRoot())
+	stopWaits()
 	if job != nil {
 		code := 0
 		if err != nil {

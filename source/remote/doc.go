@@ -7,12 +7,18 @@
 // in a shell and WebDataset (shard-{000..099}.tar), and a glob in an s3://
 // URL is matched against a listing from the prefix before it. Reading an
 // object ([Store.Open]) survives a network that misbehaves: 5xx answers,
-// throttling (429, SlowDown), refused or dropped connections and stalled
-// transfers are retried with exponential back-off and jitter, and a
-// transfer that breaks is taken up at the offset it reached by a ranged
-// GET that must match the ETag first seen, so the bytes never mix two
-// versions of an object. What retrying cannot mend (a missing bucket or
-// key, refused credentials) fails at once. Every error names the URL.
+// throttling (429, SlowDown), refused or reset connections, no answer and
+// stalled transfers are retried with exponential back-off and jitter for a
+// time budget (Options.RetryFor), and a transfer that breaks is taken up
+// at the offset it reached by a ranged GET conditional on the version
+// first seen. Every answer is checked against what was asked for (status,
+// Content-Range, Content-Length, ETag or Last-Modified) before a byte of
+// it is read, so the bytes never mix two versions or two ranges of an
+// object. What retrying cannot mend (a missing bucket or key, refused
+// credentials, a redirect, an untrusted certificate, a malformed URL)
+// fails at once. Every error names the URL. Listings are bounded in keys,
+// pages, page size and time. [Waits] tells what requests wait for, so a
+// command can say so while it waits.
 // Requests in flight are bounded (Options.Concurrency), each streaming
 // through one fixed buffer, so memory does not grow with shard size.
 //

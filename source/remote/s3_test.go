@@ -114,7 +114,7 @@ func TestS3Errors(t *testing.T) {
 	srv := s3server.Start(t)
 	srv.Bucket(t, "data")
 	srv.Put(t, "data", "a.tar", []byte("hello"))
-	s := store(srv.Endpoint, remote.Options{Retries: 2})
+	s := store(srv.Endpoint, remote.Options{})
 	bad := remote.New(remote.Options{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3server.AccessKey, SecretKey: "wrong", Backoff: time.Millisecond})
 	for _, c := range []struct {
 		s       *remote.Store
@@ -269,6 +269,7 @@ type proxy struct {
 	cuts       atomic.Int32 // ... this many more times
 	slow       atomic.Bool  // send bodies in 4 KiB pieces 1 ms apart
 	stall      atomic.Bool  // send headers, then nothing
+	shiftRange atomic.Int64 // move a 206's Content-Range by this many bytes, its body as it is
 	beforeCut  func()       // run before a cut, when set
 	transport  *http.Transport
 	requests   atomic.Int32
@@ -305,6 +306,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	for k, v := range resp.Header {
 		w.Header()[k] = v
+	}
+	if d := p.shiftRange.Load(); d != 0 && resp.StatusCode == http.StatusPartialContent {
+		var a, b, total int64
+		fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &a, &b, &total)
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a+d, b+d, total))
 	}
 	w.WriteHeader(resp.StatusCode)
 	if !isGet {
@@ -354,7 +360,7 @@ func TestFaults(t *testing.T) {
 	data := randomBytes(3<<20, 7)
 	srv.Put(t, "data", "big.tar", data)
 	p, url := newProxy(t, srv.Endpoint)
-	s := store(url, remote.Options{Retries: 3, IdleTimeout: 300 * time.Millisecond})
+	s := store(url, remote.Options{RetryFor: time.Second, IdleTimeout: 300 * time.Millisecond})
 	objs, err := s.List(t.Context(), "s3://data/big.tar")
 	if err != nil {
 		t.Fatal(err)

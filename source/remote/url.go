@@ -3,19 +3,26 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 )
 
 // ErrBadURL means a string that names an object store is not a usable URL:
-// an s3:// URL without a bucket, an unbalanced brace, a glob in an http(s)
+// an s3:// URL without a bucket or with an invalid one, s3:/x or s3:///key,
+// an http(s) URL without a host, an unbalanced brace, a glob in an http(s)
 // URL (which cannot be listed).
 var ErrBadURL = errors.New("bad URL")
 
 // IsURL reports whether s names objects in a store rather than local files:
-// it starts with s3://, http:// or https://.
+// its scheme is s3:, http: or https: (in any case). Whether it is a usable
+// URL (s3://bucket/key, http://host/path) is the store's to check, which
+// refuses a malformed one (s3:/x, s3:///key) as [ErrBadURL] before any
+// request.
 func IsURL(s string) bool {
-	for _, p := range []string{"s3://", "http://", "https://"} {
+	for _, p := range []string{"s3:", "http:", "https:"} {
 		if len(s) >= len(p) && strings.EqualFold(s[:len(p)], p) {
 			return true
 		}
@@ -23,17 +30,52 @@ func IsURL(s string) bool {
 	return false
 }
 
-// s3Path splits s3://bucket/key into its bucket and key.
+// isS3 reports whether u's scheme is s3:.
+func isS3(u string) bool { return len(u) >= 3 && strings.EqualFold(u[:3], "s3:") }
+
+// s3Path splits s3://bucket/key into its bucket and key; the bucket must
+// be a valid name.
 func s3Path(u string) (bucket, key string, err error) {
-	rest, ok := strings.CutPrefix(u, "s3://")
+	if !isS3(u) {
+		return "", "", fmt.Errorf("%s: %w: not an s3:// URL", Redact(u), ErrBadURL)
+	}
+	rest, ok := strings.CutPrefix(u[3:], "//")
 	if !ok {
-		return "", "", fmt.Errorf("%s: %w: not an s3:// URL", u, ErrBadURL)
+		return "", "", fmt.Errorf("%s: %w: an s3 URL is s3://bucket/key", Redact(u), ErrBadURL)
 	}
 	bucket, key, _ = strings.Cut(rest, "/")
 	if bucket == "" {
-		return "", "", fmt.Errorf("%s: %w: no bucket", u, ErrBadURL)
+		return "", "", fmt.Errorf("%s: %w: no bucket (an s3 URL is s3://bucket/key)", Redact(u), ErrBadURL)
+	}
+	if err := s3utils.CheckValidBucketName(bucket); err != nil {
+		return "", "", fmt.Errorf("%s: %w: bucket name %q: %v", Redact(u), ErrBadURL, bucket, err)
 	}
 	return bucket, key, nil
+}
+
+// checkURL refuses, as [ErrBadURL], a URL that no request could serve: an
+// s3:// URL that s3Path refuses, or without a key where object says one
+// is needed, or an http(s) URL without a host.
+func checkURL(u string, object bool) error {
+	if isS3(u) {
+		_, key, err := s3Path(u)
+		if err == nil && object && key == "" {
+			err = fmt.Errorf("%s: %w: no key (an s3 URL is s3://bucket/key)", Redact(u), ErrBadURL)
+		}
+		return err
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its URL is unredacted
+		}
+		return fmt.Errorf("%s: %w: %v", Redact(u), ErrBadURL, err)
+	}
+	if p.Host == "" || !strings.HasPrefix(u[len(p.Scheme)+1:], "//") {
+		return fmt.Errorf("%s: %w: no host (an http URL is http://host/path)", Redact(u), ErrBadURL)
+	}
+	return nil
 }
 
 // HasGlob reports whether s holds a glob metacharacter (*, ? or [), which
@@ -54,7 +96,7 @@ func ExpandBraces(pattern string) ([]string, error) {
 	open := strings.IndexByte(pattern, '{')
 	if open < 0 {
 		if strings.IndexByte(pattern, '}') >= 0 {
-			return nil, fmt.Errorf("%s: %w: '}' without '{'", pattern, ErrBadURL)
+			return nil, fmt.Errorf("%s: %w: '}' without '{'", Redact(pattern), ErrBadURL)
 		}
 		return []string{pattern}, nil
 	}
@@ -70,11 +112,11 @@ func ExpandBraces(pattern string) ([]string, error) {
 		}
 	}
 	if end < 0 {
-		return nil, fmt.Errorf("%s: %w: '{' without '}'", pattern, ErrBadURL)
+		return nil, fmt.Errorf("%s: %w: '{' without '}'", Redact(pattern), ErrBadURL)
 	}
 	alts, err := alternatives(pattern[open+1 : end])
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", pattern, err)
+		return nil, fmt.Errorf("%s: %w", Redact(pattern), err)
 	}
 	prefix := pattern[:open]
 	var out []string
@@ -89,7 +131,7 @@ func ExpandBraces(pattern string) ([]string, error) {
 			return nil, err
 		}
 		if len(out)+len(head)*len(tail) > maxExpansion {
-			return nil, fmt.Errorf("%s: %w: expands to more than %d names", pattern, ErrBadURL, maxExpansion)
+			return nil, fmt.Errorf("%s: %w: expands to more than %d names", Redact(pattern), ErrBadURL, maxExpansion)
 		}
 		for _, h := range head {
 			for _, t := range tail {

@@ -46,9 +46,36 @@ func TestExpandBraces(t *testing.T) {
 }
 
 func TestIsURL(t *testing.T) {
-	for s, want := range map[string]bool{"s3://b/k": true, "HTTPS://h/x": true, "http://h": true, "data/x.tar": false, "s3:/b": false, "": false} {
+	for s, want := range map[string]bool{"s3://b/k": true, "HTTPS://h/x": true, "http://h": true, "data/x.tar": false, "s3:/b": true, "S3:x": true, "": false} {
 		if IsURL(s) != want {
 			t.Errorf("IsURL(%q) = %v", s, !want)
+		}
+	}
+}
+
+// TestCheckURL: a malformed URL is ErrBadURL saying what is wrong, found
+// before any request (before, s3:/x was a local path and s3:///key was
+// retried for 10 s as "retries exhausted … bad URL").
+func TestCheckURL(t *testing.T) {
+	for _, c := range []struct{ u, holds string }{
+		{"s3:/x", "s3://bucket/key"},
+		{"s3:///key", "no bucket"},
+		{"s3://b/k", "bucket name"},
+		{"s3://bad..name/k", "bucket name"},
+		{"s3://bucket", "no key"},
+		{"s3://bucket/", "no key"},
+		{"http:/x", "no host"},
+		{"https:///x", "no host"},
+		{"https://u:hunter2@h/%zz", "invalid URL escape"},
+	} {
+		err := checkURL(c.u, true)
+		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), c.holds) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v; want ErrBadURL holding %q, the password redacted", c.u, err, c.holds)
+		}
+	}
+	for _, u := range []string{"s3://bucket/k", "S3://bucket/a/b.tar", "http://h/x", "https://h:1/x?y=1"} {
+		if err := checkURL(u, true); err != nil {
+			t.Errorf("%s: %v", u, err)
 		}
 	}
 }
