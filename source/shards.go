@@ -58,7 +58,7 @@ func (r *Remote) parts() (*remote.Store, *remote.Cache) {
 
 // args are the parameters that reopen r's store and cache for a URL
 // pattern, as a pipeline file writes them (nil for a local pattern): the
-// endpoint, region, addressing, concurrency and cache, never credentials,
+// endpoint, region, addressing, concurrency, retry budget and cache, never credentials,
 // which stay with the environment.
 func (r *Remote) args(pattern string) []Arg {
 	if !remote.IsURL(pattern) {
@@ -76,7 +76,7 @@ func (r *Remote) args(pattern string) []Arg {
 	if o.PathStyle {
 		args = append(args, Arg{"path_style", "true"})
 	}
-	args = append(args, Arg{"concurrency", strconv.Itoa(o.Concurrency)})
+	args = append(args, Arg{"concurrency", strconv.Itoa(o.Concurrency)}, Arg{"retry_for", o.RetryFor.String()})
 	if cache.Dir != "" {
 		args = append(args, Arg{"cache_dir", cache.Dir})
 	}

@@ -203,7 +203,7 @@ func withFetch(epoch any, now, last pipe.FetchStats) any {
 		return epoch // no source read a URL
 	}
 	d := pipe.FetchStats{Bytes: now.Bytes - last.Bytes, Requests: now.Requests - last.Requests, Retries: now.Retries - last.Retries,
-		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses}
+		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses, CacheDamaged: now.CacheDamaged - last.CacheDamaged}
 	b, err := json.Marshal(epoch)
 	if err != nil {
 		return epoch

@@ -189,6 +189,9 @@ type Stats struct {
 	// the shard cache.
 	CacheHits   int64 `json:"cache_hits"`
 	CacheMisses int64 `json:"cache_misses"`
+	// CacheDamaged counts cached shards whose bytes were not those
+	// checksummed when they were fetched, and which were fetched again.
+	CacheDamaged int64 `json:"cache_damaged"`
 }
 
 var totals struct{ bytes, requests, retries, hits, misses atomic.Int64 }
@@ -196,7 +199,7 @@ var totals struct{ bytes, requests, retries, hits, misses atomic.Int64 }
 // Totals returns the process's fetch figures so far.
 func Totals() Stats {
 	return Stats{Bytes: totals.bytes.Load(), Requests: totals.requests.Load(), Retries: totals.retries.Load(),
-		CacheHits: totals.hits.Load(), CacheMisses: totals.misses.Load()}
+		CacheHits: totals.hits.Load(), CacheMisses: totals.misses.Load(), CacheDamaged: damaged.Load()}
 }
 
 // Store reads objects named by s3:// and http(s):// URLs. It is safe for
