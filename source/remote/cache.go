@@ -138,7 +138,10 @@ func (c *Cache) get(ctx context.Context, s *Store, obj Object) (e entry, _ *file
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return entry{}, nil, err
 	}
-	key := fmt.Sprintf("%016x", xxhash.Sum64String(obj.URL))
+	// Keyed by the URL without its secrets: a presigned URL whose
+	// signature rotates is the same shard, and no secret is written into
+	// the directory.
+	key := fmt.Sprintf("%016x", xxhash.Sum64String(Redact(obj.URL)))
 	var modified int64
 	if !obj.LastModified.IsZero() {
 		modified = obj.LastModified.Unix() // HTTP dates, and HEAD's, are to the second
@@ -409,10 +412,13 @@ func (c *Cache) evict(dir, keep string) {
 	}
 }
 
-// safeBase is the last element of u, kept for people reading the
-// directory, with characters other than letters, digits, '.', '_' and '-'
-// replaced.
+// safeBase is the last element of u's path (without an http(s) query),
+// kept for people reading the directory, with characters other than
+// letters, digits, '.', '_' and '-' replaced.
 func safeBase(u string) string {
+	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+		u, _, _ = strings.Cut(u, "?")
+	}
 	b := []byte(path.Base(u))
 	for i, ch := range b {
 		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {

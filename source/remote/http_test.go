@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +69,64 @@ func TestHTTP(t *testing.T) {
 	_, err = s.List(t.Context(), srv.URL+"/shard-{2..3}.tar")
 	if !errors.Is(err, remote.ErrNotFound) || !strings.Contains(err.Error(), srv.URL+"/shard-3.tar") {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestHTTPQuery reads a presigned URL: the '?' of its query is not a glob,
+// and the query goes with every request.
+func TestHTTPQuery(t *testing.T) {
+	data := randomBytes(100_000, 3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/a.tar" || !strings.HasPrefix(r.URL.Query().Get("X-Amz-Signature"), "s1g") {
+			http.Error(w, "AccessDenied", http.StatusForbidden)
+			return
+		}
+		http.ServeContent(w, r, r.URL.Path, time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	s := remote.New(remote.Options{Backoff: time.Millisecond})
+	defer s.Close()
+	u := srv.URL + "/a.tar?X-Amz-Expires=60&X-Amz-Signature=s1g"
+	objs, err := s.List(t.Context(), u)
+	if err != nil || len(objs) != 1 || objs[0].URL != u || objs[0].Size != int64(len(data)) {
+		t.Fatalf("%+v, %v", objs, err)
+	}
+	got, err := readAll(t, s, t.Context(), objs[0])
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+	if !remote.HasGlob(srv.URL+"/shard-*.tar?sig=x") || remote.HasGlob(u) {
+		t.Fatal("HasGlob takes the query of an http URL for a glob, or misses one before it")
+	}
+
+	// Through the shard cache: the signature is in no file name, and the
+	// same object under a rotated signature is a hit.
+	c := &remote.Cache{Dir: t.TempDir()}
+	fetch := func(u string) bool {
+		objs, err := s.List(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, hit, release, err := c.Fetch(t.Context(), s, objs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: %d bytes, %v", p, len(got), err)
+		}
+		return hit
+	}
+	if fetch(u) {
+		t.Fatal("a hit in an empty cache")
+	}
+	names, _ := filepath.Glob(filepath.Join(c.Dir, "*"))
+	for _, n := range names {
+		if strings.Contains(n, "s1g") {
+			t.Fatalf("the cache wrote the signature into %s", n)
+		}
+	}
+	if !fetch(srv.URL + "/a.tar?X-Amz-Expires=60&X-Amz-Signature=s1g-rotated") {
+		t.Fatal("the object under a rotated signature was not a hit")
 	}
 }

@@ -79,8 +79,14 @@ func checkURL(u string, object bool) error {
 }
 
 // HasGlob reports whether s holds a glob metacharacter (*, ? or [), which
-// is matched by listing.
-func HasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+// is matched by listing. In an http(s):// URL, '?' starts the query (a
+// presigned URL's signature, a token) and nothing from it on is a glob.
+func HasGlob(s string) bool {
+	if strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") {
+		s, _, _ = strings.Cut(s, "?")
+	}
+	return strings.ContainsAny(s, "*?[")
+}
 
 // maxExpansion bounds the names one pattern's braces expand to, so a typing
 // mistake ({0..999999999}) is an error rather than an allocation.
