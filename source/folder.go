@@ -66,7 +66,12 @@ type folderConfig struct {
 
 // WithLabels makes the folder flat: path is a CSV of file,label lines (a
 // header line is skipped), with labels 0, 1, ...; the files it lists are
-// the samples, in its order. Without [WithClassNames] the classes are
+// the samples, in its order. A file is a path under the folder: a CSV that
+// names one by an absolute path or a path whose ".." leave the folder, or
+// names one file on two lines (with two labels or the same one: it would
+// be read twice an epoch), is refused, naming its lines. Files in the
+// folder that are symbolic links are followed wherever they lead: the
+// folder's owner put them there. Without [WithClassNames] the classes are
 // 0..the largest label; past 1,024 classes, labels that use fewer than
 // half of those are an error: they cannot be the class count. A line whose label is not a number in
 // 0..MaxClasses-1 (or, with [WithClassNames], one it names) makes its file
@@ -297,6 +302,9 @@ func (f *Folder) listFlat(ctx context.Context, read readFunc, cfg folderConfig, 
 	if err != nil {
 		return nil, err
 	}
+	if err := f.checkFlatRows(cfg.labels, rows); err != nil {
+		return nil, err
+	}
 	add, err := addFor(rows)
 	if err != nil {
 		return nil, err
@@ -308,12 +316,13 @@ func (f *Folder) listFlat(ctx context.Context, read readFunc, cfg folderConfig, 
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("image_folder: %s: listing: %w", f.root, err)
 		}
+		if r.header() {
+			continue
+		}
 		name := r.fields[0]
 		label, err := strconv.Atoi(r.fields[1])
 		var bad error
 		switch {
-		case err != nil && r.line == 1:
-			continue // a header
 		case err != nil:
 			bad = fmt.Errorf("%w: line %d: %s: label %q is not a number", ErrLabel, r.line, name, r.fields[1])
 		case label < 0 || label >= MaxClasses:
@@ -346,6 +355,45 @@ type csvRow struct {
 	line   int   // 1-based
 	off    int64 // byte offset of the line
 	fields []string
+}
+
+// header reports whether r is a labels CSV's header: a first line whose
+// label is not a number.
+func (r csvRow) header() bool {
+	_, err := strconv.Atoi(r.fields[1])
+	return err != nil && r.line == 1
+}
+
+// checkFlatRows refuses a labels CSV (at csvPath, for errors) that names a
+// file outside the folder, by an absolute path or a path whose ".." leave
+// it, or the folder itself, before any of its files is looked for; and one
+// that names a file on two lines, with two labels or the same one (it
+// would be read twice an epoch). Names are compared cleaned: a/./b.jpg is
+// a/b.jpg.
+func (f *Folder) checkFlatRows(csvPath string, rows []csvRow) error {
+	csvPath = remote.Redact(csvPath)
+	first := make(map[string]csvRow, len(rows))
+	for _, r := range rows {
+		if r.header() {
+			continue
+		}
+		name := r.fields[0]
+		clean := filepath.Clean(name)
+		if name == "" || !filepath.IsLocal(name) || clean == "." {
+			return fmt.Errorf("image_folder: %s:%d: %w: %q is not a file under the folder %s (name files by their path in it, without leaving it by ..)",
+				csvPath, r.line, ErrFormat, name, remote.Redact(f.root))
+		}
+		if prev, ok := first[clean]; ok {
+			labels := "with labels " + prev.fields[1] + " and " + r.fields[1]
+			if prev.fields[1] == r.fields[1] {
+				labels = "each with label " + r.fields[1]
+			}
+			return fmt.Errorf("image_folder: %s:%d and %s:%d both name %s, %s: %w: list each file once",
+				csvPath, prev.line, csvPath, r.line, name, labels, ErrFormat)
+		}
+		first[clean] = r
+	}
+	return nil
 }
 
 // readFunc reads a whole file: a local path or a URL.
