@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -20,6 +21,11 @@ import (
 
 // ErrUnknownFormat means a file is not an image format a source reads.
 var ErrUnknownFormat = errors.New("unknown image format")
+
+// ErrBrokenLink means a folder's file is a symbolic link that leads to no
+// file: its target does not exist (dangling), or following it goes round a
+// loop of links.
+var ErrBrokenLink = errors.New("broken symbolic link")
 
 // imageExts are the file name extensions image sources decode,
 // lower-case.
@@ -109,7 +115,8 @@ func WithClassNames(path string) Option {
 // (Info.NonImages), and dot files ignored. Images pipe does not decode
 // (the extensions after .png), empty files, and, in a flat folder, listed
 // files without a .jpg, .jpeg or .png extension and files whose line of
-// the labels CSV has a bad label, are kept as corrupt records (see
+// the labels CSV has a bad label, and symbolic links that lead to no file
+// (dangling, or a loop: ErrBrokenLink), are kept as corrupt records (see
 // Corrupt): with on_error=skip they are skipped and listed, otherwise the
 // run stops on the first, before any batch. Listing stats every file,
 // which takes a while for a folder the size of ImageNet; cancelling ctx
@@ -187,12 +194,7 @@ func openLocalFolder(ctx context.Context, root string, cfg folderConfig) (*Folde
 	f := &Folder{root: abs, bad: map[int]*RecordError{}}
 	read := func(name string) ([]byte, error) { return readAnywhere(ctx, cfg.remote, name) }
 	add := func(name string, label int) error {
-		st, err := os.Stat(filepath.Join(abs, name))
-		if err != nil {
-			return fmt.Errorf("image_folder: %w", err)
-		}
-		f.add(name, label, st.Size(), st.ModTime().UnixNano())
-		return nil
+		return f.addLocal(filepath.Join(abs, name), name, label)
 	}
 	var classes []string
 	if cfg.labels == "" {
@@ -247,17 +249,50 @@ func (f *Folder) listClasses(ctx context.Context) ([]string, error) {
 				f.nonImages++
 				continue
 			}
-			// os.Stat, not the entry's own information: a symbolic link
-			// (how ImageNet subsets are laid out) is read at its target's
-			// size.
-			st, err := os.Stat(path)
-			if err != nil {
-				return nil, fmt.Errorf("image_folder: %w", err)
+			if err := f.addLocal(path, filepath.Join(class, e.Name()), label); err != nil {
+				return nil, err
 			}
-			f.add(filepath.Join(class, e.Name()), label, st.Size(), st.ModTime().UnixNano())
 		}
 	}
 	return classes, nil
+}
+
+// addLocal adds the file at path, name under the root, with its size and
+// modification time. It stats path, not the directory entry: a symbolic
+// link (how ImageNet subsets are laid out) is read at its target's size.
+// A link that leads to no file is a corrupt record (ErrBrokenLink), so
+// that on_error=skip passes over it; any other failure to stat is an
+// error.
+func (f *Folder) addLocal(path, name string, label int) error {
+	st, err := os.Stat(path)
+	if err == nil {
+		f.add(name, label, st.Size(), st.ModTime().UnixNano())
+		return nil
+	}
+	broken := brokenLink(path, err)
+	if broken == nil {
+		return fmt.Errorf("image_folder: %w", err)
+	}
+	f.bad[len(f.files)] = &RecordError{File: path, Index: len(f.files), Err: broken}
+	f.add(name, label, 0, 0)
+	return nil
+}
+
+// brokenLink says why path, which stat failed on with err, leads to no
+// file, if it is a symbolic link that is dangling or part of a loop; nil
+// otherwise.
+func brokenLink(path string, err error) error {
+	if st, lerr := os.Lstat(path); lerr != nil || st.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%w: a symbolic link loop (following it never reaches a file)", ErrBrokenLink)
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		target, _ := os.Readlink(path)
+		return fmt.Errorf("%w: a dangling symbolic link (its target %s does not exist)", ErrBrokenLink, target)
+	}
+	return nil
 }
 
 // entryIsDir reports whether entry e at path is a directory, following a

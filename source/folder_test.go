@@ -243,3 +243,64 @@ func TestRemoteFolderLabelsCSVStaysUnder(t *testing.T) {
 		}
 	}
 }
+
+// TestFolderBrokenSymlinks: a symbolic link that is dangling or part of a
+// loop, in a class folder or named by a labels CSV, is a corrupt record
+// (ErrBrokenLink) naming its path and which it is, not the end of the
+// listing; the other files read.
+func TestFolderBrokenSymlinks(t *testing.T) {
+	root := t.TempDir()
+	jpg := []byte{0xff, 0xd8, 0xff, 0xe0}
+	for _, name := range []string{"cat/a.jpg", "dog/b.jpg"} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755)
+		os.WriteFile(filepath.Join(root, name), jpg, 0o644)
+	}
+	if err := os.Symlink(filepath.Join(root, "gone.jpg"), filepath.Join(root, "cat", "dangling.jpg")); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	os.Symlink("loop.jpg", filepath.Join(root, "dog", "loop.jpg"))
+	want := map[string]string{
+		"cat/dangling.jpg": "broken symbolic link: a dangling symbolic link (its target " + filepath.Join(root, "gone.jpg") + " does not exist)",
+		"dog/loop.jpg":     "broken symbolic link: a symbolic link loop",
+	}
+	check := func(f *Folder, err error, n int) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Len() != n {
+			t.Fatalf("%d samples, want %d", f.Len(), n)
+		}
+		bad := f.Corrupt()
+		if len(bad) != len(want) {
+			t.Fatalf("corrupt %v; want the two links", bad)
+		}
+		var rec Record
+		for _, e := range bad {
+			rel, _ := filepath.Rel(root, e.File)
+			if !errors.Is(e, ErrBrokenLink) || want[rel] == "" || !strings.Contains(e.Error(), want[rel]) {
+				t.Errorf("corrupt record %v; want ErrBrokenLink saying %q", e, want[rel])
+			}
+			if err := f.Read(e.Index, &rec); !errors.Is(err, ErrBrokenLink) {
+				t.Errorf("Read(%d): %v", e.Index, err)
+			}
+		}
+		for i := range f.Len() {
+			if _, isBad := f.bad[i]; !isBad {
+				if err := f.Read(i, &rec); err != nil || len(rec.Enc) != len(jpg) {
+					t.Errorf("Read(%d): %v", i, err)
+				}
+			}
+		}
+	}
+	f, err := OpenFolder(t.Context(), root)
+	check(f, err, 4)
+	labels := filepath.Join(t.TempDir(), "labels.csv")
+	os.WriteFile(labels, []byte("cat/a.jpg,0\ncat/dangling.jpg,0\ndog/loop.jpg,1\ndog/b.jpg,1\n"), 0o644)
+	f, err = OpenFolder(t.Context(), root, WithLabels(labels))
+	check(f, err, 4)
+	os.WriteFile(labels, []byte("cat/a.jpg,0\ncat/missing.jpg,0\n"), 0o644)
+	if _, err := OpenFolder(t.Context(), root, WithLabels(labels)); err == nil || !strings.Contains(err.Error(), "labels.csv:2") {
+		t.Errorf("a labels CSV naming a missing file: %v", err)
+	}
+}
