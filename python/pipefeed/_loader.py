@@ -55,6 +55,11 @@ class Loader:
     identity, every stage that shapes the batches with its parameters, and
     the seed), and a loader of another pipeline refuses it.
 
+    One iteration at a time: ``iter(loader)`` claims the loader until its
+    iterator is exhausted, closed (``close()``) or dropped, and another
+    ``iter()`` meanwhile raises ``RuntimeError`` (the two would take each
+    other's batches).
+
     ``rank`` and ``world`` default to the launcher's environment
     (``RANK``/``WORLD_SIZE`` of torchrun, ``OMPI_COMM_WORLD_RANK``/``SIZE``,
     ``PMI_RANK``/``SIZE``, ``SLURM_PROCID``/``NTASKS``), else to the file's
@@ -115,7 +120,7 @@ class Loader:
         self._resume = None  # its first batch, from load_state_dict: for that iteration only
         self._pos = (epoch, 0)  # the epoch and batch after the last one yielded: state_dict
         self._token = 0
-        self._iterating = False
+        self._claim = None  # the token of the iteration that holds the loader (__iter__)
         self._stall = 0.0
         self._images = 0
         self._batches = 0
@@ -243,13 +248,25 @@ class Loader:
     def __iter__(self):
         """An iteration over the selected epoch, from its first batch (or
         from a loaded state's batch, once), as a DataLoader's: a loop after
-        a break, or another next(iter(loader)), starts the epoch over."""
+        a break, or another next(iter(loader)), starts the epoch over. The
+        iterator holds the loader from here, before its first batch, until
+        it is exhausted, closed or dropped; another iter() meanwhile raises
+        RuntimeError."""
         if self._closed:
             raise ValueError("the loader is closed")
-        if self._iterating:
-            raise RuntimeError("the loader is already being iterated: finish or break out of that loop first")
+        if self._claim is not None:
+            raise RuntimeError("the loader is already being iterated: finish that loop, break out of it, "
+                               "or close() its iterator first")
         first, self._resume = self._resume or 0, None
-        return self._iterate(self._epoch, first)
+        # A token, not the iteration: the loader must not keep a dropped
+        # iteration alive, or it would never let go.
+        self._claim = object()
+        return _Iteration(self, self._claim, self._epoch, first)
+
+    def _release(self, claim):
+        """End claim's hold on the loader, if it still has it."""
+        if self._claim is claim:
+            self._claim = None
 
     def _send(self, *msg):
         try:
@@ -313,7 +330,6 @@ class Loader:
                          "Loader(timeout=...) sets how long to wait, None for ever")
 
     def _iterate(self, epoch, first):
-        self._iterating = True
         self._token = (self._token + 1) & 0xFFFFFFFF
         token = self._token
         self._send(proto.start(token, epoch, first))
@@ -371,7 +387,6 @@ class Loader:
             self._busy += time.perf_counter() - started
             self._slab_wait_done += self._slab_wait
             self._slab_wait = 0.0
-            self._iterating = False
             if not self._closed and self._proc.poll() is None:
                 try:
                     if self._copier is not None:
@@ -441,6 +456,48 @@ class Loader:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class _Iteration:
+    """An iteration of a Loader over one epoch (what iter(loader) returns):
+    it holds the loader from its creation until it is exhausted, fails,
+    is closed or is garbage-collected, whichever comes first, and only then
+    lets another iteration start. Its batches come from the loader's
+    generator, which it closes (so that pipe takes back its slabs) before
+    it lets go."""
+
+    def __init__(self, loader, claim, epoch, first):
+        self._loader, self._claim = loader, claim
+        self._gen = loader._iterate(epoch, first)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._gen is None:
+            raise StopIteration
+        try:
+            return next(self._gen)
+        except BaseException:
+            self.close()  # the generator has finished: exhausted, or failed
+            raise
+
+    def close(self):
+        """End the iteration: pipe stops the epoch and takes back its slabs,
+        and the loader is free for another."""
+        gen, self._gen = self._gen, None
+        if gen is None:
+            return
+        try:
+            gen.close()
+        finally:
+            self._loader._release(self._claim)
 
     def __del__(self):
         try:
