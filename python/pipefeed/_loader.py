@@ -1,6 +1,7 @@
 """The loader: the Python end of `pipe feed` (see package feed in Go)."""
 
 import collections
+import collections.abc
 import os
 import socket
 import subprocess
@@ -14,6 +15,12 @@ from ._errors import PipeDied, PipeError
 from ._launch import find_pipe, launcher_rank, stopped
 from ._protocol import PROTOCOL
 from ._ring import Ring
+
+# STATE_VERSION is the format of a state_dict(): its keys and what they
+# mean. load_state_dict refuses a state of another format, or of none: the
+# pipefeed before it wrote the feed protocol's number as "version", which
+# says nothing of the state.
+STATE_VERSION = 1
 
 
 class Loader:
@@ -53,7 +60,9 @@ class Loader:
     sample, not on workers or timing. A state carries the pipeline's
     fingerprint (``info["fingerprint"]``, from pipe: a hash of the data's
     identity, every stage that shapes the batches with its parameters, and
-    the seed), and a loader of another pipeline refuses it.
+    the seed), and a loader of another pipeline refuses it. A state also
+    carries its format (``state_version``); one of another format, or
+    without one, is refused with ``PipeError``.
 
     One iteration at a time: ``iter(loader)`` claims the loader until its
     iterator is exhausted, closed (``close()``) or dropped, and another
@@ -206,7 +215,7 @@ class Loader:
         any number of ranks that divides the same global batch."""
         h = self.info
         epoch, batch = self._pos
-        return {"version": PROTOCOL, "epoch": epoch, "batch": batch, "batches": h["batches"],
+        return {"state_version": STATE_VERSION, "epoch": epoch, "batch": batch, "batches": h["batches"],
                 "samples": h["samples"], "rank": h["rank"], "world": h["world"], "seed": h["seed"],
                 "elastic": h.get("elastic", False), "global_batch": h.get("global_batch"),
                 "fingerprint": h["fingerprint"]}
@@ -216,10 +225,20 @@ class Loader:
         epoch from its batch; the iterations after it start their epoch
         from the beginning, as ever. A state of another pipeline (another
         fingerprint: data, stages with their parameters, seed; or another
-        rank, world or epoch size) is refused with ValueError. With
+        rank, world or epoch size) is refused with ValueError; one of
+        another format (its state_version), or without one (an older
+        pipefeed's, or not a state_dict), with PipeError. With
         ``pipeline elastic=true`` a state saved by any number of ranks
         carries over to another, at the same global batch: batch k of every
         rank is its slice of global batch k, whatever the number of ranks."""
+        version = state.get("state_version") if isinstance(state, collections.abc.Mapping) else None
+        if version is None:
+            raise PipeError("state_dict has no state_version: it is not a Loader's state_dict(), or an older "
+                            "pipefeed saved it (its \"version\" is the feed protocol's, not the state's); this "
+                            f"pipefeed reads state version {STATE_VERSION}: start the epoch over with set_epoch")
+        if type(version) is not int or version != STATE_VERSION:
+            raise PipeError(f"state_dict is of state version {version!r} and this pipefeed reads {STATE_VERSION}: "
+                            "load it with the pipefeed that saved it")
         h = self.info
         elastic = bool(state.get("elastic")) and h.get("elastic", False)
         if elastic:

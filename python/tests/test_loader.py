@@ -585,3 +585,27 @@ def test_one_iteration_at_a_time(pipe_bin, write_pipe):
             assert np.asarray(next(iter(loader))[0]).tobytes() == whole[:len(whole) // 4]
         assert stream(loader)[0] == whole
 
+
+def test_state_version_is_checked(pipe_bin, write_pipe):
+    """A state carries its own format, state_version, which load_state_dict
+    checks: a state without one (an older pipefeed's, which wrote the
+    protocol number as "version") or with another is refused with a
+    PipeError saying so, and the loader is as it was."""
+    path = write_pipe(recipe(n=200, batch=50))
+    with pipefeed.Loader(path, framework="numpy", pipe_bin=pipe_bin, timeout=60) as loader:
+        whole = stream(loader)[0]
+        loader.set_epoch(0)
+        stream(loader, limit=2)
+        state = loader.state_dict()
+        assert state["state_version"] == 1 and "version" not in state
+        older = {k: v for k, v in state.items() if k != "state_version"}
+        for bad, said in [(older, "has no state_version"),
+                          ({**older, "version": pipefeed.PROTOCOL}, "has no state_version"),
+                          ({**state, "state_version": 2}, "of state version 2 and this pipefeed reads 1"),
+                          ({**state, "state_version": "1"}, "of state version '1'"),
+                          ({**state, "state_version": True}, "of state version True"),
+                          ([("epoch", 0)], "has no state_version")]:
+            with pytest.raises(pipefeed.PipeError, match=said):
+                loader.load_state_dict(bad)
+        loader.load_state_dict(state)
+        assert stream(loader)[0] == whole[len(whole) // 2:], "the state, loaded after the refusals, resumes at batch 2"
