@@ -414,7 +414,7 @@ func (f *Folder) checkFlatRows(csvPath string, rows []csvRow) error {
 		}
 		name := r.fields[0]
 		clean := filepath.Clean(name)
-		if name == "" || !filepath.IsLocal(name) || clean == "." {
+		if !filepath.IsLocal(name) || clean == "." {
 			return fmt.Errorf("image_folder: %s:%d: %w: %q is not a file under the folder %s (name files by their path in it, without leaving it by ..)",
 				csvPath, r.line, ErrFormat, name, remote.Redact(f.root))
 		}
