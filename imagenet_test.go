@@ -121,6 +121,54 @@ func TestBadImagesSkippedOrFatal(t *testing.T) {
 	}
 }
 
+// TestBrokenSymlinksSkippedOrFatal: a dangling symbolic link and a loop of
+// them in an image folder stop the run with on_error=fail, naming the path
+// and which it is; with on_error=skip they are skipped, counted and listed
+// as a corrupt image is, and the other images train.
+func TestBrokenSymlinksSkippedOrFatal(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(shareddata.Path(t, "imagenet-sample"), "*.JPEG"))
+	root := t.TempDir()
+	for i, f := range files[:4] {
+		dir := filepath.Join(root, []string{"a", "b"}[i%2])
+		os.MkdirAll(dir, 0o755)
+		data, _ := os.ReadFile(f)
+		os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644)
+	}
+	dangling, loop := filepath.Join(root, "a", "dangling.jpg"), filepath.Join(root, "b", "loop.jpg")
+	if err := os.Symlink(filepath.Join(root, "gone.jpg"), dangling); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	os.Symlink("loop.jpg", loop)
+	folder := func() source.Source {
+		f, err := source.OpenFolder(context.Background(), root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	p := mustNew(t, imagenetRecipe(folder(), 2)...)
+	_, err := p.Run(context.Background(), RunOptions{})
+	var re *source.RecordError
+	if !errors.As(err, &re) || re.File != dangling || !errors.Is(err, source.ErrBrokenLink) ||
+		!strings.Contains(err.Error(), "a dangling symbolic link") || !strings.Contains(err.Error(), "and 1 more") {
+		t.Fatalf("on_error=fail: %v; want the dangling link named, and one more", err)
+	}
+	p = mustNew(t, imagenetRecipe(folder(), 2, Options(Settings{Workers: 2, OnError: Skip}))...)
+	stats, err := p.Run(context.Background(), RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped, n := p.Skipped()
+	if n != 2 || len(skipped) != 2 || stats[0].Images != 4 || stats[0].Skipped != 2 {
+		t.Fatalf("skipped %d (%v), delivered %d; want the 2 links skipped and 4 images", n, skipped, stats[0].Images)
+	}
+	for _, s := range skipped {
+		if s.File == loop && !strings.Contains(s.Error(), "a symbolic link loop") || s.File != loop && s.File != dangling || !errors.Is(s, source.ErrBrokenLink) {
+			t.Errorf("skipped %v; want the two links, each saying what is wrong", s)
+		}
+	}
+}
+
 func TestDecodeStageErrors(t *testing.T) {
 	dir := shareddata.Path(t, "imagenet-sample")
 	f, err := source.OpenFolder(context.Background(), dir, source.WithLabels(filepath.Join(dir, "labels.csv")))

@@ -66,7 +66,8 @@
 // be read: a label past [MaxClasses] (or past the named classes), a label
 // or JSON member that does not parse, and the end of a file that cannot be
 // parsed — a partial CIFAR record, a TFRecord or tar header cut short or
-// garbled. A format whose records are found by walking the file (TFRecord,
+// garbled; in an image folder, a symbolic link that leads to no file
+// ([ErrBrokenLink]). A format whose records are found by walking the file (TFRecord,
 // tar) cannot find any record past a header it cannot trust, so the rest
 // of that file is one bad record at the header's offset, after every good
 // record before it. A size read from a file is believed only as far as

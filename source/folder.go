@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -20,6 +21,11 @@ import (
 
 // ErrUnknownFormat means a file is not an image format a source reads.
 var ErrUnknownFormat = errors.New("unknown image format")
+
+// ErrBrokenLink means a folder's file is a symbolic link that leads to no
+// file: its target does not exist (dangling), or following it goes round a
+// loop of links.
+var ErrBrokenLink = errors.New("broken symbolic link")
 
 // imageExts are the file name extensions image sources decode,
 // lower-case.
@@ -66,7 +72,12 @@ type folderConfig struct {
 
 // WithLabels makes the folder flat: path is a CSV of file,label lines (a
 // header line is skipped), with labels 0, 1, ...; the files it lists are
-// the samples, in its order. Without [WithClassNames] the classes are
+// the samples, in its order. A file is a path under the folder: a CSV that
+// names one by an absolute path or a path whose ".." leave the folder, or
+// names one file on two lines (with two labels or the same one: it would
+// be read twice an epoch), is refused, naming its lines. Files in the
+// folder that are symbolic links are followed wherever they lead: the
+// folder's owner put them there. Without [WithClassNames] the classes are
 // 0..the largest label; past 1,024 classes, labels that use fewer than
 // half of those are an error: they cannot be the class count. A line whose label is not a number in
 // 0..MaxClasses-1 (or, with [WithClassNames], one it names) makes its file
@@ -104,7 +115,8 @@ func WithClassNames(path string) Option {
 // (Info.NonImages), and dot files ignored. Images pipe does not decode
 // (the extensions after .png), empty files, and, in a flat folder, listed
 // files without a .jpg, .jpeg or .png extension and files whose line of
-// the labels CSV has a bad label, are kept as corrupt records (see
+// the labels CSV has a bad label, and symbolic links that lead to no file
+// (dangling, or a loop: ErrBrokenLink), are kept as corrupt records (see
 // Corrupt): with on_error=skip they are skipped and listed, otherwise the
 // run stops on the first, before any batch. Listing stats every file,
 // which takes a while for a folder the size of ImageNet; cancelling ctx
@@ -182,12 +194,7 @@ func openLocalFolder(ctx context.Context, root string, cfg folderConfig) (*Folde
 	f := &Folder{root: abs, bad: map[int]*RecordError{}}
 	read := func(name string) ([]byte, error) { return readAnywhere(ctx, cfg.remote, name) }
 	add := func(name string, label int) error {
-		st, err := os.Stat(filepath.Join(abs, name))
-		if err != nil {
-			return fmt.Errorf("image_folder: %w", err)
-		}
-		f.add(name, label, st.Size(), st.ModTime().UnixNano())
-		return nil
+		return f.addLocal(filepath.Join(abs, name), name, label)
 	}
 	var classes []string
 	if cfg.labels == "" {
@@ -242,17 +249,50 @@ func (f *Folder) listClasses(ctx context.Context) ([]string, error) {
 				f.nonImages++
 				continue
 			}
-			// os.Stat, not the entry's own information: a symbolic link
-			// (how ImageNet subsets are laid out) is read at its target's
-			// size.
-			st, err := os.Stat(path)
-			if err != nil {
-				return nil, fmt.Errorf("image_folder: %w", err)
+			if err := f.addLocal(path, filepath.Join(class, e.Name()), label); err != nil {
+				return nil, err
 			}
-			f.add(filepath.Join(class, e.Name()), label, st.Size(), st.ModTime().UnixNano())
 		}
 	}
 	return classes, nil
+}
+
+// addLocal adds the file at path, name under the root, with its size and
+// modification time. It stats path, not the directory entry: a symbolic
+// link (how ImageNet subsets are laid out) is read at its target's size.
+// A link that leads to no file is a corrupt record (ErrBrokenLink), so
+// that on_error=skip passes over it; any other failure to stat is an
+// error.
+func (f *Folder) addLocal(path, name string, label int) error {
+	st, err := os.Stat(path)
+	if err == nil {
+		f.add(name, label, st.Size(), st.ModTime().UnixNano())
+		return nil
+	}
+	broken := brokenLink(path, err)
+	if broken == nil {
+		return fmt.Errorf("image_folder: %w", err)
+	}
+	f.bad[len(f.files)] = &RecordError{File: path, Index: len(f.files), Err: broken}
+	f.add(name, label, 0, 0)
+	return nil
+}
+
+// brokenLink says why path, which stat failed on with err, leads to no
+// file, if it is a symbolic link that is dangling or part of a loop; nil
+// otherwise.
+func brokenLink(path string, err error) error {
+	if st, lerr := os.Lstat(path); lerr != nil || st.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%w: a symbolic link loop (following it never reaches a file)", ErrBrokenLink)
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		target, _ := os.Readlink(path)
+		return fmt.Errorf("%w: a dangling symbolic link (its target %s does not exist)", ErrBrokenLink, target)
+	}
+	return nil
 }
 
 // entryIsDir reports whether entry e at path is a directory, following a
@@ -297,6 +337,9 @@ func (f *Folder) listFlat(ctx context.Context, read readFunc, cfg folderConfig, 
 	if err != nil {
 		return nil, err
 	}
+	if err := f.checkFlatRows(cfg.labels, rows); err != nil {
+		return nil, err
+	}
 	add, err := addFor(rows)
 	if err != nil {
 		return nil, err
@@ -308,12 +351,13 @@ func (f *Folder) listFlat(ctx context.Context, read readFunc, cfg folderConfig, 
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("image_folder: %s: listing: %w", f.root, err)
 		}
+		if r.header() {
+			continue
+		}
 		name := r.fields[0]
 		label, err := strconv.Atoi(r.fields[1])
 		var bad error
 		switch {
-		case err != nil && r.line == 1:
-			continue // a header
 		case err != nil:
 			bad = fmt.Errorf("%w: line %d: %s: label %q is not a number", ErrLabel, r.line, name, r.fields[1])
 		case label < 0 || label >= MaxClasses:
@@ -346,6 +390,45 @@ type csvRow struct {
 	line   int   // 1-based
 	off    int64 // byte offset of the line
 	fields []string
+}
+
+// header reports whether r is a labels CSV's header: a first line whose
+// label is not a number.
+func (r csvRow) header() bool {
+	_, err := strconv.Atoi(r.fields[1])
+	return err != nil && r.line == 1
+}
+
+// checkFlatRows refuses a labels CSV (at csvPath, for errors) that names a
+// file outside the folder, by an absolute path or a path whose ".." leave
+// it, or the folder itself, before any of its files is looked for; and one
+// that names a file on two lines, with two labels or the same one (it
+// would be read twice an epoch). Names are compared cleaned: a/./b.jpg is
+// a/b.jpg.
+func (f *Folder) checkFlatRows(csvPath string, rows []csvRow) error {
+	csvPath = remote.Redact(csvPath)
+	first := make(map[string]csvRow, len(rows))
+	for _, r := range rows {
+		if r.header() {
+			continue
+		}
+		name := r.fields[0]
+		clean := filepath.Clean(name)
+		if !filepath.IsLocal(name) || clean == "." {
+			return fmt.Errorf("image_folder: %s:%d: %w: %q is not a file under the folder %s (name files by their path in it, without leaving it by ..)",
+				csvPath, r.line, ErrFormat, name, remote.Redact(f.root))
+		}
+		if prev, ok := first[clean]; ok {
+			labels := "with labels " + prev.fields[1] + " and " + r.fields[1]
+			if prev.fields[1] == r.fields[1] {
+				labels = "each with label " + r.fields[1]
+			}
+			return fmt.Errorf("image_folder: %s:%d and %s:%d both name %s, %s: %w: list each file once",
+				csvPath, prev.line, csvPath, r.line, name, labels, ErrFormat)
+		}
+		first[clean] = r
+	}
+	return nil
 }
 
 // readFunc reads a whole file: a local path or a URL.

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"image"
 	"image/png"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pipefeed/pipe/internal/shareddata"
+	"github.com/pipefeed/pipe/source/remote"
 )
 
 // TestFolderFlatWithLabels reads the real ImageNet sample as ImageNet's
@@ -151,5 +156,151 @@ func TestFolderFollowsSymlinks(t *testing.T) {
 		if len(rec.Enc) != len(img) {
 			t.Fatalf("sample %d read as %d bytes, the image has %d", i, len(rec.Enc), len(img))
 		}
+	}
+}
+
+// TestFolderLabelsCSVRefusesRepeatsAndOutsidePaths: a labels CSV that
+// names one file on two lines (two labels, or the same one twice) is
+// refused naming both lines; one that names a file outside the folder (by
+// .., an absolute path) or the folder itself is refused naming its line,
+// though the file outside exists and would read.
+func TestFolderLabelsCSVRefusesRepeatsAndOutsidePaths(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "data", "val")
+	os.MkdirAll(filepath.Join(root, "sub"), 0o755)
+	jpg := []byte{0xff, 0xd8, 0xff, 0xe0}
+	for _, name := range []string{"data/val/a.jpg", "data/val/b.jpg", "data/val/sub/c.jpg", "secret.jpg"} {
+		if err := os.WriteFile(filepath.Join(dir, name), jpg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labels := filepath.Join(t.TempDir(), "labels.csv")
+	open := func(csv string) (*Folder, error) {
+		t.Helper()
+		if err := os.WriteFile(labels, []byte(csv), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return OpenFolder(t.Context(), root, WithLabels(labels))
+	}
+	if f, err := open("file,label\na.jpg,0\nsub/c.jpg,1\n./b.jpg,1\n"); err != nil || f.Len() != 3 || len(f.Corrupt()) != 0 {
+		t.Fatalf("a good CSV: %v", err)
+	}
+	outside := "is not a file under the folder " + root
+	for _, c := range []struct{ csv, want string }{
+		{"file,label\na.jpg,4\nb.jpg,1\nsub/c.jpg,2\n./a.jpg,7\n", labels + ":2 and " + labels + ":5 both name ./a.jpg, with labels 4 and 7"},
+		{"a.jpg,4\nb.jpg,1\na.jpg,4\n", labels + ":1 and " + labels + ":3 both name a.jpg, each with label 4"},
+		{"a.jpg,0\n../../secret.jpg,1\n", labels + `:2: bad format: "../../secret.jpg" ` + outside},
+		{"a.jpg,0\nb.jpg,1\n" + filepath.Join(dir, "secret.jpg") + ",1\n", labels + `:3: bad format: "` + filepath.Join(dir, "secret.jpg") + `" ` + outside},
+		{"file,label\nsub/../../../secret.jpg,0\n", labels + `:2: bad format: "sub/../../../secret.jpg" ` + outside},
+		{"a.jpg,0\n.,1\n", labels + `:2: bad format: "." ` + outside},
+	} {
+		f, err := open(c.csv)
+		if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.want) {
+			n := -1
+			if f != nil {
+				n = f.Len()
+			}
+			t.Errorf("labels CSV %q: %v (%d samples); want an ErrFormat saying %q", c.csv, err, n, c.want)
+		}
+	}
+}
+
+// TestRemoteFolderLabelsCSVStaysUnder: a remote flat folder's labels CSV
+// that names a file outside the folder is refused before any request for
+// it (or any other file) reaches the server.
+func TestRemoteFolderLabelsCSVStaysUnder(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		body := "\xff\xd8\xff\xe0" // a server that resolves the .. serves the file outside
+		if strings.HasSuffix(r.URL.Path, "/labels.csv") {
+			body = "a.jpg,0\n../secret.jpg,1\n"
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Header().Set("ETag", `"1"`)
+		if r.Method != http.MethodHead {
+			io.WriteString(w, body)
+		}
+	}))
+	defer srv.Close()
+	rem := &Remote{Store: remote.New(remote.Options{}), Cache: &remote.Cache{Dir: t.TempDir()}}
+	defer rem.Store.Close()
+	f, err := OpenFolder(t.Context(), srv.URL+"/d", WithLabels(srv.URL+"/d/labels.csv"), WithRemote(rem))
+	if err == nil {
+		f.Close()
+	}
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `labels.csv:2: bad format: "../secret.jpg" is not a file under the folder `+srv.URL+"/d") {
+		t.Errorf("%v; want the CSV's line 2 refused", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range asked {
+		if !strings.HasSuffix(a, " /d/labels.csv") {
+			t.Errorf("the server was asked %s; want only the labels CSV", a)
+		}
+	}
+}
+
+// TestFolderBrokenSymlinks: a symbolic link that is dangling or part of a
+// loop, in a class folder or named by a labels CSV, is a corrupt record
+// (ErrBrokenLink) naming its path and which it is, not the end of the
+// listing; the other files read.
+func TestFolderBrokenSymlinks(t *testing.T) {
+	root := t.TempDir()
+	jpg := []byte{0xff, 0xd8, 0xff, 0xe0}
+	for _, name := range []string{"cat/a.jpg", "dog/b.jpg"} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755)
+		os.WriteFile(filepath.Join(root, name), jpg, 0o644)
+	}
+	if err := os.Symlink(filepath.Join(root, "gone.jpg"), filepath.Join(root, "cat", "dangling.jpg")); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	os.Symlink("loop.jpg", filepath.Join(root, "dog", "loop.jpg"))
+	want := map[string]string{
+		"cat/dangling.jpg": "broken symbolic link: a dangling symbolic link (its target " + filepath.Join(root, "gone.jpg") + " does not exist)",
+		"dog/loop.jpg":     "broken symbolic link: a symbolic link loop",
+	}
+	check := func(f *Folder, err error, n int) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Len() != n {
+			t.Fatalf("%d samples, want %d", f.Len(), n)
+		}
+		bad := f.Corrupt()
+		if len(bad) != len(want) {
+			t.Fatalf("corrupt %v; want the two links", bad)
+		}
+		var rec Record
+		for _, e := range bad {
+			rel, _ := filepath.Rel(root, e.File)
+			if !errors.Is(e, ErrBrokenLink) || want[rel] == "" || !strings.Contains(e.Error(), want[rel]) {
+				t.Errorf("corrupt record %v; want ErrBrokenLink saying %q", e, want[rel])
+			}
+			if err := f.Read(e.Index, &rec); !errors.Is(err, ErrBrokenLink) {
+				t.Errorf("Read(%d): %v", e.Index, err)
+			}
+		}
+		for i := range f.Len() {
+			if _, isBad := f.bad[i]; !isBad {
+				if err := f.Read(i, &rec); err != nil || len(rec.Enc) != len(jpg) {
+					t.Errorf("Read(%d): %v", i, err)
+				}
+			}
+		}
+	}
+	f, err := OpenFolder(t.Context(), root)
+	check(f, err, 4)
+	labels := filepath.Join(t.TempDir(), "labels.csv")
+	os.WriteFile(labels, []byte("cat/a.jpg,0\ncat/dangling.jpg,0\ndog/loop.jpg,1\ndog/b.jpg,1\n"), 0o644)
+	f, err = OpenFolder(t.Context(), root, WithLabels(labels))
+	check(f, err, 4)
+	os.WriteFile(labels, []byte("cat/a.jpg,0\ncat/missing.jpg,0\n"), 0o644)
+	if _, err := OpenFolder(t.Context(), root, WithLabels(labels)); err == nil || !strings.Contains(err.Error(), "labels.csv:2") {
+		t.Errorf("a labels CSV naming a missing file: %v", err)
 	}
 }

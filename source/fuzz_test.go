@@ -231,6 +231,8 @@ func FuzzLabelsCSV(f *testing.F) {
 	f.Add([]byte("a.jpg,0\n"), []byte("0,cat\n1048575,dog\n"))
 	f.Add([]byte("a.jpg,0,extra\n"), []byte{})
 	f.Add([]byte("missing.jpg,0\n"), []byte{})
+	f.Add([]byte("a.jpg,0\nb.jpg,1\n./a.jpg,1\n"), []byte{})
+	f.Add([]byte("a.jpg,0\n../a.jpg,0\n/etc/passwd,1\n"), []byte{})
 	f.Add([]byte{}, []byte{})
 	root := f.TempDir()
 	for name, data := range map[string]string{"a.jpg": "\xff\xd8\xff", "b.jpg": "\xff\xd8\xff", "c.png": "\x89PNG", "d.txt": "text", "e.jpg": ""} {
@@ -272,6 +274,14 @@ func FuzzLabelsCSV(f *testing.F) {
 			}
 			if src.Len() != rows {
 				t.Fatalf("%d samples from %d lines", src.Len(), rows)
+			}
+			// Each a distinct file under the folder.
+			seen := map[string]bool{}
+			for _, name := range src.files {
+				if !filepath.IsLocal(name) || seen[filepath.Clean(name)] {
+					t.Fatalf("sample %q: outside the folder, or named twice", name)
+				}
+				seen[filepath.Clean(name)] = true
 			}
 			checkSkipAll(t, src, -1)
 		})

@@ -1,6 +1,7 @@
 """The loader: the Python end of `pipe feed` (see package feed in Go)."""
 
 import collections
+import collections.abc
 import os
 import socket
 import subprocess
@@ -14,6 +15,12 @@ from ._errors import PipeDied, PipeError
 from ._launch import find_pipe, launcher_rank, stopped
 from ._protocol import PROTOCOL
 from ._ring import Ring
+
+# STATE_VERSION is the format of a state_dict(): its keys and what they
+# mean. load_state_dict refuses a state of another format, or of none: the
+# pipefeed before it wrote the feed protocol's number as "version", which
+# says nothing of the state.
+STATE_VERSION = 1
 
 
 class Loader:
@@ -53,7 +60,14 @@ class Loader:
     sample, not on workers or timing. A state carries the pipeline's
     fingerprint (``info["fingerprint"]``, from pipe: a hash of the data's
     identity, every stage that shapes the batches with its parameters, and
-    the seed), and a loader of another pipeline refuses it.
+    the seed), and a loader of another pipeline refuses it. A state also
+    carries its format (``state_version``); one of another format, or
+    without one, is refused with ``PipeError``.
+
+    One iteration at a time: ``iter(loader)`` claims the loader until its
+    iterator is exhausted, closed (``close()``) or dropped, and another
+    ``iter()`` meanwhile raises ``RuntimeError`` (the two would take each
+    other's batches).
 
     ``rank`` and ``world`` default to the launcher's environment
     (``RANK``/``WORLD_SIZE`` of torchrun, ``OMPI_COMM_WORLD_RANK``/``SIZE``,
@@ -115,7 +129,7 @@ class Loader:
         self._resume = None  # its first batch, from load_state_dict: for that iteration only
         self._pos = (epoch, 0)  # the epoch and batch after the last one yielded: state_dict
         self._token = 0
-        self._iterating = False
+        self._claim = None  # the token of the iteration that holds the loader (__iter__)
         self._stall = 0.0
         self._images = 0
         self._batches = 0
@@ -201,7 +215,7 @@ class Loader:
         any number of ranks that divides the same global batch."""
         h = self.info
         epoch, batch = self._pos
-        return {"version": PROTOCOL, "epoch": epoch, "batch": batch, "batches": h["batches"],
+        return {"state_version": STATE_VERSION, "epoch": epoch, "batch": batch, "batches": h["batches"],
                 "samples": h["samples"], "rank": h["rank"], "world": h["world"], "seed": h["seed"],
                 "elastic": h.get("elastic", False), "global_batch": h.get("global_batch"),
                 "fingerprint": h["fingerprint"]}
@@ -211,10 +225,20 @@ class Loader:
         epoch from its batch; the iterations after it start their epoch
         from the beginning, as ever. A state of another pipeline (another
         fingerprint: data, stages with their parameters, seed; or another
-        rank, world or epoch size) is refused with ValueError. With
+        rank, world or epoch size) is refused with ValueError; one of
+        another format (its state_version), or without one (an older
+        pipefeed's, or not a state_dict), with PipeError. With
         ``pipeline elastic=true`` a state saved by any number of ranks
         carries over to another, at the same global batch: batch k of every
         rank is its slice of global batch k, whatever the number of ranks."""
+        version = state.get("state_version") if isinstance(state, collections.abc.Mapping) else None
+        if version is None:
+            raise PipeError("state_dict has no state_version: it is not a Loader's state_dict(), or an older "
+                            "pipefeed saved it (its \"version\" is the feed protocol's, not the state's); this "
+                            f"pipefeed reads state version {STATE_VERSION}: start the epoch over with set_epoch")
+        if type(version) is not int or version != STATE_VERSION:
+            raise PipeError(f"state_dict is of state version {version!r} and this pipefeed reads {STATE_VERSION}: "
+                            "load it with the pipefeed that saved it")
         h = self.info
         elastic = bool(state.get("elastic")) and h.get("elastic", False)
         if elastic:
@@ -243,13 +267,25 @@ class Loader:
     def __iter__(self):
         """An iteration over the selected epoch, from its first batch (or
         from a loaded state's batch, once), as a DataLoader's: a loop after
-        a break, or another next(iter(loader)), starts the epoch over."""
+        a break, or another next(iter(loader)), starts the epoch over. The
+        iterator holds the loader from here, before its first batch, until
+        it is exhausted, closed or dropped; another iter() meanwhile raises
+        RuntimeError."""
         if self._closed:
             raise ValueError("the loader is closed")
-        if self._iterating:
-            raise RuntimeError("the loader is already being iterated: finish or break out of that loop first")
+        if self._claim is not None:
+            raise RuntimeError("the loader is already being iterated: finish that loop, break out of it, "
+                               "or close() its iterator first")
         first, self._resume = self._resume or 0, None
-        return self._iterate(self._epoch, first)
+        # A token, not the iteration: the loader must not keep a dropped
+        # iteration alive, or it would never let go.
+        self._claim = object()
+        return _Iteration(self, self._claim, self._epoch, first)
+
+    def _release(self, claim):
+        """End claim's hold on the loader, if it still has it."""
+        if self._claim is claim:
+            self._claim = None
 
     def _send(self, *msg):
         try:
@@ -313,7 +349,6 @@ class Loader:
                          "Loader(timeout=...) sets how long to wait, None for ever")
 
     def _iterate(self, epoch, first):
-        self._iterating = True
         self._token = (self._token + 1) & 0xFFFFFFFF
         token = self._token
         self._send(proto.start(token, epoch, first))
@@ -371,7 +406,6 @@ class Loader:
             self._busy += time.perf_counter() - started
             self._slab_wait_done += self._slab_wait
             self._slab_wait = 0.0
-            self._iterating = False
             if not self._closed and self._proc.poll() is None:
                 try:
                     if self._copier is not None:
@@ -441,6 +475,48 @@ class Loader:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class _Iteration:
+    """An iteration of a Loader over one epoch (what iter(loader) returns):
+    it holds the loader from its creation until it is exhausted, fails,
+    is closed or is garbage-collected, whichever comes first, and only then
+    lets another iteration start. Its batches come from the loader's
+    generator, which it closes (so that pipe takes back its slabs) before
+    it lets go."""
+
+    def __init__(self, loader, claim, epoch, first):
+        self._loader, self._claim = loader, claim
+        self._gen = loader._iterate(epoch, first)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._gen is None:
+            raise StopIteration
+        try:
+            return next(self._gen)
+        except BaseException:
+            self.close()  # the generator has finished: exhausted, or failed
+            raise
+
+    def close(self):
+        """End the iteration: pipe stops the epoch and takes back its slabs,
+        and the loader is free for another."""
+        gen, self._gen = self._gen, None
+        if gen is None:
+            return
+        try:
+            gen.close()
+        finally:
+            self._loader._release(self._claim)
 
     def __del__(self):
         try:

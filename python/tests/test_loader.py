@@ -269,7 +269,7 @@ def test_stale_release_is_a_protocol_error(pipe_bin, write_pipe):
         it = iter(loader)
         for _ in range(5):
             next(it)
-        slab, seq = it.gi_frame.f_locals["held"]
+        slab, seq = it._gen.gi_frame.f_locals["held"]
         loader._sock.send(pipefeed._protocol.release(slab, seq - 3))
         # pipe is gone before the loader reads its error: the loader's
         # release then fails, and it must still raise pipe's words.
@@ -554,3 +554,58 @@ def test_elastic_state_carries_over_ranks(pipe_bin, write_pipe):
                          pipe_bin=pipe_bin) as loader:
         with pytest.raises(ValueError, match="only with pipeline elastic=true"):
             loader.load_state_dict(state)
+
+
+def test_one_iteration_at_a_time(pipe_bin, write_pipe):
+    """iter(loader) claims the loader before its first batch: another iter()
+    while that iterator lives raises (before, both got through, the claim
+    being taken at the first next(), and each took the other's batches), and
+    leaves it streaming; the claim ends when the iterator is exhausted,
+    closed, or dropped, started or not."""
+    path = write_pipe(recipe(n=200, batch=50))
+    with pipefeed.Loader(path, framework="numpy", pipe_bin=pipe_bin, timeout=60) as loader:
+        whole = stream(loader)[0]
+        loader.set_epoch(0)
+        first = iter(loader)
+        with pytest.raises(RuntimeError, match="already being iterated"):
+            iter(loader)
+        assert b"".join(np.asarray(x).tobytes() for x, _ in first) == whole, "the refused iter() disturbed the first"
+        loader.set_epoch(0)
+        second = iter(loader)
+        next(second)
+        with pytest.raises(RuntimeError, match="already being iterated"):
+            iter(loader)
+        second.close()
+        unstarted = iter(loader)
+        del unstarted
+        started = iter(loader)
+        next(started)
+        del started
+        for _ in range(2):
+            assert np.asarray(next(iter(loader))[0]).tobytes() == whole[:len(whole) // 4]
+        assert stream(loader)[0] == whole
+
+
+def test_state_version_is_checked(pipe_bin, write_pipe):
+    """A state carries its own format, state_version, which load_state_dict
+    checks: a state without one (an older pipefeed's, which wrote the
+    protocol number as "version") or with another is refused with a
+    PipeError saying so, and the loader is as it was."""
+    path = write_pipe(recipe(n=200, batch=50))
+    with pipefeed.Loader(path, framework="numpy", pipe_bin=pipe_bin, timeout=60) as loader:
+        whole = stream(loader)[0]
+        loader.set_epoch(0)
+        stream(loader, limit=2)
+        state = loader.state_dict()
+        assert state["state_version"] == 1 and "version" not in state
+        older = {k: v for k, v in state.items() if k != "state_version"}
+        for bad, said in [(older, "has no state_version"),
+                          ({**older, "version": pipefeed.PROTOCOL}, "has no state_version"),
+                          ({**state, "state_version": 2}, "of state version 2 and this pipefeed reads 1"),
+                          ({**state, "state_version": "1"}, "of state version '1'"),
+                          ({**state, "state_version": True}, "of state version True"),
+                          ([("epoch", 0)], "has no state_version")]:
+            with pytest.raises(pipefeed.PipeError, match=said):
+                loader.load_state_dict(bad)
+        loader.load_state_dict(state)
+        assert stream(loader)[0] == whole[len(whole) // 2:], "the state, loaded after the refusals, resumes at batch 2"
