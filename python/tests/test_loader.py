@@ -279,10 +279,13 @@ def test_stale_release_is_a_protocol_error(pipe_bin, write_pipe):
                 pass
 
 
-def _feed(pipe_bin, path):
+def _feed(pipe_bin, path, before=None):
     """pipe feed on path, started by hand: our end of its socket and the
-    process."""
+    process. A packet before is in the socket before pipe starts, so it
+    comes before the hello however fast pipe loads the file."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    if before is not None:
+        ours.send(before)
     proc = subprocess.Popen([pipe_bin, "feed", path, "--fd", str(theirs.fileno()), "--protocol", str(pipefeed.PROTOCOL)],
                             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -298,9 +301,8 @@ def test_messages_before_the_hello_are_refused(pipe_bin, write_pipe, early):
     an error, and pipe exits 1."""
     msg = {b"start": pipefeed._protocol.start(1, 0, 0), b"garbage": b"\x01\x02\x03",
            b"empty": b""}[early]
-    ours, proc = _feed(pipe_bin, write_pipe(recipe()))
+    ours, proc = _feed(pipe_bin, write_pipe(recipe()), before=msg)
     with ours:
-        ours.send(msg)
         data = ours.recv(1 << 16)
         typ = struct.unpack_from("<I", data)[0] if data else None
         assert typ == pipefeed._protocol.ERROR, f"pipe answered {early!r} before the hello with {data[:64]!r}"
