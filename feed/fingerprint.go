@@ -7,11 +7,13 @@ import (
 	"fmt"
 
 	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/source"
 )
 
 // Fingerprint names the stream of batches p makes, so that a loader resumes
 // a saved position only in the same stream: a hash of the source's identity
-// (its data: resolved paths, split, parameters), the seed, and every stage
+// (its data: resolved paths, split, parameters; URLs without their secrets,
+// so a presigned URL whose signature rotates is the same stream), the seed, and every stage
 // that shapes the batches by its canonical line (Stage.String: every
 // parameter written out), so that two files, or a file and a Go program,
 // that build the same pipeline share it, and any change to the data, an
@@ -23,7 +25,7 @@ import (
 // number of ranks slices alike, rather than by this rank's share of it.
 func Fingerprint(p *pipe.Pipeline) string {
 	s := p.Summary()
-	parts := []string{"pipefeed stream 1", p.Source().Info().Identity, fmt.Sprintf("seed=%d", s.Seed)}
+	parts := []string{"pipefeed stream 1", source.RedactURLs(p.Source().Info().Identity), fmt.Sprintf("seed=%d", s.Seed)}
 	for _, st := range p.Stages() {
 		switch st.Name() {
 		case "source", "pipeline", "prefetch", "train", "eval":
