@@ -394,6 +394,16 @@ func TestSilentEndpoint(t *testing.T) {
 			t.Errorf("still in Waits after it failed: %v", w)
 		}
 	}
+
+	// A budget below the default ConnectTimeout (10 s) bounds the one
+	// attempt it has room for.
+	short := fastStore(endpoint, remote.Options{RetryFor: 300 * time.Millisecond})
+	defer short.Close()
+	start = time.Now()
+	_, err = short.Stat(t.Context(), "s3://bucket/key.tar")
+	if d := time.Since(start); d > 5*time.Second || !errors.Is(err, remote.ErrRetries) || !strings.Contains(err.Error(), "(1 attempt)") {
+		t.Errorf("with RetryFor 300 ms: gave up after %v with %v; want about 300 ms, after 1 attempt", d, err)
+	}
 }
 
 // flaky is a listener that, while down, resets every connection it

@@ -96,8 +96,8 @@ type Options struct {
 	Backoff time.Duration
 	// ConnectTimeout bounds connecting to the server (TCP and TLS) and
 	// then the wait for its answer's headers; a request over it is
-	// retried (RetryFor). Default 10 s: a server that is up answers in
-	// well under a second.
+	// retried (RetryFor). Default 10 s, or RetryFor where that is less: a
+	// server that is up answers in well under a second.
 	ConnectTimeout time.Duration
 	// IdleTimeout is how long a transfer may go without receiving a byte
 	// once the answer began before it is dropped and retried from where
@@ -143,6 +143,8 @@ func (o Options) withDefaults() Options {
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 10 * time.Second
 	}
+	// One attempt's wait fits in the budget: retry_for=5s gives up at 5 s.
+	o.ConnectTimeout = min(o.ConnectTimeout, o.RetryFor)
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 60 * time.Second
 	}
@@ -651,11 +653,15 @@ func (r *retrier) failed(ctx context.Context, err error) error {
 			return nil
 		}
 	}
+	attempts := fmt.Sprintf("%d attempts", r.n)
+	if r.n == 1 {
+		attempts = "1 attempt"
+	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("%s: %w: no answer from %s in %s (%d attempts): %w", u, ErrRetries, r.w.endpoint, secs(spent), r.n, err)
+		return fmt.Errorf("%s: %w: no answer from %s in %s (%s): %w", u, ErrRetries, r.w.endpoint, secs(spent), attempts, err)
 	}
-	return fmt.Errorf("%s: %w after %s (%d attempts) at %s: %w", u, ErrRetries, secs(spent), r.n, r.w.endpoint, err)
+	return fmt.Errorf("%s: %w after %s (%s) at %s: %w", u, ErrRetries, secs(spent), attempts, r.w.endpoint, err)
 }
 
 // retry runs op until it succeeds, fails with an error not worth
