@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/pipefeed/pipe/internal/jpegtest"
 )
 
 // memTestWorkers decode at once in TestDecodeMemoryUnderAddressLimit.
@@ -80,8 +82,8 @@ func TestDecodeMemoryUnderAddressLimit(t *testing.T) {
 // JPEGs (one whose window takes the budget's memory), which decode. Then
 // it prints the budget, what was refused and its VmPeak.
 func memTestChild(t *testing.T) {
-	big, bad := flatJPEG(8192, 8192), greyJPEG(false, 8192, 8192, 35, true)
-	small := [][]byte{flatJPEG(300, 200), flatJPEG(2048, 2048)}
+	big, bad := jpegtest.Flat(8192, 8192), greyJPEG(false, 8192, 8192, 35, true)
+	small := [][]byte{jpegtest.Flat(300, 200), jpegtest.Flat(2048, 2048)}
 	cc, err := CenterCrop(64)
 	if err != nil {
 		t.Fatal(err)

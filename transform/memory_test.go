@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pipefeed/pipe/internal/jpegtest"
 )
 
 // held is the budget's memory handed out to decodes in progress.
@@ -166,7 +168,7 @@ func TestDecodersShareTheBudget(t *testing.T) {
 	decodeMemory.mu.Lock()
 	decodeMemory.peak = 0
 	decodeMemory.mu.Unlock()
-	data := flatJPEG(2048, 2048)
+	data := jpegtest.Flat(2048, 2048)
 	cc, err := CenterCrop(64)
 	if err != nil {
 		t.Fatal(err)
