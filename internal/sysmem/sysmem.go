@@ -2,14 +2,6 @@
 // that refuse, with the figures, what cannot fit (slabs, a model's
 // parameters) before allocating it, and how much of it is left, for the
 // budgets sized to fit inside it (the decoders').
-//
-// Under an address-space limit (ulimit -v) in a cgo build on glibc, the
-// package also keeps malloc to one arena: glibc gives each thread that
-// mallocs an arena of its own, 64 MiB of address space each, up to 8 a
-// core, and the Go runtime mallocs in every thread that starts another, so
-// that pipe on 2 cores held 7 of them (448 MiB) without any C code of its
-// own. Without such a limit an arena's untouched address space costs
-// nothing, and nothing is changed.
 package sysmem
 
 import "fmt"

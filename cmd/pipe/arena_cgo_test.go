@@ -1,16 +1,18 @@
 //go:build linux && cgo
 
-package sysmem
+package main
 
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 )
 
-// TestOneArenaUnderUlimit: under ulimit -v, 40 threads started one from
+// TestOneArenaUnderUlimit: in pipe under ulimit -v, 40 threads started one from
 // another (each locked to a goroutine that waits) add little more than
 // their stacks to the address space. Without the one arena, each thread
 // that started another took a malloc arena of its own, 64 MiB of address
@@ -21,7 +23,7 @@ func TestOneArenaUnderUlimit(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_STACK, &stack); err != nil || stack.Cur > 64<<20 {
 		stack.Cur = 8 << 20 // glibc's default thread stack, unlimited or not
 	}
-	if os.Getenv("SYSMEM_ARENA_CHILD") != "" {
+	if os.Getenv("PIPE_ARENA_CHILD") != "" {
 		before := vmSize(t)
 		release := make(chan struct{})
 		started := make(chan struct{})
@@ -42,7 +44,7 @@ func TestOneArenaUnderUlimit(t *testing.T) {
 		return
 	}
 	cmd := exec.Command("bash", "-c", `ulimit -v 4000000 && exec "$@"`, "bash", os.Args[0], "-test.run=^TestOneArenaUnderUlimit$", "-test.v")
-	cmd.Env = append(os.Environ(), "SYSMEM_ARENA_CHILD=1")
+	cmd.Env = append(os.Environ(), "PIPE_ARENA_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -50,10 +52,19 @@ func TestOneArenaUnderUlimit(t *testing.T) {
 	t.Logf("%s", out)
 }
 
+// vmSize is the process's address space in bytes.
 func vmSize(t *testing.T) uint64 {
-	n := readKeyed("/proc/self/status")["VmSize:"] << 10
-	if n == 0 {
-		t.Fatal("no VmSize in /proc/self/status")
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return n
+	m := regexp.MustCompile(`VmSize:\s*(\d+) kB`).FindSubmatch(status)
+	if m == nil {
+		t.Fatalf("no VmSize in:\n%s", status)
+	}
+	n, err := strconv.ParseUint(string(m[1]), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n << 10
 }
