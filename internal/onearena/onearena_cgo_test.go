@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package main
+package onearena
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// TestOneArenaUnderUlimit: in pipe under ulimit -v, 40 threads started one from
+// TestOneArenaUnderUlimit: under ulimit -v, 40 threads started one from
 // another (each locked to a goroutine that waits) add little more than
 // their stacks to the address space. Without the one arena, each thread
 // that started another took a malloc arena of its own, 64 MiB of address
