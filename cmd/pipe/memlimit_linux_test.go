@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,10 +19,10 @@ import (
 // does, on the whole process: under ulimit -v 2 GiB (the Go runtime
 // reserves about 1.2 GiB of that before anything runs) and in memory
 // cgroups of 700 MiB and of 1200 MiB, where the large images decode one at
-// a time. Two workers decode, whole (a flip comes first), a
-// folder of two valid progressive 8192×8192 JPEGs (480 MiB each, decoded)
-// and three small ones, under on_error=skip; a batch of one each, so that
-// the two large ones decode at once. Each large one decodes or is skipped as too
+// a time. Two workers decode, whole (a flip comes first), a folder of two
+// valid progressive 8192×8192 JPEGs (480 MiB each, decoded) and three
+// small ones, under on_error=skip, in batches of one, so that the two
+// large ones decode at once. Each large one decodes or is skipped as too
 // large for the decode budget; the small ones decode; pipe exits 0. Before
 // the budget fitted inside the limit, the default 1 GiB let both large
 // decodes run at once, and the process ran out of memory (ulimit -v) or
@@ -94,16 +95,37 @@ func checkBenchUnderLimit(t *testing.T, cmd *exec.Cmd, decode bool) {
 	t.Logf("%s; %s images, %d skipped", budget, total[1], len(skipped))
 }
 
-// memoryCgroup makes a memory cgroup of limit bytes, without swap, removed
-// when the test ends: under cgroup v2 where its root delegates the memory
-// controller, else under v1's.
+// memoryCgroup makes a memory cgroup of limit bytes, without swap, inside
+// this process's own (so that whatever bounds this process bounds it too),
+// removed when the test ends: under cgroup v2 where this process's cgroup
+// hands its children the memory controller, else under v1's.
 func memoryCgroup(t *testing.T, limit int64) (string, error) {
-	name := fmt.Sprintf("pipe-test-%d", os.Getpid())
-	v2, _ := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control")
-	dir, files := filepath.Join("/sys/fs/cgroup/memory", name), []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"}
-	if strings.Contains(" "+strings.TrimSpace(string(v2))+" ", " memory ") {
-		dir, files = filepath.Join("/sys/fs/cgroup", name), []string{"memory.max", "memory.swap.max"}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
 	}
+	var dir string
+	var files [2]string
+	for _, line := range strings.Split(string(self), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			parent := filepath.Join("/sys/fs/cgroup", parts[2])
+			delegated, _ := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
+			if slices.Contains(strings.Fields(string(delegated)), "memory") {
+				dir, files = parent, [2]string{"memory.max", "memory.swap.max"}
+				break
+			}
+		} else if slices.Contains(strings.Split(parts[1], ","), "memory") {
+			dir, files = filepath.Join("/sys/fs/cgroup/memory", parts[2]), [2]string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"}
+		}
+	}
+	if dir == "" {
+		return "", fmt.Errorf("no memory controller for this process's cgroup in:\n%s", self)
+	}
+	dir = filepath.Join(dir, fmt.Sprintf("pipe-test-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -115,7 +137,7 @@ func memoryCgroup(t *testing.T, limit int64) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, files[0]), []byte(fmt.Sprint(limit)), 0o644); err != nil {
 		return "", err
 	}
-	swap := fmt.Sprint(limit)
+	swap := fmt.Sprint(limit) // v1: memory and swap together
 	if files[1] == "memory.swap.max" {
 		swap = "0"
 	}
