@@ -91,7 +91,9 @@ func DecodesInC() bool { return jpegturbo.Compiled }
 // 16-bit RGBA PNG, and a few bytes a pixel for other images. Twice
 // the pixels would double each figure. What all workers decoding such
 // images hold at once is bounded by the decode memory budget
-// ([SetDecodeMemory]), which by default holds any one of them.
+// ([SetDecodeMemory]), which by default holds any one of them, unless the
+// process's memory limit leaves less room: an image needing more than the
+// budget is then an [ErrOverBudget] error.
 const DefaultMaxPixels = 1 << 26
 
 // maxSide is the longest side decoded, whatever the pixel limit: the cache
@@ -102,6 +104,13 @@ const maxSide = 1 << 15
 // pixels than the decoder's limit or a side over 32768. It wraps
 // [ErrDecode]: such a file is a corrupt record, which on_error=skip skips.
 var ErrTooLarge = fmt.Errorf("%w: too large", ErrDecode)
+
+// ErrOverBudget is wrapped by the error for an image whose decode needs
+// more memory than the process's whole decode memory budget
+// ([SetDecodeMemory]). It wraps [ErrTooLarge]: such an image is a record
+// that on_error=skip skips, where decoding it could exhaust the memory the
+// process may use.
+var ErrOverBudget = fmt.Errorf("%w for the decode memory budget", ErrTooLarge)
 
 // Decoder decodes JPEG and PNG images to 3-channel CHW RGB (see [Decode]),
 // reusing its memory and its JPEG decoder (in the jpegturbo build, a
@@ -229,7 +238,10 @@ func (d *Decoder) decodeJPEG(t jpegCodec, dst *Image, num, x0, y0, cw, ch int) e
 	}
 	var bufs [2][]byte
 	if scratch > 0 || win > 0 || extra > 0 {
-		bufs = decodeMemory.get(scratch, win, extra)
+		if bufs, err = decodeMemory.get(scratch, win, extra); err != nil {
+			t.Abort()
+			return err
+		}
 	}
 	if dst == nil {
 		dst = d.window(ch, cw, bufs[1])
@@ -264,7 +276,9 @@ func (d *Decoder) decodePNG(dst *Image, data []byte) error {
 	}
 	var bufs [2][]byte
 	if win > 0 || extra > 0 {
-		bufs = decodeMemory.get(0, win, extra)
+		if bufs, err = decodeMemory.get(0, win, extra); err != nil {
+			return err
+		}
 	}
 	if dst == nil {
 		dst = d.window(h, w, bufs[1])

@@ -29,5 +29,8 @@
 // image, like any unreadable one, is an [ErrDecode] error, which a pipeline
 // treats as a corrupt record. What all decoders of the process hold at
 // once is bounded too: large images take their memory from one budget
-// ([SetDecodeMemory]), so the bound does not grow with the workers.
+// ([SetDecodeMemory]), so the bound does not grow with the workers, and the
+// budget fits inside the memory limit the process has (its cgroup's, its
+// address space's): an image needing more than the budget is refused
+// ([ErrOverBudget]) rather than run the process out of memory.
 package transform

@@ -8,43 +8,31 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/pipefeed/pipe/internal/jpegtest"
 )
 
-// memTestWorkers decode at once in TestDecodeMemoryUnderAddressLimit, and
-// memTestBudget is the budget they share.
-const (
-	memTestWorkers = 4
-	memTestBudget  = 512 << 20
-)
+// memTestWorkers decode at once in TestDecodeMemoryUnderAddressLimit.
+const memTestWorkers = 4
 
-// TestDecodeMemoryUnderAddressLimit checks the process-wide bound on
-// decoding memory (SetDecodeMemory) the way issue 24 broke it: workers
-// each decoding 8192×8192 JPEGs (the largest the default max_pixels
-// allows: a valid 394 KB progressive one, which takes 480 MiB decoded
-// whole and 208 MiB through random_resized_crop, and a 171-byte one whose
-// header claims as much) under an address-space limit (ulimit -v). The
-// test runs this test binary twice: once to measure the address space the
-// runtime, the workers' threads and small decodes take (VmPeak), then
-// under a limit of that plus the documented bound (the budget, 512 MiB
-// here, and 16 MiB a worker) and 256 MiB of slack (the Go heap's own:
-// freed spans too small for the next large buffer). Before the bound the
-// workers held up to 480 MiB each, and the run died out of memory.
+// TestDecodeMemoryUnderAddressLimit caps the whole process as a user does,
+// with ulimit -v, and has memTestWorkers workers decode a valid 394 KB
+// progressive 8192×8192 JPEG (the largest the default max_pixels allows:
+// 480 MiB decoded whole, 208 MiB through random_resized_crop), a 171-byte
+// one whose header claims as much, and small images. The Go runtime alone
+// reserves about 1.2 GiB of address space, so under the audit's 2 GiB the
+// default budget of 1 GiB does not fit: two whole decodes at once ran the
+// process out of memory. Now the budget is at most half of what the limit
+// leaves, and each large decode either decodes or is refused with
+// ErrOverBudget; the process never dies, small images decode, and under a
+// limit with room (4 GiB) nothing is refused.
 func TestDecodeMemoryUnderAddressLimit(t *testing.T) {
-	switch os.Getenv("PIPE_MEMTEST_CHILD") {
-	case "probe":
-		// Images large enough that the workers sit in the decoder
-		// together, as they will with the large ones: in the jpegturbo
-		// build each then has a thread of its own (its stack and C
-		// heap), which the address space must hold as well.
-		memTestChild(t, flatJPEG(2048, 2048), nil)
-		return
-	case "decode":
-		memTestChild(t, flatJPEG(8192, 8192), greyJPEG(false, 8192, 8192, 35, true))
+	if os.Getenv("PIPE_MEMTEST_CHILD") != "" {
+		memTestChild(t)
 		return
 	}
 	if testing.Short() {
@@ -56,40 +44,46 @@ func TestDecodeMemoryUnderAddressLimit(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash to set ulimit -v with")
 	}
-	probe, err := memTestRun("probe", 0)
-	if err != nil {
-		t.Fatalf("probe: %v\n%s", err, probe)
+	for _, c := range []struct {
+		kib         int
+		budget      string // PIPE_DECODE_MEMORY
+		noneRefused bool
+	}{
+		{2 << 20, "", false},
+		{2 << 20, "512M", false},
+		{4 << 20, "", true},
+	} {
+		t.Run(fmt.Sprintf("ulimit -v %d PIPE_DECODE_MEMORY=%s", c.kib, c.budget), func(t *testing.T) {
+			cmd := exec.Command("bash", "-c", fmt.Sprintf(`ulimit -v %d && exec "$@"`, c.kib), "bash",
+				os.Args[0], "-test.run=^TestDecodeMemoryUnderAddressLimit$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "PIPE_MEMTEST_CHILD=1", "PIPE_DECODE_MEMORY="+c.budget)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%d workers decoding 8192x8192 JPEGs under ulimit -v %d: %v\n%s", memTestWorkers, c.kib, err, out)
+			}
+			i := bytes.Index(out, []byte("budget "))
+			if i < 0 {
+				t.Fatalf("no report from the child:\n%s", out)
+			}
+			report, _, _ := strings.Cut(string(out[i:]), "\n")
+			t.Log(report)
+			if c.noneRefused && !strings.Contains(report, " 0 refused") {
+				t.Errorf("under ulimit -v %d a large image was refused", c.kib)
+			}
+		})
 	}
-	base := vmPeak(t, probe)
-	limit := base + (memTestBudget+memTestWorkers*2*ownBytes+256<<20)>>10
-	out, err := memTestRun("decode", limit)
-	if err != nil {
-		t.Fatalf("%d workers decoding 8192x8192 JPEGs under ulimit -v %d (%d KiB for the runtime and threads, plus the bound): %v\n%s",
-			memTestWorkers, limit, base, err, out)
-	}
-	t.Logf("under ulimit -v %d KiB: VmPeak %d KiB (%d KiB before decoding large images)", limit, vmPeak(t, out), base)
 }
 
-// memTestRun runs this test binary as a memTestChild of the kind given,
-// under ulimit -v limit KiB unless limit is 0, with the test's budget.
-func memTestRun(kind string, limit int64) ([]byte, error) {
-	script := `exec "$@"`
-	if limit > 0 {
-		script = "ulimit -v " + strconv.FormatInt(limit, 10) + " && " + script
-	}
-	cmd := exec.Command("bash", "-c", script, "bash", os.Args[0], "-test.run=^TestDecodeMemoryUnderAddressLimit$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "PIPE_MEMTEST_CHILD="+kind, fmt.Sprintf("PIPE_DECODE_MEMORY=%d", memTestBudget))
-	return cmd.CombinedOutput()
-}
-
-// memTestChild decodes big, and refuses bad, on memTestWorkers workers at
-// once, each through center_crop (a whole decode) and through
-// random_resized_crop (a decode at a reduced scale), releasing after each
-// as a pipeline's workers do after each chunk; then it prints its VmPeak.
-func memTestChild(t *testing.T, big, bad []byte) {
-	if got := DecodeMemory(); got != memTestBudget {
-		t.Fatalf("PIPE_DECODE_MEMORY gave a budget of %d", got)
-	}
+// memTestChild decodes on memTestWorkers workers at once, each through
+// center_crop (a whole decode) and random_resized_crop (a decode at a
+// reduced scale), releasing after each as a pipeline's workers do after
+// each chunk: the large JPEG, which decodes to flat grey or is refused
+// with ErrOverBudget; the 171-byte file, which is ErrDecode; and small
+// JPEGs (one whose window takes the budget's memory), which decode. Then
+// it prints the budget, what was refused and its VmPeak.
+func memTestChild(t *testing.T) {
+	big, bad := jpegtest.Flat(8192, 8192), greyJPEG(false, 8192, 8192, 35, true)
+	small := [][]byte{jpegtest.Flat(300, 200), jpegtest.Flat(2048, 2048)}
 	cc, err := CenterCrop(64)
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +92,7 @@ func memTestChild(t *testing.T, big, bad []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var decoded, refused atomic.Int64
 	var wg sync.WaitGroup
 	for w := range memTestWorkers {
 		wg.Go(func() {
@@ -108,19 +103,27 @@ func memTestChild(t *testing.T, big, bad []byte) {
 			}
 			for i, op := range ops {
 				chain := NewChain([]Op{op})
-				out, err := chain.ApplyEncoded(d, big, NewRand(1, i, int64(w)))
-				if err != nil {
-					t.Errorf("worker %d: %v", w, err)
-					return
-				}
-				if out.Shape() != (Shape{3, 64, 64}) || bytes.Count(out.Pix, []byte{128}) != len(out.Pix) {
-					t.Errorf("worker %d: decoded to %s, not flat grey", w, out.Shape())
+				r := NewRand(1, i, int64(w))
+				out, err := chain.ApplyEncoded(d, big, r)
+				switch {
+				case errors.Is(err, ErrOverBudget):
+					refused.Add(1)
+				case err != nil:
+					t.Errorf("worker %d, %s: %v", w, op.Name(), err)
+				case out.Shape() != (Shape{3, 64, 64}) || bytes.Count(out.Pix, []byte{128}) != len(out.Pix):
+					t.Errorf("worker %d, %s: decoded to %s, not flat grey", w, op.Name(), out.Shape())
+				default:
+					decoded.Add(1)
 				}
 				d.Release()
-				if bad != nil {
-					if _, err := chain.ApplyEncoded(d, bad, NewRand(1, i, int64(w))); !errors.Is(err, ErrDecode) {
-						t.Errorf("worker %d: the 171-byte file: %v", w, err)
+				if _, err := chain.ApplyEncoded(d, bad, r); !errors.Is(err, ErrDecode) || errors.Is(err, ErrOverBudget) {
+					t.Errorf("worker %d, %s: the 171-byte file: %v", w, op.Name(), err)
+				}
+				for _, s := range small {
+					if out, err := chain.ApplyEncoded(d, s, r); err != nil || out.Shape() != (Shape{3, 64, 64}) {
+						t.Errorf("worker %d, %s: a small JPEG: %v", w, op.Name(), err)
 					}
+					d.Release()
 				}
 			}
 		})
@@ -130,21 +133,7 @@ func memTestChild(t *testing.T, big, bad []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("vmpeak %s\n", regexp.MustCompile(`VmPeak:\s*(\d+) kB`).FindSubmatch(status)[1])
-}
-
-// vmPeak reads a child's VmPeak, in KiB, from its output.
-func vmPeak(t *testing.T, out []byte) int64 {
-	t.Helper()
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, "vmpeak "); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no vmpeak line in:\n%s", out)
-	return 0
+	i := bytes.Index(status, []byte("VmPeak:"))
+	peak, _, _ := strings.Cut(string(status[i+len("VmPeak:"):]), "\n")
+	fmt.Printf("budget %s: %d large decodes, %d refused; VmPeak %s\n", DescribeDecodeMemory(), decoded.Load(), refused.Load(), strings.TrimSpace(peak))
 }

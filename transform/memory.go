@@ -10,15 +10,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/pipefeed/pipe/internal/sysmem"
 )
 
 // DefaultDecodeMemory is the process's decode memory budget unless the
-// PIPE_DECODE_MEMORY environment variable or [SetDecodeMemory] sets
-// another: 1 GiB. That holds any one image at [DefaultMaxPixels] (at most
-// 976 MiB: a progressive 4:4:4 CMYK JPEG's coefficients and planes and
-// the RGB result) and two progressive 4:2:0 ones of 8192×8192 (480 MiB
-// each) at once; ImageNet's photographs never reach it (see
-// [SetDecodeMemory]).
+// PIPE_DECODE_MEMORY environment variable or [SetDecodeMemory] asks for
+// another, or the process's memory limit leaves less room (see
+// [SetDecodeMemory]): 1 GiB. That holds any one image at
+// [DefaultMaxPixels] (at most 976 MiB: a progressive 4:4:4 CMYK JPEG's
+// coefficients and planes and the RGB result) and two progressive 4:2:0
+// ones of 8192×8192 (480 MiB each) at once; ImageNet's photographs never
+// reach it.
 const DefaultDecodeMemory = 1 << 30
 
 // ownBytes is how much memory of each kind, a decode's buffers and the
@@ -29,11 +32,34 @@ const DefaultDecodeMemory = 1 << 30
 // anything.
 const ownBytes = 8 << 20
 
-// decodeMemory is the process's budget.
-var decodeMemory = newBudget(budgetFromEnv())
+var (
+	// room is what the process's memory limits left it as it started.
+	room = sysmem.Least()
+	// decodeMemory is the process's budget: PIPE_DECODE_MEMORY's, or
+	// the default, fitted.
+	decodeMemory = newBudget(budgetFromEnv())
+)
 
-// SetDecodeMemory sets the process's decode memory budget to n bytes (n ≤
-// 0: DefaultDecodeMemory) and returns the one it replaces.
+// fit is the budget for n bytes asked: n, or half of what the process's
+// memory limits left it as it started where that is less.
+func fit(n int64) int64 {
+	if room.Limit == 0 {
+		return n
+	}
+	return min(n, int64(min(room.Free()/2, math.MaxInt64)))
+}
+
+// SetDecodeMemory asks for a decode memory budget of n bytes for the
+// process (n ≤ 0: DefaultDecodeMemory) and returns the budget it
+// replaces. The budget is n, or half of what the process's memory limit
+// left it as it started where that is less: the least of the machine's
+// available RAM, what its cgroup's memory limit (memory.max, and those of
+// the cgroups above it) leaves, and what its address-space limit (ulimit
+// -v) leaves, the Go runtime's reservations (about 1.2 GiB on
+// linux/amd64) counted. The other half is for the rest of the process:
+// the garbage collector lets the heap grow to twice what is live before
+// it collects, and a decode's buffers are live; the pipeline's slabs, its
+// threads' stacks and the files it reads. See [DescribeDecodeMemory].
 //
 // Every Decoder of the process shares the budget, so what decoding holds
 // at once does not grow with the number of workers. A decode whose buffers
@@ -41,14 +67,15 @@ var decodeMemory = newBudget(budgetFromEnv())
 // each: the most it keeps is 16 MiB) takes that memory from the budget
 // before allocating it, waiting, in turn with other such decodes, until
 // the budget has room; the memory comes back when the decode is over (its
-// buffers) or at the decoder's next call or Release (its window). A single
-// image needing more than the whole budget waits until nothing else holds
-// any, then decodes alone. So decoding holds at most max(budget, one
-// image) plus 16 MiB a Decoder (a worker). Buffers given back are kept, up
-// to the budget, for the next large images, rather than left to the
-// garbage collector. Photographs of the size ImageNet holds never reach
-// the budget, so it costs the common case nothing; a folder of large
-// photographs decoded whole on many cores may want a larger one.
+// buffers) or at the decoder's next call or Release (its window). An
+// image needing more than the whole budget is not decoded: it is an
+// [ErrOverBudget] error, a record that on_error=skip skips. So decoding
+// holds at most the budget plus 16 MiB a Decoder (a worker). Buffers
+// given back are kept, up to the budget, for the next large images,
+// rather than left to the garbage collector. Photographs of the size
+// ImageNet holds never reach the budget, so it costs the common case
+// nothing; a folder of large photographs decoded whole on many cores may
+// want a larger one.
 //
 // What the budget does not count: an image a caller passes to
 // [Decoder.Decode] (the caller's), images the operations after the
@@ -67,6 +94,29 @@ func DecodeMemory() int64 {
 	decodeMemory.mu.Lock()
 	defer decodeMemory.mu.Unlock()
 	return decodeMemory.limit
+}
+
+// DescribeDecodeMemory says what the decode memory budget is and what
+// chose it, for a run's summary: "1024 MiB; RAM of 24105 MiB left 22915
+// MiB as the process started", or, where that limit chose it, "371 MiB,
+// half of the 742 MiB that ulimit -v of 2048 MiB left as the process
+// started (1024 MiB asked)".
+func DescribeDecodeMemory() string {
+	decodeMemory.mu.Lock()
+	defer decodeMemory.mu.Unlock()
+	return decodeMemory.describe()
+}
+
+// describe is DescribeDecodeMemory's text for b. Under b.mu.
+func (b *budget) describe() string {
+	switch {
+	case room.Limit == 0:
+		return fmt.Sprintf("%d MiB; no memory limit known", b.limit>>20)
+	case b.limit < b.asked:
+		return fmt.Sprintf("%d MiB, half of the %d MiB that %s of %d MiB left as the process started (%d MiB asked)",
+			b.limit>>20, room.Free()>>20, room.What, room.Limit>>20, b.asked>>20)
+	}
+	return fmt.Sprintf("%d MiB; %s of %d MiB left %d MiB as the process started", b.limit>>20, room.What, room.Limit>>20, room.Free()>>20)
 }
 
 // envErr is PIPE_DECODE_MEMORY's error, where it is set to what is not a
@@ -129,11 +179,14 @@ func parseBytes(s string) (int64, error) {
 // until the garbage collector has freed them once dropped, so that what
 // it counts is address space the process holds.
 type budget struct {
-	mu    sync.Mutex
-	wake  sync.Cond
-	limit int64
-	used  int64    // bytes handed out, idle, and garbage
-	idle  [][]byte // buffers given back, for the next large decodes
+	mu   sync.Mutex
+	wake sync.Cond
+	// limit is the budget: asked, fitted (see fit).
+	limit, asked int64
+	// used is the bytes handed out, idle, and garbage; idle the buffers
+	// given back, for the next large decodes.
+	used int64
+	idle [][]byte
 	// garbage is buffers dropped from the pool and images Go's PNG
 	// decoder made, until the collector frees them (a cleanup says so).
 	garbage int64
@@ -147,17 +200,20 @@ type budget struct {
 	peak       int64 // the most used has been, for the tests
 }
 
-func newBudget(limit int64) *budget {
-	b := &budget{limit: limit}
+// newBudget returns a budget of n bytes asked, fitted (see fit).
+func newBudget(n int64) *budget {
+	b := &budget{limit: fit(n), asked: n}
 	b.wake.L = &b.mu
 	return b
 }
 
+// setLimit makes the budget n bytes asked, fitted, and returns the one it
+// replaces.
 func (b *budget) setLimit(n int64) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old := b.limit
-	b.limit = n
+	b.limit, b.asked = fit(n), n
 	for len(b.idle) > 0 && b.used-b.garbage > n {
 		b.discard(b.idle[0])
 		b.idle = b.idle[1:]
@@ -172,9 +228,9 @@ func (b *budget) setLimit(n int64) int64 {
 // in a buffer of pipe's (libjpeg's, Go's PNG decoder's). Everything a
 // decode needs is asked for at once, so that no decode waits holding
 // memory another waits for; and a request that does not fit waits only
-// for memory handed out to decodes in progress, which end: one that finds
-// nothing handed out goes ahead, over the limit if it needs more.
-func (b *budget) get(n0, n1 int, extra int64) (bufs [2][]byte) {
+// for memory handed out to decodes in progress, which end. A request for
+// more than the whole budget is an ErrOverBudget error, at its turn.
+func (b *budget) get(n0, n1 int, extra int64) (bufs [2][]byte, err error) {
 	b.mu.Lock()
 	t := b.next
 	b.next++
@@ -182,6 +238,10 @@ func (b *budget) get(n0, n1 int, extra int64) (bufs [2][]byte) {
 	var fresh [2]bool
 	for {
 		if b.turn == t {
+			if need := requestSize(sizes, extra); need > b.limit {
+				err = fmt.Errorf("%w: decoding it takes %d MiB, and the budget is %s", ErrOverBudget, (need+1<<20-1)>>20, b.describe())
+				break
+			}
 			ok, collect := b.take(sizes, extra, &bufs, &fresh)
 			if ok {
 				break
@@ -207,7 +267,18 @@ func (b *budget) get(n0, n1 int, extra int64) (bufs [2][]byte) {
 			bufs[i] = make([]byte, bufSize(n))
 		}
 	}
-	return bufs
+	return bufs, err
+}
+
+// requestSize is the least a request takes of the budget: fresh buffers
+// of the sizes (rounded by bufSize) and the extra bytes.
+func requestSize(sizes [2]int, extra int64) int64 {
+	for _, n := range sizes {
+		if n > 0 {
+			extra += int64(bufSize(n))
+		}
+	}
+	return extra
 }
 
 // bufSize rounds a fresh buffer's size up to a sixteenth of a power of
@@ -223,8 +294,7 @@ func bufSize(n int) int {
 // dropped and the garbage is freed, it drops those and asks for a
 // collection (collect, once for each garbage made), then waits for the
 // cleanups; with nothing handed out it goes ahead instead of waiting, so
-// that garbage something still holds, or an image needing more than the
-// whole budget, waits for nobody.
+// that garbage something still holds waits for nobody.
 func (b *budget) take(sizes [2]int, extra int64, bufs *[2][]byte, fresh *[2]bool) (ok, collect bool) {
 	var pick [2][]byte
 	var idle, reused, add int64

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/transform"
 )
 
 type runFlags struct {
@@ -268,6 +269,7 @@ func describe(p *pipe.Pipeline) string {
 	b.WriteString("\n")
 	if s.Decode != "" {
 		fmt.Fprintf(&b, "decode   %s\n", s.Decode)
+		fmt.Fprintf(&b, "memory   decode budget %s\n", transform.DescribeDecodeMemory())
 	}
 	if s.WorkersAuto {
 		fmt.Fprintf(&b, "workers  auto: from %d, up to %d", s.Workers, s.MaxWorkers)

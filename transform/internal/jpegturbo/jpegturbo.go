@@ -370,6 +370,10 @@ import (
 	"os"
 	"runtime"
 	"unsafe"
+
+	// libjpeg mallocs in every worker's thread: under ulimit -v, in one
+	// arena rather than 64 MiB of address space a thread.
+	_ "github.com/pipefeed/pipe/internal/onearena"
 )
 
 // Version is the libjpeg-turbo release linked in ("libjpeg-turbo 2.1.5").
