@@ -141,10 +141,10 @@ func (o Options) withDefaults() Options {
 		o.Backoff = 200 * time.Millisecond
 	}
 	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = 10 * time.Second
+		// One attempt's wait fits in the budget: retry_for=5s gives up
+		// at 5 s.
+		o.ConnectTimeout = min(10*time.Second, o.RetryFor)
 	}
-	// One attempt's wait fits in the budget: retry_for=5s gives up at 5 s.
-	o.ConnectTimeout = min(o.ConnectTimeout, o.RetryFor)
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 60 * time.Second
 	}
