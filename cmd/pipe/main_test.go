@@ -14,11 +14,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/pipefeed/pipe"
 	"github.com/pipefeed/pipe/internal/shareddata"
+	"github.com/pipefeed/pipe/pipefile"
 	"github.com/pipefeed/pipe/prefetch"
 )
 
@@ -492,5 +494,81 @@ func TestUsageExitCodes(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("pipe %v: exit %d, %q; want 2 and %q", c.args, code, errs, c.want)
 		}
+	}
+}
+
+// TestStagesJSON: pipe stages --json is the registry, every spec and
+// parameter with each of its fields, in the order of pipe stages; programs
+// (pipefeed's generated Pipeline) rely on its keys.
+func TestStagesJSON(t *testing.T) {
+	out, errs, code := pipeCmd(t, "stages", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	specs := pipefile.Stages()
+	if len(got) != len(specs) {
+		t.Fatalf("%d stages, the registry has %d", len(got), len(specs))
+	}
+	str := func(s *string) any {
+		if s == nil {
+			return nil
+		}
+		return *s
+	}
+	num := func(f *float64) any {
+		if f == nil {
+			return nil
+		}
+		return *f
+	}
+	for i, s := range specs {
+		g := got[i]
+		if g["name"] != s.Name || g["kind"] != s.Kind || g["doc"] != s.Summary {
+			t.Errorf("stage %d: %v %v %q, want %s %s %q", i, g["kind"], g["name"], g["doc"], s.Kind, s.Name, s.Summary)
+			continue
+		}
+		params, _ := g["params"].([]any)
+		if len(params) != len(s.Params) {
+			t.Errorf("%s: %d parameters, want %d", s.Name, len(params), len(s.Params))
+			continue
+		}
+		for j, p := range s.Params {
+			gp := params[j].(map[string]any)
+			var def *string
+			if p.Default != "" {
+				def = &p.Default
+			}
+			var enum any
+			if p.Enum != nil {
+				var e []any
+				for _, v := range p.Enum {
+					e = append(e, v)
+				}
+				enum = e
+			}
+			want := map[string]any{"name": p.Name, "type": p.Type.String(), "default": str(def), "required": p.Required,
+				"positional": p.Positional, "enum": enum, "auto": p.Auto, "min": num(p.Min), "max": num(p.Max), "why": p.Why, "doc": p.Doc}
+			if !reflect.DeepEqual(gp, want) {
+				t.Errorf("%s %s:\n got %v\nwant %v", s.Name, p.Name, gp, want)
+			}
+		}
+	}
+	// Fixed points a reader of the JSON can check by eye.
+	for _, want := range []string{`"name": "random_crop"`, `"enum": [
+          "zero",
+          "reflect",
+          "edge",
+          "wrap"
+        ]`, `"doc": "the mirror's md5:<hex> or sha256:<hex>"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stages --json lacks %s", want)
+		}
+	}
+	if _, errs, code := pipeCmd(t, "stages", "--json", "x"); code != 2 || !strings.Contains(errs, "stages needs 0 argument(s), got 1") {
+		t.Errorf("stages --json x: exit %d, %s", code, errs)
 	}
 }
