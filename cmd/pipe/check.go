@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -80,10 +81,7 @@ func newStages() *cobra.Command {
 				fmt.Fprint(c.OutOrStdout(), stagesText())
 				return nil
 			}
-			enc := json.NewEncoder(c.OutOrStdout())
-			enc.SetEscapeHTML(false) // docs say <hex> and &
-			enc.SetIndent("", "  ")
-			return enc.Encode(stagesJSON())
+			return writeStagesJSON(c.OutOrStdout())
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the registry as JSON, for programs (pipefeed's Pipeline is generated from it)")
@@ -119,6 +117,14 @@ type paramSpec struct {
 	Max *float64 `json:"max"`
 	Why string   `json:"why"`
 	Doc string   `json:"doc"`
+}
+
+// writeStagesJSON writes what pipe stages --json prints.
+func writeStagesJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // docs say <hex> and &
+	enc.SetIndent("", "  ")
+	return enc.Encode(stagesJSON())
 }
 
 // stagesJSON is the registry as pipe stages --json writes it: an array of

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -571,4 +572,71 @@ func TestStagesJSON(t *testing.T) {
 	if _, errs, code := pipeCmd(t, "stages", "--json", "x"); code != 2 || !strings.Contains(errs, "stages needs 0 argument(s), got 1") {
 		t.Errorf("stages --json x: exit %d, %s", code, errs)
 	}
+}
+
+// TestPythonStages keeps pipefeed's generated Pipeline (python/pipefeed/
+// _stages.py, which holds the pipe stages --json it was made from) equal to
+// the registry: a stage or parameter added, removed or changed here fails
+// until it is generated again. python/tests/test_pipeline.py checks the
+// methods made from it.
+func TestPythonStages(t *testing.T) {
+	const regenerate = "cd python && PIPE_BIN=/path/to/pipe python3 -m pipefeed._gen > pipefeed/_stages.py"
+	b, err := os.ReadFile("../../python/pipefeed/_stages.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, held, ok := strings.Cut(string(b), "STAGES = json.loads(r'''\n")
+	held, _, ok2 := strings.Cut(held, "''')\n")
+	if !ok || !ok2 {
+		t.Fatal("python/pipefeed/_stages.py holds no STAGES = json.loads(r'''...''')")
+	}
+	var want bytes.Buffer
+	if err := writeStagesJSON(&want); err != nil {
+		t.Fatal(err)
+	}
+	if held == want.String() {
+		return
+	}
+	var py []stageSpec
+	if err := json.Unmarshal([]byte(held), &py); err != nil {
+		t.Fatalf("_stages.py's STAGES: %v (%s)", err, regenerate)
+	}
+	params := func(specs []stageSpec) map[string][]string {
+		m := map[string][]string{}
+		for _, s := range specs {
+			key := s.Name
+			if s.Kind == "source" {
+				key = "source " + s.Name
+			}
+			m[key] = []string{}
+			for _, p := range s.Params {
+				m[key] = append(m[key], p.Name)
+			}
+		}
+		return m
+	}
+	have, reg := params(py), params(stagesJSON())
+	for name, ps := range reg {
+		if _, ok := have[name]; !ok {
+			t.Errorf("pipefeed has no stage %s", name)
+			continue
+		}
+		for _, p := range ps {
+			if !slices.Contains(have[name], p) {
+				t.Errorf("pipefeed's %s has no parameter %s", name, p)
+			}
+		}
+	}
+	for name, ps := range have {
+		if _, ok := reg[name]; !ok {
+			t.Errorf("pipefeed has a stage %s the registry lacks", name)
+			continue
+		}
+		for _, p := range ps {
+			if !slices.Contains(reg[name], p) {
+				t.Errorf("pipefeed's %s has a parameter %s the registry lacks", name, p)
+			}
+		}
+	}
+	t.Errorf("python/pipefeed/_stages.py is not generated from this registry: %s", regenerate)
 }

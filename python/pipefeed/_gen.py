@@ -4,9 +4,10 @@
 
 It runs ``pipe stages --json`` (``--pipe-bin`` or ``PIPE_BIN``, else
 ``PATH``, names pipe) and writes the module to stdout: the registry's data
-(``STAGES``) and a method per stage, with the stage's parameters as
-arguments, type hints from their types and a docstring from their docs.
-The tests run it against the pipe they are given and compare: a stage or
+(``STAGES``: pipe's JSON as it printed it) and a method per stage, with the
+stage's parameters as arguments, type hints from their types and a
+docstring from their docs. The tests compare: Python's run this on the pipe
+they are given, cmd/pipe's compare ``STAGES`` with the registry; a stage or
 parameter missing on either side (``drift``), or any other difference,
 fails until the module is generated again.
 """
@@ -24,11 +25,10 @@ REGENERATE = "cd python && PIPE_BIN=/path/to/pipe python3 -m pipefeed._gen > pip
 
 
 def registry(pipe_bin=None):
-    """pipe's registry, as ``pipe stages --json`` prints it: a list of specs
-    (name, kind, doc, params)."""
-    out = subprocess.run([find_pipe(pipe_bin), "stages", "--json"], check=True, capture_output=True,
-                         text=True, stdin=subprocess.DEVNULL).stdout
-    return json.loads(out)
+    """pipe's registry: the text ``pipe stages --json`` prints, a JSON list
+    of specs (name, kind, doc, params)."""
+    return subprocess.run([find_pipe(pipe_bin), "stages", "--json"], check=True, capture_output=True,
+                          text=True, encoding="utf-8", stdin=subprocess.DEVNULL).stdout
 
 
 def drift(ours, pipes):
@@ -126,9 +126,13 @@ def _signature(params, lead):
     return args
 
 
-def render(specs):
-    """The text of ``_stages.py`` for specs (the registry's list)."""
+def render(registry_json):
+    """The text of ``_stages.py`` for the registry: the text of ``pipe
+    stages --json``, which the module holds as it is, in a raw string."""
+    specs = json.loads(registry_json)
     _check_names(specs)
+    if "'''" in registry_json:
+        raise SystemExit("pipefeed._gen: the registry's JSON holds ''', which ends the raw string it goes in")
     out = [
         '"""The stages of pipe\'s registry as Pipeline methods, and their specs.\n',
         "\n",
@@ -138,19 +142,15 @@ def render(specs):
         "\n",
         "from __future__ import annotations\n",
         "\n",
+        "import json\n",
         "import os\n",
         "from typing import Any, Literal, Optional, Sequence, TypeVar, Union, overload\n",
         "\n",
         '_P = TypeVar("_P", bound="Stages")\n',
         "\n",
-        "STAGES = [\n",
-    ]
-    for s in specs:
-        out.append(f"    {{'name': {s['name']!r}, 'kind': {s['kind']!r}, 'doc': {s['doc']!r}, 'params': [\n")
-        out += [f"        {p!r},\n" for p in s["params"]]
-        out.append("    ]},\n")
-    out += [
-        "]\n",
+        "STAGES = json.loads(r'''\n",
+        registry_json,
+        "''')\n",
         '"""pipe\'s registry, as ``pipe stages --json`` printed it."""\n',
         "\n",
         "\n",

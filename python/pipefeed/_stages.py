@@ -6,178 +6,1800 @@ not edit; generate it again (see _gen) when pipe's stages change.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Literal, Optional, Sequence, TypeVar, Union, overload
 
 _P = TypeVar("_P", bound="Stages")
 
-STAGES = [
-    {'name': 'cifar10', 'kind': 'source', 'doc': 'CIFAR-10 binary distribution: 32×32 RGB, 10 classes (50,000 train, 10,000 test)', 'params': [
-        {'name': 'path', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the official .tar.gz, its extracted directory, or one batch file'},
-        {'name': 'split', 'type': 'enum', 'default': 'train', 'required': False, 'positional': False, 'enum': ['train', 'test'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'which part of the dataset'},
-        {'name': 'download', 'type': 'bool', 'default': 'false', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'fetch and verify the official archive into cache_dir when no path is given'},
-        {'name': 'cache_dir', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'where downloads go (default $PIPE_CACHE or ~/.cache/pipe)'},
-        {'name': 'mirror', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'download from this URL instead of the official one (needs checksum)'},
-        {'name': 'checksum', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': "the mirror's md5:<hex> or sha256:<hex>"},
-    ]},
-    {'name': 'cifar100', 'kind': 'source', 'doc': 'CIFAR-100 binary distribution: 32×32 RGB, 100 fine or 20 coarse classes', 'params': [
-        {'name': 'path', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the official .tar.gz, its extracted directory, or one batch file'},
-        {'name': 'split', 'type': 'enum', 'default': 'train', 'required': False, 'positional': False, 'enum': ['train', 'test'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'which part of the dataset'},
-        {'name': 'download', 'type': 'bool', 'default': 'false', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'fetch and verify the official archive into cache_dir when no path is given'},
-        {'name': 'cache_dir', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'where downloads go (default $PIPE_CACHE or ~/.cache/pipe)'},
-        {'name': 'mirror', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'download from this URL instead of the official one (needs checksum)'},
-        {'name': 'checksum', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': "the mirror's md5:<hex> or sha256:<hex>"},
-        {'name': 'labels', 'type': 'enum', 'default': 'fine', 'required': False, 'positional': False, 'enum': ['fine', 'coarse'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'which label byte to use'},
-    ]},
-    {'name': 'image_folder', 'kind': 'source', 'doc': 'JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode', 'params': [
-        {'name': 'path', 'type': 'string', 'default': None, 'required': True, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the directory, or a URL: s3://bucket/train/ (class folders found by listing), https://host/val/ (with labels=), each file fetched into the shard cache'},
-        {'name': 'labels', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'flat layout: a CSV of file,label lines (a header is skipped), a path or URL; without classes= the classes are 0..the largest label (past 1,024, half must appear)'},
-        {'name': 'classes', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'a CSV of label,name lines naming the classes (e.g. ILSVRC synsets), a path or URL'},
-        {'name': 'split', 'type': 'enum', 'default': 'train', 'required': False, 'positional': False, 'enum': ['train', 'test'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'eval split=test reads path/../val (or path/../test) when it exists'},
-        {'name': 'endpoint', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'S3 endpoint for s3:// paths, e.g. http://127.0.0.1:9000 or https://storage.googleapis.com (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)'},
-        {'name': 'region', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'S3 region (default $AWS_REGION, $AWS_DEFAULT_REGION; us-east-1 for other endpoints than AWS)'},
-        {'name': 'path_style', 'type': 'bool', 'default': 'false', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'address buckets as endpoint/bucket/key, as most S3-compatible servers want'},
-        {'name': 'cache_dir', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the shard cache for URL paths, shared by the processes of a machine (default $PIPE_SHARD_CACHE, else ~/.cache/pipe/shards)'},
-        {'name': 'cache_size', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'bound on the shard cache, e.g. 500G: least recently used shards are removed past it (default no bound)'},
-        {'name': 'concurrency', 'type': 'int', 'default': '8', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': None, 'why': '', 'doc': 'shards fetched at once for URL paths, each one streaming 1 MiB buffer'},
-        {'name': 'retry_for', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'how long a URL request that fails with an error that may pass (5xx, throttling, no answer, a dropped connection) is retried, e.g. 5m (default $PIPE_RETRY_FOR, else 60s)'},
-    ]},
-    {'name': 'synthetic', 'kind': 'source', 'doc': 'generated CIFAR-shaped data (3×32×32, 10 learnable classes); needs no files or network', 'params': [
-        {'name': 'n', 'type': 'int', 'default': '50000', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': 4294967295, 'why': 'stored epoch orders hold positions in 32 bits', 'doc': 'number of samples'},
-        {'name': 'split', 'type': 'enum', 'default': 'train', 'required': False, 'positional': False, 'enum': ['train', 'test'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'which part of the dataset'},
-        {'name': 'seed', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': 'generator seed (the data, not the augmentation)'},
-        {'name': 'shuffle_labels', 'type': 'bool', 'default': 'false', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'labels independent of images: a control that nothing can learn'},
-    ]},
-    {'name': 'tfrecord', 'kind': 'source', 'doc': 'tf.train.Example records in TFRecord files (plain or GZIP, both CRC-32Cs checked, offsets indexed once); needs decode', 'params': [
-        {'name': 'path', 'type': 'string', 'default': None, 'required': True, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the files: a glob with braces (data/train-{00000..01023}-of-01024, data/train-*), or a URL (s3://bucket/train-*, https://host/train-{0..9}.tfrecord) fetched into the shard cache'},
-        {'name': 'image_key', 'type': 'string', 'default': 'image/encoded', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the bytes feature holding the encoded image'},
-        {'name': 'label_key', 'type': 'string', 'default': 'image/class/label', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the int64 feature holding the label'},
-        {'name': 'label_offset', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 1048576, 'why': 'labels are below source.MaxClasses', 'doc': 'subtracted from labels (build_image_data numbers classes from 1: use 1)'},
-        {'name': 'index_dir', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'where offset indexes and decompressed GZIP copies go (default $PIPE_CACHE/tfrecord)'},
-        {'name': 'split', 'type': 'enum', 'default': 'train', 'required': False, 'positional': False, 'enum': ['train', 'test'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'eval split=test reads the path with train replaced by validation (or val, test)'},
-        {'name': 'endpoint', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'S3 endpoint for s3:// paths, e.g. http://127.0.0.1:9000 or https://storage.googleapis.com (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)'},
-        {'name': 'region', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'S3 region (default $AWS_REGION, $AWS_DEFAULT_REGION; us-east-1 for other endpoints than AWS)'},
-        {'name': 'path_style', 'type': 'bool', 'default': 'false', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'address buckets as endpoint/bucket/key, as most S3-compatible servers want'},
-        {'name': 'cache_dir', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the shard cache for URL paths, shared by the processes of a machine (default $PIPE_SHARD_CACHE, else ~/.cache/pipe/shards)'},
-        {'name': 'cache_size', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'bound on the shard cache, e.g. 500G: least recently used shards are removed past it (default no bound)'},
-        {'name': 'concurrency', 'type': 'int', 'default': '8', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': None, 'why': '', 'doc': 'shards fetched at once for URL paths, each one streaming 1 MiB buffer'},
-        {'name': 'retry_for', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'how long a URL request that fails with an error that may pass (5xx, throttling, no answer, a dropped connection) is retried, e.g. 5m (default $PIPE_RETRY_FOR, else 60s)'},
-    ]},
-    {'name': 'webdataset', 'kind': 'source', 'doc': 'WebDataset tar shards (plain, .tar.gz, .tgz): members grouped by key, image from .jpg/.jpeg/.png, label from .cls or .json; needs decode', 'params': [
-        {'name': 'path', 'type': 'string', 'default': None, 'required': True, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the shards: a glob with braces (data/shard-{000000..001023}.tar, data/shard-*.tar), or a URL (s3://bucket/shard-*.tar, https://host/shard-{000..099}.tar) fetched into the shard cache'},
-        {'name': 'label_field', 'type': 'string', 'default': 'label', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the .json field holding the label, for samples without a .cls member'},
-        {'name': 'index_dir', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'where gzipped shards are decompressed once (default $PIPE_CACHE/webdataset)'},
-        {'name': 'endpoint', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'S3 endpoint for s3:// paths, e.g. http://127.0.0.1:9000 or https://storage.googleapis.com (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)'},
-        {'name': 'region', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'S3 region (default $AWS_REGION, $AWS_DEFAULT_REGION; us-east-1 for other endpoints than AWS)'},
-        {'name': 'path_style', 'type': 'bool', 'default': 'false', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'address buckets as endpoint/bucket/key, as most S3-compatible servers want'},
-        {'name': 'cache_dir', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the shard cache for URL paths, shared by the processes of a machine (default $PIPE_SHARD_CACHE, else ~/.cache/pipe/shards)'},
-        {'name': 'cache_size', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'bound on the shard cache, e.g. 500G: least recently used shards are removed past it (default no bound)'},
-        {'name': 'concurrency', 'type': 'int', 'default': '8', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': None, 'why': '', 'doc': 'shards fetched at once for URL paths, each one streaming 1 MiB buffer'},
-        {'name': 'retry_for', 'type': 'string', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'how long a URL request that fails with an error that may pass (5xx, throttling, no answer, a dropped connection) is retried, e.g. 5m (default $PIPE_RETRY_FOR, else 60s)'},
-    ]},
-    {'name': 'batch', 'kind': 'stage', 'doc': 'group samples into batches written straight into reusable slabs', 'params': [
-        {'name': 'size', 'type': 'int', 'default': None, 'required': True, 'positional': True, 'enum': None, 'auto': False, 'min': 1, 'max': 16777216, 'why': '256 times the largest batch trained on ImageNet', 'doc': 'samples per batch'},
-        {'name': 'drop_last', 'type': 'bool', 'default': 'false', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'leave out the final short batch of each epoch'},
-    ]},
-    {'name': 'cache', 'kind': 'stage', 'doc': 'store the output of every stage before it in a Badger directory and read it back instead of recomputing it', 'params': [
-        {'name': 'dir', 'type': 'string', 'default': None, 'required': True, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'cache directory (created if missing; one pipe process at a time)'},
-        {'name': 'epochs', 'type': 'int', 'default': '1', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': 1048576, 'why': 'so that epochs × steps fits a step counter', 'doc': 'distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)'},
-        {'name': 'shard', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 65536, 'why': 'an entry is decompressed whole', 'doc': 'samples per cache entry (0: about 1 MiB of images after random stages, 256 KiB otherwise, at most 256)'},
-        {'name': 'ahead', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 1048576, 'why': 'so that epochs × steps fits a step counter', 'doc': 'epochs pipe run warms in the background ahead of the one being read'},
-        {'name': 'memory', 'type': 'int', 'default': '128', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': 16777216, 'why': '16 TiB, more than any machine', 'doc': 'MiB of decoded entries kept in memory'},
-    ]},
-    {'name': 'center_crop', 'kind': 'stage', 'doc': 'the central size×size window, zero-padded if the image is smaller (torchvision CenterCrop)', 'params': [
-        {'name': 'size', 'type': 'int', 'default': None, 'required': True, 'positional': True, 'enum': None, 'auto': False, 'min': 1, 'max': 32768, 'why': 'the longest image side pipe decodes', 'doc': 'side of the square crop'},
-    ]},
-    {'name': 'color_jitter', 'kind': 'stage', 'doc': 'random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)', 'params': [
-        {'name': 'brightness', 'type': 'float', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': 'factor drawn from [max(0, 1-v), 1+v]'},
-        {'name': 'contrast', 'type': 'float', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': 'factor drawn from [max(0, 1-v), 1+v], around the mean grey'},
-        {'name': 'saturation', 'type': 'float', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': "factor drawn from [max(0, 1-v), 1+v], around each pixel's grey"},
-    ]},
-    {'name': 'decode', 'kind': 'stage', 'doc': 'JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding', 'params': [
-        {'name': 'reduce', 'type': 'bool', 'default': 'true', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'decode only the window a following resize/random_resized_crop reads at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size; false: at full scale'},
-        {'name': 'max_pixels', 'type': 'int', 'default': '67108864', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': 1073741824, 'why': 'the square of the longest side pipe decodes', 'doc': 'largest image decoded, width × height (the default, 2^26, is an 8192×8192 square, above a 61-MP photograph); checked from the header before anything is allocated: a larger image is a corrupt record, which on_error=skip skips'},
-    ]},
-    {'name': 'eval', 'kind': 'stage', 'doc': 'evaluate the trained model on another split of the source (top-1 accuracy and loss), without augmentation', 'params': [
-        {'name': 'split', 'type': 'enum', 'default': 'test', 'required': False, 'positional': False, 'enum': ['train', 'test'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'the split to evaluate on'},
-        {'name': 'every', 'type': 'int', 'default': '1', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': 1048576, 'why': 'so that epochs × steps fits a step counter', 'doc': 'epochs between evaluations (the last epoch is always evaluated)'},
-        {'name': 'batch', 'type': 'int', 'default': '500', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': 16777216, 'why': '256 times the largest batch trained on ImageNet', 'doc': 'evaluation batch size'},
-    ]},
-    {'name': 'flip', 'kind': 'stage', 'doc': 'mirror the image with probability p', 'params': [
-        {'name': 'direction', 'type': 'enum', 'default': 'horizontal', 'required': False, 'positional': True, 'enum': ['horizontal', 'vertical'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'horizontal (left-right) or vertical (top-bottom)'},
-        {'name': 'p', 'type': 'float', 'default': '0.5', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 1, 'why': '', 'doc': 'probability of flipping'},
-    ]},
-    {'name': 'normalize', 'kind': 'stage', 'doc': '(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype', 'params': [
-        {'name': 'mean', 'type': 'floats', 'default': None, 'required': True, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'per-channel means on the [0,1] scale, comma-separated (one value: all channels)'},
-        {'name': 'std', 'type': 'floats', 'default': None, 'required': True, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'per-channel standard deviations on the [0,1] scale, all > 0'},
-        {'name': 'where', 'type': 'enum', 'default': 'host', 'required': False, 'positional': False, 'enum': ['host', 'device'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'device: ship uint8 (4× fewer bytes) and normalise on each device; needs prefetch'},
-    ]},
-    {'name': 'pipeline', 'kind': 'stage', 'doc': "how the pipeline runs; none of these change a rank's output", 'params': [
-        {'name': 'workers', 'type': 'int', 'default': 'auto', 'required': False, 'positional': False, 'enum': None, 'auto': True, 'min': 0, 'max': 4096, 'why': "each worker holds scratch images and a slab; far past any machine's cores", 'doc': 'transform goroutines: auto (sized as the first epoch runs, within the cores and memory=), 0 (one per core) or a number'},
-        {'name': 'memory', 'type': 'int', 'default': 'auto', 'required': False, 'positional': False, 'enum': None, 'auto': True, 'min': 1, 'max': 16777216, 'why': '16 TiB, more than any machine', 'doc': 'MiB that workers=auto and depth=auto may hold in batches (host slabs and device buffers); auto: a quarter of the memory this process may use'},
-        {'name': 'on_error', 'type': 'enum', 'default': 'fail', 'required': False, 'positional': False, 'enum': ['fail', 'skip'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'a corrupt record stops the run (fail) or is skipped, counted and listed (skip)'},
-        {'name': 'seed', 'type': 'int', 'default': None, 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': "the pipeline's seed when there is no shuffle stage"},
-        {'name': 'rank', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 1048576, 'why': 'past the largest MPI jobs', 'doc': "this process's rank in a data-parallel job, e.g. ${RANK:-0}"},
-        {'name': 'world', 'type': 'int', 'default': '1', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': 1048576, 'why': 'past the largest MPI jobs', 'doc': 'the number of ranks, e.g. ${WORLD_SIZE:-1}; each reads an equal, disjoint share'},
-        {'name': 'elastic', 'type': 'bool', 'default': 'false', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'ranks read slices of whole global batches of one order, so the stream and a resume do not depend on the number of ranks (a last, partial global batch sits out)'},
-    ]},
-    {'name': 'prefetch', 'kind': 'stage', 'doc': 'cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers', 'params': [
-        {'name': 'depth', 'type': 'int', 'default': 'auto', 'required': False, 'positional': False, 'enum': None, 'auto': True, 'min': 1, 'max': 64, 'why': 'each queued batch holds a device buffer', 'doc': "batches each device's queue holds ahead of its consumer; auto starts at 2 and deepens on bursty stalls, within the pipeline's memory="},
-        {'name': 'devices', 'type': 'string', 'default': 'cpu:1', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)'},
-    ]},
-    {'name': 'random_crop', 'kind': 'stage', 'doc': 'crop size×size at a random place of the image padded by pad (torchvision RandomCrop)', 'params': [
-        {'name': 'size', 'type': 'int', 'default': None, 'required': True, 'positional': True, 'enum': None, 'auto': False, 'min': 1, 'max': 32768, 'why': 'the longest image side pipe decodes', 'doc': 'side of the square crop in pixels'},
-        {'name': 'pad', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 32768, 'why': 'the longest image side pipe decodes', 'doc': 'padding added on every side before cropping'},
-        {'name': 'fill', 'type': 'enum', 'default': 'zero', 'required': False, 'positional': False, 'enum': ['zero', 'reflect', 'edge', 'wrap'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'pixels outside the image: zero, reflect (dcb|abcd), edge (aaa|abcd) or wrap (bcd|abcd)'},
-    ]},
-    {'name': 'random_resized_crop', 'kind': 'stage', 'doc': 'a random area and aspect-ratio crop resized to size×size (torchvision RandomResizedCrop, with its centre-crop fallback)', 'params': [
-        {'name': 'size', 'type': 'int', 'default': None, 'required': True, 'positional': True, 'enum': None, 'auto': False, 'min': 1, 'max': 32768, 'why': 'the longest image side pipe decodes', 'doc': 'side of the output'},
-        {'name': 'scale', 'type': 'floats', 'default': '0.08,1', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': "range of the crop's area as a fraction of the image's"},
-        {'name': 'ratio', 'type': 'floats', 'default': '0.75,1.3333333333333333', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': "range of the crop's aspect ratio (width/height), drawn log-uniformly"},
-        {'name': 'interpolation', 'type': 'enum', 'default': 'bilinear', 'required': False, 'positional': False, 'enum': ['bilinear', 'bicubic', 'lanczos'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'resampling filter, antialiased when shrinking (as PIL)'},
-    ]},
-    {'name': 'resize', 'kind': 'stage', 'doc': 'scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))', 'params': [
-        {'name': 'shorter', 'type': 'int', 'default': None, 'required': True, 'positional': True, 'enum': None, 'auto': False, 'min': 1, 'max': 32768, 'why': 'the longest image side pipe decodes', 'doc': 'length of the shorter side after resizing'},
-        {'name': 'interpolation', 'type': 'enum', 'default': 'bilinear', 'required': False, 'positional': False, 'enum': ['bilinear', 'bicubic', 'lanczos'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'resampling filter, antialiased when shrinking (as PIL)'},
-    ]},
-    {'name': 'shift', 'kind': 'stage', 'doc': 'translate by a random whole number of pixels (Keras ImageDataGenerator width/height_shift_range)', 'params': [
-        {'name': 'width', 'type': 'float', 'default': '0.1', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 32768, 'why': 'the longest image side pipe decodes', 'doc': 'largest horizontal shift: a fraction of the width if < 1, else pixels'},
-        {'name': 'height', 'type': 'float', 'default': '0.1', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 32768, 'why': 'the longest image side pipe decodes', 'doc': 'largest vertical shift: a fraction of the height if < 1, else pixels'},
-        {'name': 'fill', 'type': 'enum', 'default': 'zero', 'required': False, 'positional': False, 'enum': ['zero', 'reflect', 'edge', 'wrap'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'pixels outside the image: zero, reflect (dcb|abcd), edge (aaa|abcd) or wrap (bcd|abcd)'},
-    ]},
-    {'name': 'shuffle', 'kind': 'stage', 'doc': 'a new random order of the samples every epoch; seed also keys the augmentations', 'params': [
-        {'name': 'seed', 'type': 'int', 'default': '0', 'required': False, 'positional': True, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': "the pipeline's seed"},
-        {'name': 'buffer', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 4294967295, 'why': 'stored epoch orders hold positions in 32 bits', 'doc': '0: a full permutation; N: shards (tfrecord, webdataset files) in random order, read in sequence through an N-sample shuffle buffer (tf.data, WebDataset)'},
-    ]},
-    {'name': 'to_tensor', 'kind': 'stage', 'doc': 'the memory layout and element type of batches', 'params': [
-        {'name': 'layout', 'type': 'enum', 'default': 'nchw', 'required': False, 'positional': False, 'enum': ['nchw', 'nhwc'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': "nchw (channels first, cuDNN's preference) or nhwc"},
-        {'name': 'dtype', 'type': 'enum', 'default': 'float32', 'required': False, 'positional': False, 'enum': ['float32', 'float16', 'uint8'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'element type; floats without normalize are scaled to [0,1]'},
-    ]},
-    {'name': 'train', 'kind': 'stage', 'doc': 'train a model on the batches, one replica per device (data parallel); comes last, before eval', 'params': [
-        {'name': 'model', 'type': 'enum', 'default': None, 'required': True, 'positional': True, 'enum': ['mlp', 'keras_cnn', 'resnet'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': "mlp, keras_cnn (Keras' cifar10_cnn.py) or resnet (CIFAR ResNet, He et al.)"},
-        {'name': 'depth', 'type': 'int', 'default': '20', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 8, 'max': 1202, 'why': 'the deepest CIFAR ResNet of He et al.', 'doc': 'resnet depth, 6n+2: 8, 14, 20, 32, 44, 56, 110'},
-        {'name': 'width', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 65536, 'why': "a model's size is checked against memory when it is built; this keeps the check's arithmetic exact", 'doc': "resnet's first-stage channels (0: 16) or mlp's hidden units (0: 512)"},
-        {'name': 'epochs', 'type': 'int', 'default': '10', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': 1048576, 'why': 'so that epochs × steps fits a step counter', 'doc': 'epochs to train'},
-        {'name': 'steps_per_epoch', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 2147483648, 'why': "a step counter's range", 'doc': 'cap on steps per epoch (0: the whole epoch), for quick runs'},
-        {'name': 'optimizer', 'type': 'enum', 'default': 'sgd', 'required': False, 'positional': False, 'enum': ['sgd', 'adam', 'rmsprop'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': "sgd, adam or rmsprop (PyTorch's update rules)"},
-        {'name': 'lr', 'type': 'float', 'default': '0.1', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': 'peak learning rate for base_batch, scaled to the global batch by scale_lr'},
-        {'name': 'base_batch', 'type': 'int', 'default': '256', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 1, 'max': 16777216, 'why': '256 times the largest batch trained on ImageNet', 'doc': 'the batch size lr is given for'},
-        {'name': 'scale_lr', 'type': 'enum', 'default': 'linear', 'required': False, 'positional': False, 'enum': ['linear', 'sqrt', 'none'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'how lr grows with the global batch (Goyal et al.: linear)'},
-        {'name': 'momentum', 'type': 'float', 'default': '0.9', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 0.999, 'why': '', 'doc': 'sgd and rmsprop momentum'},
-        {'name': 'nesterov', 'type': 'bool', 'default': 'false', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'Nesterov momentum (sgd)'},
-        {'name': 'weight_decay', 'type': 'float', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': 'L2 penalty on weights (not biases or batch-norm parameters)'},
-        {'name': 'schedule', 'type': 'enum', 'default': 'constant', 'required': False, 'positional': False, 'enum': ['constant', 'step', 'cosine', 'onecycle'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'learning-rate schedule after warm-up: constant, step, cosine or onecycle'},
-        {'name': 'warmup', 'type': 'float', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': 'epochs of linear warm-up (gradual warm-up for large batches)'},
-        {'name': 'step_every', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 1048576, 'why': 'so that epochs × steps fits a step counter', 'doc': 'schedule=step: epochs between decays'},
-        {'name': 'gamma', 'type': 'float', 'default': '0.1', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': None, 'why': '', 'doc': 'schedule=step: the decay factor'},
-        {'name': 'label_smoothing', 'type': 'float', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 0.999, 'why': '', 'doc': 'ε of the smoothed one-hot target'},
-        {'name': 'mode', 'type': 'enum', 'default': 'sync', 'required': False, 'positional': False, 'enum': ['sync', 'local', 'mixture'], 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'sync: average gradients every step; local: average parameters every average_every steps; mixture: once per epoch'},
-        {'name': 'average_every', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 2147483648, 'why': "a step counter's range", 'doc': 'mode=local: steps between parameter averages'},
-        {'name': 'threads', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 4096, 'why': "far past any machine's cores", 'doc': 'cores the replicas share (0: all)'},
-        {'name': 'out', 'type': 'string', 'default': 'runs/train', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': None, 'max': None, 'why': '', 'doc': 'directory for checkpoint.gob, metrics.jsonl and the plots (resume with pipe run --resume)'},
-        {'name': 'log_every', 'type': 'int', 'default': '0', 'required': False, 'positional': False, 'enum': None, 'auto': False, 'min': 0, 'max': 2147483648, 'why': "a step counter's range", 'doc': "write every Nth step's loss, accuracy, lr and images/s to out/steps.jsonl (0: none)"},
-    ]},
+STAGES = json.loads(r'''
+[
+  {
+    "name": "cifar10",
+    "kind": "source",
+    "doc": "CIFAR-10 binary distribution: 32×32 RGB, 10 classes (50,000 train, 10,000 test)",
+    "params": [
+      {
+        "name": "path",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the official .tar.gz, its extracted directory, or one batch file"
+      },
+      {
+        "name": "split",
+        "type": "enum",
+        "default": "train",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "train",
+          "test"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "which part of the dataset"
+      },
+      {
+        "name": "download",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "fetch and verify the official archive into cache_dir when no path is given"
+      },
+      {
+        "name": "cache_dir",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "where downloads go (default $PIPE_CACHE or ~/.cache/pipe)"
+      },
+      {
+        "name": "mirror",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "download from this URL instead of the official one (needs checksum)"
+      },
+      {
+        "name": "checksum",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the mirror's md5:<hex> or sha256:<hex>"
+      }
+    ]
+  },
+  {
+    "name": "cifar100",
+    "kind": "source",
+    "doc": "CIFAR-100 binary distribution: 32×32 RGB, 100 fine or 20 coarse classes",
+    "params": [
+      {
+        "name": "path",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the official .tar.gz, its extracted directory, or one batch file"
+      },
+      {
+        "name": "split",
+        "type": "enum",
+        "default": "train",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "train",
+          "test"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "which part of the dataset"
+      },
+      {
+        "name": "download",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "fetch and verify the official archive into cache_dir when no path is given"
+      },
+      {
+        "name": "cache_dir",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "where downloads go (default $PIPE_CACHE or ~/.cache/pipe)"
+      },
+      {
+        "name": "mirror",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "download from this URL instead of the official one (needs checksum)"
+      },
+      {
+        "name": "checksum",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the mirror's md5:<hex> or sha256:<hex>"
+      },
+      {
+        "name": "labels",
+        "type": "enum",
+        "default": "fine",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "fine",
+          "coarse"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "which label byte to use"
+      }
+    ]
+  },
+  {
+    "name": "image_folder",
+    "kind": "source",
+    "doc": "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
+    "params": [
+      {
+        "name": "path",
+        "type": "string",
+        "default": null,
+        "required": true,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the directory, or a URL: s3://bucket/train/ (class folders found by listing), https://host/val/ (with labels=), each file fetched into the shard cache"
+      },
+      {
+        "name": "labels",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "flat layout: a CSV of file,label lines (a header is skipped), a path or URL; without classes= the classes are 0..the largest label (past 1,024, half must appear)"
+      },
+      {
+        "name": "classes",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "a CSV of label,name lines naming the classes (e.g. ILSVRC synsets), a path or URL"
+      },
+      {
+        "name": "split",
+        "type": "enum",
+        "default": "train",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "train",
+          "test"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "eval split=test reads path/../val (or path/../test) when it exists"
+      },
+      {
+        "name": "endpoint",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "S3 endpoint for s3:// paths, e.g. http://127.0.0.1:9000 or https://storage.googleapis.com (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)"
+      },
+      {
+        "name": "region",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "S3 region (default $AWS_REGION, $AWS_DEFAULT_REGION; us-east-1 for other endpoints than AWS)"
+      },
+      {
+        "name": "path_style",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "address buckets as endpoint/bucket/key, as most S3-compatible servers want"
+      },
+      {
+        "name": "cache_dir",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the shard cache for URL paths, shared by the processes of a machine (default $PIPE_SHARD_CACHE, else ~/.cache/pipe/shards)"
+      },
+      {
+        "name": "cache_size",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "bound on the shard cache, e.g. 500G: least recently used shards are removed past it (default no bound)"
+      },
+      {
+        "name": "concurrency",
+        "type": "int",
+        "default": "8",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": null,
+        "why": "",
+        "doc": "shards fetched at once for URL paths, each one streaming 1 MiB buffer"
+      },
+      {
+        "name": "retry_for",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "how long a URL request that fails with an error that may pass (5xx, throttling, no answer, a dropped connection) is retried, e.g. 5m (default $PIPE_RETRY_FOR, else 60s)"
+      }
+    ]
+  },
+  {
+    "name": "synthetic",
+    "kind": "source",
+    "doc": "generated CIFAR-shaped data (3×32×32, 10 learnable classes); needs no files or network",
+    "params": [
+      {
+        "name": "n",
+        "type": "int",
+        "default": "50000",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 4294967295,
+        "why": "stored epoch orders hold positions in 32 bits",
+        "doc": "number of samples"
+      },
+      {
+        "name": "split",
+        "type": "enum",
+        "default": "train",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "train",
+          "test"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "which part of the dataset"
+      },
+      {
+        "name": "seed",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "generator seed (the data, not the augmentation)"
+      },
+      {
+        "name": "shuffle_labels",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "labels independent of images: a control that nothing can learn"
+      }
+    ]
+  },
+  {
+    "name": "tfrecord",
+    "kind": "source",
+    "doc": "tf.train.Example records in TFRecord files (plain or GZIP, both CRC-32Cs checked, offsets indexed once); needs decode",
+    "params": [
+      {
+        "name": "path",
+        "type": "string",
+        "default": null,
+        "required": true,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the files: a glob with braces (data/train-{00000..01023}-of-01024, data/train-*), or a URL (s3://bucket/train-*, https://host/train-{0..9}.tfrecord) fetched into the shard cache"
+      },
+      {
+        "name": "image_key",
+        "type": "string",
+        "default": "image/encoded",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the bytes feature holding the encoded image"
+      },
+      {
+        "name": "label_key",
+        "type": "string",
+        "default": "image/class/label",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the int64 feature holding the label"
+      },
+      {
+        "name": "label_offset",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "labels are below source.MaxClasses",
+        "doc": "subtracted from labels (build_image_data numbers classes from 1: use 1)"
+      },
+      {
+        "name": "index_dir",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "where offset indexes and decompressed GZIP copies go (default $PIPE_CACHE/tfrecord)"
+      },
+      {
+        "name": "split",
+        "type": "enum",
+        "default": "train",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "train",
+          "test"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "eval split=test reads the path with train replaced by validation (or val, test)"
+      },
+      {
+        "name": "endpoint",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "S3 endpoint for s3:// paths, e.g. http://127.0.0.1:9000 or https://storage.googleapis.com (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)"
+      },
+      {
+        "name": "region",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "S3 region (default $AWS_REGION, $AWS_DEFAULT_REGION; us-east-1 for other endpoints than AWS)"
+      },
+      {
+        "name": "path_style",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "address buckets as endpoint/bucket/key, as most S3-compatible servers want"
+      },
+      {
+        "name": "cache_dir",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the shard cache for URL paths, shared by the processes of a machine (default $PIPE_SHARD_CACHE, else ~/.cache/pipe/shards)"
+      },
+      {
+        "name": "cache_size",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "bound on the shard cache, e.g. 500G: least recently used shards are removed past it (default no bound)"
+      },
+      {
+        "name": "concurrency",
+        "type": "int",
+        "default": "8",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": null,
+        "why": "",
+        "doc": "shards fetched at once for URL paths, each one streaming 1 MiB buffer"
+      },
+      {
+        "name": "retry_for",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "how long a URL request that fails with an error that may pass (5xx, throttling, no answer, a dropped connection) is retried, e.g. 5m (default $PIPE_RETRY_FOR, else 60s)"
+      }
+    ]
+  },
+  {
+    "name": "webdataset",
+    "kind": "source",
+    "doc": "WebDataset tar shards (plain, .tar.gz, .tgz): members grouped by key, image from .jpg/.jpeg/.png, label from .cls or .json; needs decode",
+    "params": [
+      {
+        "name": "path",
+        "type": "string",
+        "default": null,
+        "required": true,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the shards: a glob with braces (data/shard-{000000..001023}.tar, data/shard-*.tar), or a URL (s3://bucket/shard-*.tar, https://host/shard-{000..099}.tar) fetched into the shard cache"
+      },
+      {
+        "name": "label_field",
+        "type": "string",
+        "default": "label",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the .json field holding the label, for samples without a .cls member"
+      },
+      {
+        "name": "index_dir",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "where gzipped shards are decompressed once (default $PIPE_CACHE/webdataset)"
+      },
+      {
+        "name": "endpoint",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "S3 endpoint for s3:// paths, e.g. http://127.0.0.1:9000 or https://storage.googleapis.com (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)"
+      },
+      {
+        "name": "region",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "S3 region (default $AWS_REGION, $AWS_DEFAULT_REGION; us-east-1 for other endpoints than AWS)"
+      },
+      {
+        "name": "path_style",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "address buckets as endpoint/bucket/key, as most S3-compatible servers want"
+      },
+      {
+        "name": "cache_dir",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the shard cache for URL paths, shared by the processes of a machine (default $PIPE_SHARD_CACHE, else ~/.cache/pipe/shards)"
+      },
+      {
+        "name": "cache_size",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "bound on the shard cache, e.g. 500G: least recently used shards are removed past it (default no bound)"
+      },
+      {
+        "name": "concurrency",
+        "type": "int",
+        "default": "8",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": null,
+        "why": "",
+        "doc": "shards fetched at once for URL paths, each one streaming 1 MiB buffer"
+      },
+      {
+        "name": "retry_for",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "how long a URL request that fails with an error that may pass (5xx, throttling, no answer, a dropped connection) is retried, e.g. 5m (default $PIPE_RETRY_FOR, else 60s)"
+      }
+    ]
+  },
+  {
+    "name": "batch",
+    "kind": "stage",
+    "doc": "group samples into batches written straight into reusable slabs",
+    "params": [
+      {
+        "name": "size",
+        "type": "int",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 16777216,
+        "why": "256 times the largest batch trained on ImageNet",
+        "doc": "samples per batch"
+      },
+      {
+        "name": "drop_last",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "leave out the final short batch of each epoch"
+      }
+    ]
+  },
+  {
+    "name": "cache",
+    "kind": "stage",
+    "doc": "store the output of every stage before it in a Badger directory and read it back instead of recomputing it",
+    "params": [
+      {
+        "name": "dir",
+        "type": "string",
+        "default": null,
+        "required": true,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "cache directory (created if missing; one pipe process at a time)"
+      },
+      {
+        "name": "epochs",
+        "type": "int",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 1048576,
+        "why": "so that epochs × steps fits a step counter",
+        "doc": "distinct epochs cached after random stages; epoch e ≥ epochs reuses e mod epochs (data echoing)"
+      },
+      {
+        "name": "shard",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 65536,
+        "why": "an entry is decompressed whole",
+        "doc": "samples per cache entry (0: about 1 MiB of images after random stages, 256 KiB otherwise, at most 256)"
+      },
+      {
+        "name": "ahead",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "so that epochs × steps fits a step counter",
+        "doc": "epochs pipe run warms in the background ahead of the one being read"
+      },
+      {
+        "name": "memory",
+        "type": "int",
+        "default": "128",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 16777216,
+        "why": "16 TiB, more than any machine",
+        "doc": "MiB of decoded entries kept in memory"
+      }
+    ]
+  },
+  {
+    "name": "center_crop",
+    "kind": "stage",
+    "doc": "the central size×size window, zero-padded if the image is smaller (torchvision CenterCrop)",
+    "params": [
+      {
+        "name": "size",
+        "type": "int",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 32768,
+        "why": "the longest image side pipe decodes",
+        "doc": "side of the square crop"
+      }
+    ]
+  },
+  {
+    "name": "color_jitter",
+    "kind": "stage",
+    "doc": "random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)",
+    "params": [
+      {
+        "name": "brightness",
+        "type": "float",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "factor drawn from [max(0, 1-v), 1+v]"
+      },
+      {
+        "name": "contrast",
+        "type": "float",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "factor drawn from [max(0, 1-v), 1+v], around the mean grey"
+      },
+      {
+        "name": "saturation",
+        "type": "float",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "factor drawn from [max(0, 1-v), 1+v], around each pixel's grey"
+      }
+    ]
+  },
+  {
+    "name": "decode",
+    "kind": "stage",
+    "doc": "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
+    "params": [
+      {
+        "name": "reduce",
+        "type": "bool",
+        "default": "true",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "decode only the window a following resize/random_resized_crop reads at the smallest DCT scale (1/8, 1/4, 1/2) that keeps it at least its output size; false: at full scale"
+      },
+      {
+        "name": "max_pixels",
+        "type": "int",
+        "default": "67108864",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 1073741824,
+        "why": "the square of the longest side pipe decodes",
+        "doc": "largest image decoded, width × height (the default, 2^26, is an 8192×8192 square, above a 61-MP photograph); checked from the header before anything is allocated: a larger image is a corrupt record, which on_error=skip skips"
+      }
+    ]
+  },
+  {
+    "name": "eval",
+    "kind": "stage",
+    "doc": "evaluate the trained model on another split of the source (top-1 accuracy and loss), without augmentation",
+    "params": [
+      {
+        "name": "split",
+        "type": "enum",
+        "default": "test",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "train",
+          "test"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the split to evaluate on"
+      },
+      {
+        "name": "every",
+        "type": "int",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 1048576,
+        "why": "so that epochs × steps fits a step counter",
+        "doc": "epochs between evaluations (the last epoch is always evaluated)"
+      },
+      {
+        "name": "batch",
+        "type": "int",
+        "default": "500",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 16777216,
+        "why": "256 times the largest batch trained on ImageNet",
+        "doc": "evaluation batch size"
+      }
+    ]
+  },
+  {
+    "name": "flip",
+    "kind": "stage",
+    "doc": "mirror the image with probability p",
+    "params": [
+      {
+        "name": "direction",
+        "type": "enum",
+        "default": "horizontal",
+        "required": false,
+        "positional": true,
+        "enum": [
+          "horizontal",
+          "vertical"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "horizontal (left-right) or vertical (top-bottom)"
+      },
+      {
+        "name": "p",
+        "type": "float",
+        "default": "0.5",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1,
+        "why": "",
+        "doc": "probability of flipping"
+      }
+    ]
+  },
+  {
+    "name": "normalize",
+    "kind": "stage",
+    "doc": "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
+    "params": [
+      {
+        "name": "mean",
+        "type": "floats",
+        "default": null,
+        "required": true,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "per-channel means on the [0,1] scale, comma-separated (one value: all channels)"
+      },
+      {
+        "name": "std",
+        "type": "floats",
+        "default": null,
+        "required": true,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "per-channel standard deviations on the [0,1] scale, all > 0"
+      },
+      {
+        "name": "where",
+        "type": "enum",
+        "default": "host",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "host",
+          "device"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "device: ship uint8 (4× fewer bytes) and normalise on each device; needs prefetch"
+      }
+    ]
+  },
+  {
+    "name": "pipeline",
+    "kind": "stage",
+    "doc": "how the pipeline runs; none of these change a rank's output",
+    "params": [
+      {
+        "name": "workers",
+        "type": "int",
+        "default": "auto",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": true,
+        "min": 0,
+        "max": 4096,
+        "why": "each worker holds scratch images and a slab; far past any machine's cores",
+        "doc": "transform goroutines: auto (sized as the first epoch runs, within the cores and memory=), 0 (one per core) or a number"
+      },
+      {
+        "name": "memory",
+        "type": "int",
+        "default": "auto",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": true,
+        "min": 1,
+        "max": 16777216,
+        "why": "16 TiB, more than any machine",
+        "doc": "MiB that workers=auto and depth=auto may hold in batches (host slabs and device buffers); auto: a quarter of the memory this process may use"
+      },
+      {
+        "name": "on_error",
+        "type": "enum",
+        "default": "fail",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "fail",
+          "skip"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "a corrupt record stops the run (fail) or is skipped, counted and listed (skip)"
+      },
+      {
+        "name": "seed",
+        "type": "int",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "the pipeline's seed when there is no shuffle stage"
+      },
+      {
+        "name": "rank",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "past the largest MPI jobs",
+        "doc": "this process's rank in a data-parallel job, e.g. ${RANK:-0}"
+      },
+      {
+        "name": "world",
+        "type": "int",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 1048576,
+        "why": "past the largest MPI jobs",
+        "doc": "the number of ranks, e.g. ${WORLD_SIZE:-1}; each reads an equal, disjoint share"
+      },
+      {
+        "name": "elastic",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "ranks read slices of whole global batches of one order, so the stream and a resume do not depend on the number of ranks (a last, partial global batch sits out)"
+      }
+    ]
+  },
+  {
+    "name": "prefetch",
+    "kind": "stage",
+    "doc": "cut each global batch into equal, contiguous per-device slices and copy them to the devices ahead of their consumers",
+    "params": [
+      {
+        "name": "depth",
+        "type": "int",
+        "default": "auto",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": true,
+        "min": 1,
+        "max": 64,
+        "why": "each queued batch holds a device buffer",
+        "doc": "batches each device's queue holds ahead of its consumer; auto starts at 2 and deepens on bursty stalls, within the pipeline's memory="
+      },
+      {
+        "name": "devices",
+        "type": "string",
+        "default": "cpu:1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"
+      }
+    ]
+  },
+  {
+    "name": "random_crop",
+    "kind": "stage",
+    "doc": "crop size×size at a random place of the image padded by pad (torchvision RandomCrop)",
+    "params": [
+      {
+        "name": "size",
+        "type": "int",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 32768,
+        "why": "the longest image side pipe decodes",
+        "doc": "side of the square crop in pixels"
+      },
+      {
+        "name": "pad",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 32768,
+        "why": "the longest image side pipe decodes",
+        "doc": "padding added on every side before cropping"
+      },
+      {
+        "name": "fill",
+        "type": "enum",
+        "default": "zero",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "zero",
+          "reflect",
+          "edge",
+          "wrap"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "pixels outside the image: zero, reflect (dcb|abcd), edge (aaa|abcd) or wrap (bcd|abcd)"
+      }
+    ]
+  },
+  {
+    "name": "random_resized_crop",
+    "kind": "stage",
+    "doc": "a random area and aspect-ratio crop resized to size×size (torchvision RandomResizedCrop, with its centre-crop fallback)",
+    "params": [
+      {
+        "name": "size",
+        "type": "int",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 32768,
+        "why": "the longest image side pipe decodes",
+        "doc": "side of the output"
+      },
+      {
+        "name": "scale",
+        "type": "floats",
+        "default": "0.08,1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "range of the crop's area as a fraction of the image's"
+      },
+      {
+        "name": "ratio",
+        "type": "floats",
+        "default": "0.75,1.3333333333333333",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "range of the crop's aspect ratio (width/height), drawn log-uniformly"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "bilinear",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "bilinear",
+          "bicubic",
+          "lanczos"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "resampling filter, antialiased when shrinking (as PIL)"
+      }
+    ]
+  },
+  {
+    "name": "resize",
+    "kind": "stage",
+    "doc": "scale so the shorter side is shorter= pixels, keeping the aspect ratio (torchvision Resize(int))",
+    "params": [
+      {
+        "name": "shorter",
+        "type": "int",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 32768,
+        "why": "the longest image side pipe decodes",
+        "doc": "length of the shorter side after resizing"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "bilinear",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "bilinear",
+          "bicubic",
+          "lanczos"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "resampling filter, antialiased when shrinking (as PIL)"
+      }
+    ]
+  },
+  {
+    "name": "shift",
+    "kind": "stage",
+    "doc": "translate by a random whole number of pixels (Keras ImageDataGenerator width/height_shift_range)",
+    "params": [
+      {
+        "name": "width",
+        "type": "float",
+        "default": "0.1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 32768,
+        "why": "the longest image side pipe decodes",
+        "doc": "largest horizontal shift: a fraction of the width if < 1, else pixels"
+      },
+      {
+        "name": "height",
+        "type": "float",
+        "default": "0.1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 32768,
+        "why": "the longest image side pipe decodes",
+        "doc": "largest vertical shift: a fraction of the height if < 1, else pixels"
+      },
+      {
+        "name": "fill",
+        "type": "enum",
+        "default": "zero",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "zero",
+          "reflect",
+          "edge",
+          "wrap"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "pixels outside the image: zero, reflect (dcb|abcd), edge (aaa|abcd) or wrap (bcd|abcd)"
+      }
+    ]
+  },
+  {
+    "name": "shuffle",
+    "kind": "stage",
+    "doc": "a new random order of the samples every epoch; seed also keys the augmentations",
+    "params": [
+      {
+        "name": "seed",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "the pipeline's seed"
+      },
+      {
+        "name": "buffer",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 4294967295,
+        "why": "stored epoch orders hold positions in 32 bits",
+        "doc": "0: a full permutation; N: shards (tfrecord, webdataset files) in random order, read in sequence through an N-sample shuffle buffer (tf.data, WebDataset)"
+      }
+    ]
+  },
+  {
+    "name": "to_tensor",
+    "kind": "stage",
+    "doc": "the memory layout and element type of batches",
+    "params": [
+      {
+        "name": "layout",
+        "type": "enum",
+        "default": "nchw",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "nchw",
+          "nhwc"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "nchw (channels first, cuDNN's preference) or nhwc"
+      },
+      {
+        "name": "dtype",
+        "type": "enum",
+        "default": "float32",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "float32",
+          "float16",
+          "uint8"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "element type; floats without normalize are scaled to [0,1]"
+      }
+    ]
+  },
+  {
+    "name": "train",
+    "kind": "stage",
+    "doc": "train a model on the batches, one replica per device (data parallel); comes last, before eval",
+    "params": [
+      {
+        "name": "model",
+        "type": "enum",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": [
+          "mlp",
+          "keras_cnn",
+          "resnet"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "mlp, keras_cnn (Keras' cifar10_cnn.py) or resnet (CIFAR ResNet, He et al.)"
+      },
+      {
+        "name": "depth",
+        "type": "int",
+        "default": "20",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 8,
+        "max": 1202,
+        "why": "the deepest CIFAR ResNet of He et al.",
+        "doc": "resnet depth, 6n+2: 8, 14, 20, 32, 44, 56, 110"
+      },
+      {
+        "name": "width",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 65536,
+        "why": "a model's size is checked against memory when it is built; this keeps the check's arithmetic exact",
+        "doc": "resnet's first-stage channels (0: 16) or mlp's hidden units (0: 512)"
+      },
+      {
+        "name": "epochs",
+        "type": "int",
+        "default": "10",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 1048576,
+        "why": "so that epochs × steps fits a step counter",
+        "doc": "epochs to train"
+      },
+      {
+        "name": "steps_per_epoch",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 2147483648,
+        "why": "a step counter's range",
+        "doc": "cap on steps per epoch (0: the whole epoch), for quick runs"
+      },
+      {
+        "name": "optimizer",
+        "type": "enum",
+        "default": "sgd",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "sgd",
+          "adam",
+          "rmsprop"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "sgd, adam or rmsprop (PyTorch's update rules)"
+      },
+      {
+        "name": "lr",
+        "type": "float",
+        "default": "0.1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "peak learning rate for base_batch, scaled to the global batch by scale_lr"
+      },
+      {
+        "name": "base_batch",
+        "type": "int",
+        "default": "256",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 16777216,
+        "why": "256 times the largest batch trained on ImageNet",
+        "doc": "the batch size lr is given for"
+      },
+      {
+        "name": "scale_lr",
+        "type": "enum",
+        "default": "linear",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "linear",
+          "sqrt",
+          "none"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "how lr grows with the global batch (Goyal et al.: linear)"
+      },
+      {
+        "name": "momentum",
+        "type": "float",
+        "default": "0.9",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 0.999,
+        "why": "",
+        "doc": "sgd and rmsprop momentum"
+      },
+      {
+        "name": "nesterov",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "Nesterov momentum (sgd)"
+      },
+      {
+        "name": "weight_decay",
+        "type": "float",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "L2 penalty on weights (not biases or batch-norm parameters)"
+      },
+      {
+        "name": "schedule",
+        "type": "enum",
+        "default": "constant",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "constant",
+          "step",
+          "cosine",
+          "onecycle"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "learning-rate schedule after warm-up: constant, step, cosine or onecycle"
+      },
+      {
+        "name": "warmup",
+        "type": "float",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "epochs of linear warm-up (gradual warm-up for large batches)"
+      },
+      {
+        "name": "step_every",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "so that epochs × steps fits a step counter",
+        "doc": "schedule=step: epochs between decays"
+      },
+      {
+        "name": "gamma",
+        "type": "float",
+        "default": "0.1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "schedule=step: the decay factor"
+      },
+      {
+        "name": "label_smoothing",
+        "type": "float",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 0.999,
+        "why": "",
+        "doc": "ε of the smoothed one-hot target"
+      },
+      {
+        "name": "mode",
+        "type": "enum",
+        "default": "sync",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "sync",
+          "local",
+          "mixture"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "sync: average gradients every step; local: average parameters every average_every steps; mixture: once per epoch"
+      },
+      {
+        "name": "average_every",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 2147483648,
+        "why": "a step counter's range",
+        "doc": "mode=local: steps between parameter averages"
+      },
+      {
+        "name": "threads",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 4096,
+        "why": "far past any machine's cores",
+        "doc": "cores the replicas share (0: all)"
+      },
+      {
+        "name": "out",
+        "type": "string",
+        "default": "runs/train",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "directory for checkpoint.gob, metrics.jsonl and the plots (resume with pipe run --resume)"
+      },
+      {
+        "name": "log_every",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 2147483648,
+        "why": "a step counter's range",
+        "doc": "write every Nth step's loss, accuracy, lr and images/s to out/steps.jsonl (0: none)"
+      }
+    ]
+  }
 ]
+''')
 """pipe's registry, as ``pipe stages --json`` printed it."""
 
 
