@@ -120,7 +120,7 @@ def _signature(params, lead):
     pos = [p for p in params if p["positional"]]
     args += [f"{p['name']}: {_hint(p)} = None" for p in pos]
     rest = [p for p in params if not p["positional"]]
-    if rest and not any(a.startswith("*") for a in args):
+    if rest:
         args.append("*")
     args += [f"{p['name']}: {_hint(p)} = None" for p in rest]
     return args
@@ -192,10 +192,11 @@ def render(registry_json):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m pipefeed._gen", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m pipefeed._gen",
+                                 description="write _stages.py, generated from pipe stages --json, to stdout")
     ap.add_argument("--pipe-bin", help="the pipe command (default $PIPE_BIN, else pipe on PATH)")
     a = ap.parse_args(argv)
-    sys.stdout.write(render(registry(a.pipe_bin)))
+    sys.stdout.buffer.write(render(registry(a.pipe_bin)).encode("utf-8"))
 
 
 if __name__ == "__main__":

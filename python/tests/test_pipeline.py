@@ -3,11 +3,12 @@ as the .pipe text pipe reads, checked by pipe, and fed through the Loader
 as a file is."""
 
 import copy
+import inspect
 import json
-import sys
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import typing
 
@@ -53,8 +54,6 @@ def test_drift_names_what_either_side_lacks():
 def test_methods_from_the_specs():
     """Each stage is a method with its parameters as arguments (positional
     ones first), type hints from their types and its docs."""
-    import inspect
-
     sig = inspect.signature(Pipeline.random_crop)
     assert list(sig.parameters) == ["self", "size", "pad", "fill", "unknown"]
     assert sig.parameters["size"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
