@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -69,15 +71,79 @@ func newCheck() *cobra.Command {
 }
 
 func newStages() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "stages",
 		Short: "list every source and stage with its parameters",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
-			fmt.Fprint(c.OutOrStdout(), stagesText())
-			return nil
+			if !asJSON {
+				fmt.Fprint(c.OutOrStdout(), stagesText())
+				return nil
+			}
+			return writeStagesJSON(c.OutOrStdout())
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the registry as JSON, for programs (pipefeed's Pipeline is generated from it)")
+	return c
+}
+
+// stageSpec is a registry spec as pipe stages --json writes it, an
+// interface programs rely on: pipefeed generates its Pipeline's methods
+// from it, and its tests compare the two.
+type stageSpec struct {
+	Name   string      `json:"name"`
+	Kind   string      `json:"kind"` // "source" (written "source NAME ...") or "stage"
+	Doc    string      `json:"doc"`
+	Params []paramSpec `json:"params"`
+}
+
+// paramSpec is a parameter of a stageSpec; every key is always written.
+type paramSpec struct {
+	Name string `json:"name"`
+	Type string `json:"type"` // int, float, bool, string, enum or floats (comma-separated)
+	// Default is the value when the parameter is not given, in .pipe
+	// syntax; null: none (the stage decides, as Doc says).
+	Default    *string `json:"default"`
+	Required   bool    `json:"required"`
+	Positional bool    `json:"positional"` // may be given without "name=", in order
+	// Enum is the values an enum takes (null for other types); Auto says
+	// an int may also be the word auto.
+	Enum []string `json:"enum"`
+	Auto bool     `json:"auto"`
+	// Min and Max bound a number, or each number of floats, inclusively
+	// (null: unbounded); Why says why Max is the bound.
+	Min *float64 `json:"min"`
+	Max *float64 `json:"max"`
+	Why string   `json:"why"`
+	Doc string   `json:"doc"`
+}
+
+// writeStagesJSON writes what pipe stages --json prints.
+func writeStagesJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // docs say <hex> and &
+	enc.SetIndent("", "  ")
+	return enc.Encode(stagesJSON())
+}
+
+// stagesJSON is the registry as pipe stages --json writes it: an array of
+// every spec, in the order of pipe stages (sources first, then by name).
+func stagesJSON() []stageSpec {
+	var out []stageSpec
+	for _, s := range pipefile.Stages() {
+		st := stageSpec{Name: s.Name, Kind: s.Kind, Doc: s.Summary, Params: []paramSpec{}}
+		for _, p := range s.Params {
+			ps := paramSpec{Name: p.Name, Type: p.Type.String(), Required: p.Required, Positional: p.Positional,
+				Enum: p.Enum, Auto: p.Auto, Min: p.Min, Max: p.Max, Why: p.Why, Doc: p.Doc}
+			if p.Default != "" {
+				ps.Default = &p.Default
+			}
+			st.Params = append(st.Params, ps)
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // stagesText renders the registry; it is the reference in the README.

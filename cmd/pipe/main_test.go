@@ -14,11 +14,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/pipefeed/pipe"
 	"github.com/pipefeed/pipe/internal/shareddata"
+	"github.com/pipefeed/pipe/pipefile"
 	"github.com/pipefeed/pipe/prefetch"
 )
 
@@ -493,4 +496,147 @@ func TestUsageExitCodes(t *testing.T) {
 			t.Errorf("pipe %v: exit %d, %q; want 2 and %q", c.args, code, errs, c.want)
 		}
 	}
+}
+
+// TestStagesJSON: pipe stages --json is the registry, every spec and
+// parameter with each of its fields, in the order of pipe stages; programs
+// (pipefeed's generated Pipeline) rely on its keys.
+func TestStagesJSON(t *testing.T) {
+	out, errs, code := pipeCmd(t, "stages", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	specs := pipefile.Stages()
+	if len(got) != len(specs) {
+		t.Fatalf("%d stages, the registry has %d", len(got), len(specs))
+	}
+	str := func(s *string) any {
+		if s == nil {
+			return nil
+		}
+		return *s
+	}
+	num := func(f *float64) any {
+		if f == nil {
+			return nil
+		}
+		return *f
+	}
+	for i, s := range specs {
+		g := got[i]
+		if g["name"] != s.Name || g["kind"] != s.Kind || g["doc"] != s.Summary {
+			t.Errorf("stage %d: %v %v %q, want %s %s %q", i, g["kind"], g["name"], g["doc"], s.Kind, s.Name, s.Summary)
+			continue
+		}
+		params, _ := g["params"].([]any)
+		if len(params) != len(s.Params) {
+			t.Errorf("%s: %d parameters, want %d", s.Name, len(params), len(s.Params))
+			continue
+		}
+		for j, p := range s.Params {
+			gp := params[j].(map[string]any)
+			var def *string
+			if p.Default != "" {
+				def = &p.Default
+			}
+			var enum any
+			if p.Enum != nil {
+				var e []any
+				for _, v := range p.Enum {
+					e = append(e, v)
+				}
+				enum = e
+			}
+			want := map[string]any{"name": p.Name, "type": p.Type.String(), "default": str(def), "required": p.Required,
+				"positional": p.Positional, "enum": enum, "auto": p.Auto, "min": num(p.Min), "max": num(p.Max), "why": p.Why, "doc": p.Doc}
+			if !reflect.DeepEqual(gp, want) {
+				t.Errorf("%s %s:\n got %v\nwant %v", s.Name, p.Name, gp, want)
+			}
+		}
+	}
+	// Fixed points a reader of the JSON can check by eye.
+	for _, want := range []string{`"name": "random_crop"`, `"enum": [
+          "zero",
+          "reflect",
+          "edge",
+          "wrap"
+        ]`, `"doc": "the mirror's md5:<hex> or sha256:<hex>"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stages --json lacks %s", want)
+		}
+	}
+	if _, errs, code := pipeCmd(t, "stages", "--json", "x"); code != 2 || !strings.Contains(errs, "stages needs 0 argument(s), got 1") {
+		t.Errorf("stages --json x: exit %d, %s", code, errs)
+	}
+}
+
+// TestPythonStages keeps pipefeed's generated Pipeline (python/pipefeed/
+// _stages.py, which holds the pipe stages --json it was made from) equal to
+// the registry: a stage or parameter added, removed or changed here fails
+// until it is generated again. python/tests/test_pipeline.py checks the
+// methods made from it.
+func TestPythonStages(t *testing.T) {
+	const regenerate = "cd python && PIPE_BIN=/path/to/pipe python3 -m pipefeed._gen > pipefeed/_stages.py"
+	b, err := os.ReadFile("../../python/pipefeed/_stages.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, held, ok := strings.Cut(string(b), "STAGES = json.loads(r'''\n")
+	held, _, ok2 := strings.Cut(held, "''')\n")
+	if !ok || !ok2 {
+		t.Fatal("python/pipefeed/_stages.py holds no STAGES = json.loads(r'''...''')")
+	}
+	var want bytes.Buffer
+	if err := writeStagesJSON(&want); err != nil {
+		t.Fatal(err)
+	}
+	if held == want.String() {
+		return
+	}
+	var py []stageSpec
+	if err := json.Unmarshal([]byte(held), &py); err != nil {
+		t.Fatalf("_stages.py's STAGES: %v (%s)", err, regenerate)
+	}
+	params := func(specs []stageSpec) map[string][]string {
+		m := map[string][]string{}
+		for _, s := range specs {
+			key := s.Name
+			if s.Kind == "source" {
+				key = "source " + s.Name
+			}
+			m[key] = []string{}
+			for _, p := range s.Params {
+				m[key] = append(m[key], p.Name)
+			}
+		}
+		return m
+	}
+	have, reg := params(py), params(stagesJSON())
+	for name, ps := range reg {
+		if _, ok := have[name]; !ok {
+			t.Errorf("pipefeed has no stage %s", name)
+			continue
+		}
+		for _, p := range ps {
+			if !slices.Contains(have[name], p) {
+				t.Errorf("pipefeed's %s has no parameter %s", name, p)
+			}
+		}
+	}
+	for name, ps := range have {
+		if _, ok := reg[name]; !ok {
+			t.Errorf("pipefeed has a stage %s the registry lacks", name)
+			continue
+		}
+		for _, p := range ps {
+			if !slices.Contains(reg[name], p) {
+				t.Errorf("pipefeed's %s has a parameter %s the registry lacks", name, p)
+			}
+		}
+	}
+	t.Errorf("python/pipefeed/_stages.py is not generated from this registry: %s", regenerate)
 }

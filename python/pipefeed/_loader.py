@@ -13,6 +13,7 @@ from . import _protocol as proto
 from ._cuda import CudaCopier, check_device
 from ._errors import PipeDied, PipeError
 from ._launch import find_pipe, launcher_rank, stopped
+from ._pipeline import Pipeline
 from ._protocol import PROTOCOL
 from ._ring import Ring
 
@@ -29,6 +30,9 @@ class Loader:
     ``Loader(pipe_file, epoch=0, rank=None, world=None, workers=None,
     framework="torch", device=None, pin_memory=False, copy=False, env=None,
     pipe_bin=None, timeout=300.0)``
+
+    ``pipe_file`` is a .pipe file's path or a ``Pipeline``, whose text goes
+    to pipe in a temporary file, removed once pipe has read it.
 
     Iterating yields ``(x, y)``: ``x`` the batch in the pipeline's shape,
     layout and dtype (a ``torch.Tensor``, or a ``numpy.ndarray`` with
@@ -141,7 +145,8 @@ class Loader:
 
         bin_ = find_pipe(pipe_bin)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        args = [bin_, "feed", os.fspath(pipe_file), "--fd", str(theirs.fileno()), "--protocol", str(PROTOCOL)]
+        written = pipe_file._write() if isinstance(pipe_file, Pipeline) else None
+        args = [bin_, "feed", written or os.fspath(pipe_file), "--fd", str(theirs.fileno()), "--protocol", str(PROTOCOL)]
         if world is not None:
             args += ["--rank", str(rank), "--world", str(world)]
         if workers:
@@ -152,6 +157,8 @@ class Loader:
             self._proc = subprocess.Popen(args, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env)
         except OSError as e:
+            if written:
+                os.unlink(written)
             ours.close()
             theirs.close()
             raise FileNotFoundError(f"cannot start {bin_}: {e}") from e
@@ -168,6 +175,9 @@ class Loader:
         except BaseException:
             self.close()  # pipe with it, whatever failed
             raise
+        finally:
+            if written:
+                os.unlink(written)  # pipe has loaded it before its hello, or gone
 
     # -- start-up ------------------------------------------------------------
 
