@@ -40,8 +40,8 @@ class Placer:
     host memory, so a batch placed on CPU devices would be the slab itself,
     which pipe reuses; there the placed shards that alias the ring are
     copied once, on their devices, into memory of their own. Either way
-    the arrays are the caller's, and the slab goes back to pipe once they
-    are ready (nothing reads it after that).
+    the arrays are the caller's and ready when yielded, and the slab goes
+    back to pipe when the next batch is asked for (nothing reads it then).
 
     In a multi-process job (a sharding over devices of several processes)
     each process's batch is its share of the global array
@@ -83,14 +83,19 @@ class Placer:
                 raise ValueError(f"sharding= cannot split {which}, of {n} samples: {e}; choose {fix}") from None
 
     def copy(self, x, y):
-        """Start placing x and y (views of a slab): the arrays, and an event
-        that completes when they are ready, after which the slab may be
-        reused."""
+        """Place x and y (views of a slab) and wait until the arrays are
+        ready: the slab may be reused once copy returns. Waiting later would
+        be a wait on the caller's arrays, which a loop may delete or donate
+        to a step before it asks for the next batch (and is_ready() of a
+        deleted array crashed the process). The arrays, and the loader's
+        event for the placement, done."""
         place = self._jax.make_array_from_process_local_data
         xa, ya = place(self.sharding, x), place(self._labels, y)
         if self._host:
             xa, ya = self._own(xa), self._own(ya)
-        return xa, ya, _Ready(xa, ya)
+        xa.block_until_ready()
+        ya.block_until_ready()
+        return xa, ya, _PLACED
 
     def _own(self, a):
         """a, with every shard that aliases the ring copied on its device."""
@@ -106,16 +111,16 @@ class Placer:
         """Nothing to free: the arrays are the caller's."""
 
 
-class _Ready:
-    """When placed arrays are ready, as the loader's bookkeeping asks of a
-    copy in flight (torch.cuda.Event's query and synchronize)."""
-
-    def __init__(self, *arrays):
-        self._arrays = arrays
+class _Placed:
+    """A placement that completed in Placer.copy, as the loader's
+    bookkeeping asks of a copy in flight (torch.cuda.Event's query and
+    synchronize)."""
 
     def query(self):
-        return all(a.is_ready() for a in self._arrays)
+        return True
 
     def synchronize(self):
-        for a in self._arrays:
-            a.block_until_ready()
+        """Done already."""
+
+
+_PLACED = _Placed()

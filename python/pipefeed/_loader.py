@@ -44,10 +44,12 @@ class Loader:
     devices splitting the batch axis; the labels are split along it too)
     straight from its slab, so on a GPU or TPU the transfer is the only
     copy. XLA's CPU client would alias the slab, which pipe reuses: on CPU
-    devices each batch is copied once, on its devices. The slab goes back
-    to pipe once the arrays are ready, with the same bookkeeping as
-    ``device="cuda:N"`` below. A sharding that cannot split a batch, or the
-    epoch's last, raises ``ValueError`` before the first batch.
+    devices each batch is copied once, on its devices. The arrays are
+    ready when yielded (the loader waits for the placement: a loop may
+    delete its batch, or donate it to a step), and the slab goes back to
+    pipe when the next batch is asked for. A sharding that cannot split a
+    batch, or the epoch's last, raises ``ValueError`` before the first
+    batch.
 
     **A host batch is a view of a slab of shared memory, valid until the
     next batch is requested** (or the iteration ends): pipe writes a later

@@ -201,3 +201,23 @@ def test_device_and_sharding_together_are_refused(write_pipe):
     with pytest.raises(ValueError, match="device= and sharding= together"):
         pipefeed.Loader(write_pipe(recipe()), framework="jax", device=dev,
                         sharding=jax.sharding.SingleDeviceSharding(dev), pipe_bin="/nonexistent/pipe")
+
+
+def test_deleted_and_donated_batches(pipe_bin, write_pipe):
+    """A loop may delete its batches, or donate them to a step (jit's
+    donate_argnums), before it asks for the next: the loader goes on, and
+    the batches after them are whole."""
+    path = write_pipe(recipe(n=600, batch=50))
+    want = numpy_batches(pipe_bin, path)
+    consume = jax.jit(lambda x: x * 1, donate_argnums=0)
+    got = []
+    with pipefeed.Loader(path, framework="jax", pipe_bin=pipe_bin) as loader:
+        for i, (x, y) in enumerate(loader):
+            got.append(np.asarray(x).tobytes())
+            if i % 2:
+                consume(x)
+            else:
+                x.delete()
+            y.delete()
+            assert x.is_deleted()
+    assert got == [x.tobytes() for x, _ in want]
