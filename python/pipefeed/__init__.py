@@ -20,8 +20,8 @@ pipe's registry by ``_gen``.
 The modules: ``_loader`` (Loader: starting pipe, epochs, state, figures),
 ``_protocol`` (the messages, as Go's package feed has them), ``_ring`` (the
 shared memory and its slabs' arrays), ``_cuda`` (copies to a GPU for
-``device=``), ``_launch`` (the pipe command, a launcher's rank) and
-``_errors``.
+``device=``), ``_jax`` (jax.Array batches for ``framework="jax"``),
+``_launch`` (the pipe command, a launcher's rank) and ``_errors``.
 """
 
 from ._errors import PipeDied, PipeError

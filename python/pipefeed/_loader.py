@@ -12,6 +12,7 @@ import time
 from . import _protocol as proto
 from ._cuda import CudaCopier, check_device
 from ._errors import PipeDied, PipeError
+from ._jax import Placer, check_placement, process_rank
 from ._launch import find_pipe, launcher_rank, stopped
 from ._pipeline import Pipeline
 from ._protocol import PROTOCOL
@@ -28,16 +29,31 @@ class Loader:
     """Iterates over the batches of a .pipe pipeline, served by ``pipe feed``.
 
     ``Loader(pipe_file, epoch=0, rank=None, world=None, workers=None,
-    framework="torch", device=None, pin_memory=False, copy=False, env=None,
-    pipe_bin=None, timeout=300.0)``
+    framework="torch", device=None, sharding=None, pin_memory=False,
+    copy=False, env=None, pipe_bin=None, timeout=300.0)``
 
     ``pipe_file`` is a .pipe file's path or a ``Pipeline``, whose text goes
     to pipe in a temporary file, removed once pipe has read it.
 
     Iterating yields ``(x, y)``: ``x`` the batch in the pipeline's shape,
-    layout and dtype (a ``torch.Tensor``, or a ``numpy.ndarray`` with
-    ``framework="numpy"``, which JAX takes as it is), ``y`` its int64 labels.
+    layout and dtype (a ``torch.Tensor``, a ``numpy.ndarray`` with
+    ``framework="numpy"``, or a ``jax.Array`` with ``framework="jax"``),
+    ``y`` its labels (int64; JAX's int32 unless ``jax_enable_x64``).
     ``len(loader)`` is the number of batches per epoch of this rank.
+
+    **JAX batches are the caller's**, valid for as long as they are held
+    (``copy=`` changes nothing): each is placed on ``device=`` (a
+    ``jax.Device``; by default the first local device) or across
+    ``sharding=`` (a ``NamedSharding``, say over a ``Mesh`` of the local
+    devices splitting the batch axis; the labels are split along it too)
+    straight from its slab, so on a GPU or TPU the transfer is the only
+    copy. XLA's CPU client would alias the slab, which pipe reuses: on CPU
+    devices each batch is copied once, on its devices. The arrays are
+    ready when yielded (the loader waits for the placement: a loop may
+    delete its batch, or donate it to a step), and the slab goes back to
+    pipe when the next batch is asked for. A sharding that cannot split a
+    batch, or the epoch's last, raises ``ValueError`` before the first
+    batch.
 
     **A host batch is a view of a slab of shared memory, valid until the
     next batch is requested** (or the iteration ends): pipe writes a later
@@ -77,6 +93,11 @@ class Loader:
     (``RANK``/``WORLD_SIZE`` of torchrun, ``OMPI_COMM_WORLD_RANK``/``SIZE``,
     ``PMI_RANK``/``SIZE``, ``SLURM_PROCID``/``NTASKS``), else to the file's
     ``pipeline`` stage; each rank gets an exact, equal, disjoint share.
+    With ``framework="jax"`` in a multi-process JAX job they default to
+    ``jax.process_index()`` and ``jax.process_count()`` first (make the
+    loader after ``jax.distributed.initialize()``), and a ``sharding=``
+    over the devices of every process makes each batch the global array
+    of the processes' shares.
     ``workers`` overrides the file's worker count (the batches do not
     depend on it). ``env`` adds variables for the file's ``${VAR}``s.
     ``pipe_bin`` (or ``PIPE_BIN``, else ``PATH``) names the pipe command.
@@ -100,13 +121,29 @@ class Loader:
     """
 
     def __init__(self, pipe_file, *, epoch=0, rank=None, world=None, workers=None, framework="torch",
-                 device=None, pin_memory=False, copy=False, env=None, pipe_bin=None, timeout=300.0):
-        if framework not in ("torch", "numpy"):
-            raise ValueError(f"framework={framework!r}: want 'torch' or 'numpy'")
-        if device is not None and framework != "torch":
-            raise ValueError("device= needs framework='torch'")
+                 device=None, sharding=None, pin_memory=False, copy=False, env=None, pipe_bin=None, timeout=300.0):
+        if framework not in ("torch", "numpy", "jax"):
+            raise ValueError(f"framework={framework!r}: want 'torch', 'numpy' or 'jax'")
+        if device is not None and framework == "numpy":
+            raise ValueError("device= needs framework='torch' or 'jax'")
+        if sharding is not None and framework != "jax":
+            raise ValueError("sharding= needs framework='jax'")
+        if pin_memory and framework == "jax":
+            raise ValueError("pin_memory= is for framework='torch' with device='cuda:N'")
         if (rank is None) != (world is None):
             raise ValueError("rank= and world= go together")
+        self._torch = self._jax = None
+        if framework == "torch":
+            import torch
+
+            self._torch = torch
+        elif framework == "jax":
+            import jax
+
+            self._jax = jax
+            check_placement(jax, device, sharding)  # before pipe starts
+        if rank is None and self._jax is not None:
+            rank, world = process_rank(self._jax)
         if rank is None:
             rank, world = launcher_rank()
         if world is not None and not 0 <= rank < world:
@@ -120,12 +157,7 @@ class Loader:
         self._timeout = timeout or None
         self._closed = True
         self._copy = copy
-        self._torch = None
-        if framework == "torch":
-            import torch
-
-            self._torch = torch
-        if device is not None:
+        if device is not None and self._torch is not None:
             check_device(self._torch, device)  # before pipe starts
         self._copier = None
         self._pending = collections.deque()  # (event, slab, seq): copies to the device in flight
@@ -170,7 +202,9 @@ class Loader:
         self._closed = False
         try:
             self._hello()
-            if device is not None:
+            if self._jax is not None:
+                self._copier = Placer(self._jax, device, sharding, self._ring.mm, self.info)
+            elif device is not None:
                 self._copier = CudaCopier(self._torch, device, self._ring.mm, pin_memory)
         except BaseException:
             self.close()  # pipe with it, whatever failed
