@@ -171,7 +171,8 @@ func New(s Spec) (*Engine, error) {
 	if a := s.Auto; a != nil && (a.Workers || a.Depth) {
 		e.tune = newTuner(*a, s.Workers, &e.s, e.rows)
 		if a.Workers {
-			e.workers.Store(int64(e.tune.workers))
+			w, _ := e.tune.current()
+			e.workers.Store(int64(w))
 			return e, nil
 		}
 	}
