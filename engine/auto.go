@@ -31,7 +31,11 @@ import (
 // chose.
 type Auto struct {
 	// Workers tunes the transform pool; Spec.Workers is where it starts
-	// (≤ 0: half the cores, at least 1).
+	// (≤ 0: the most it may use, the cores within the memory budget).
+	// Starting there, a pipeline that streams to a waiting consumer is
+	// settled in its first windows, where growing from fewer took a
+	// trial, longer than a CIFAR epoch; one whose consumer does not wait
+	// shrinks, trying fewer.
 	Workers bool
 	// Depth tunes the devices' queues, upward only; Devices.Depth is where
 	// it starts.
@@ -70,9 +74,12 @@ const (
 	// more depth; stallLow the wait under which workers may go.
 	stallHigh, stallLow = 0.05, 0.02
 	// busyHigh is the workers' busy share under which more of them would
-	// not help; busyShrink the share the remaining workers may reach
-	// after a shrink.
-	busyHigh, busyShrink = 0.75, 0.85
+	// not help: they idle half the time, waiting for something else. It
+	// is low because a loaded machine takes the workers' cores between
+	// chunks: 1 worker beside 4 busy loops on 2 cores was 70% busy, and
+	// 2 were 1.5 times as fast. busyShrink is the share the remaining
+	// workers may reach after a shrink.
+	busyHigh, busyShrink = 0.5, 0.85
 	// maxDepthSteps bounds the depth's growth.
 	maxDepthSteps = 4
 )
@@ -177,11 +184,8 @@ func newTuner(a Auto, start int, s *Spec, rows int) *tuner {
 		t.devBytes = b * int64(d.N())
 		depth = d.Depth
 	}
-	switch {
-	case !a.Workers && start <= 0:
+	if start <= 0 {
 		start = t.cores
-	case start <= 0:
-		start = max(1, t.cores/2)
 	}
 	t.m = newTuning(start, t.maxWorkers(depth), t.cores, depth, a.Workers, a.Depth && s.Devices != nil)
 	return t

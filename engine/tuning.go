@@ -21,9 +21,10 @@ import (
 //     count tried, so that a change in the machine's load slows both alike,
 //     until one side's median throughput leads the other's by margin and
 //     by more than the two sides' spread (the noise), or each side has
-//     maxTrialWindows windows, when the faster median wins. A kept trial
-//     closes the range behind it, an undone one the range beyond it, and
-//     measuring resumes from the trial's windows;
+//     maxTrialWindows windows: then the count tried is kept unless its
+//     median trails by the margin. A kept trial closes the range behind
+//     it, an undone one the range beyond it, and measuring resumes from
+//     the trial's windows;
 //   - settled: nothing changes any more.
 //
 // Before it settles it goes back to the count with the fastest median of
@@ -266,10 +267,15 @@ func (m *tuning) compare(s sample) []step {
 			return m.end(true, figures)
 		case faster(b, a):
 			return m.end(false, figures+": not worth the change")
-		case capped && a.rate() > b.rate():
-			return m.end(true, figures+": within the noise after as many windows as a trial takes, the faster median")
+		case capped && a.rate() >= b.rate()*(1-margin):
+			// A tie: the change stands. More workers for a consumer
+			// that waits cost it nothing and are there when the
+			// machine's load lifts (a core taken through a whole
+			// trial makes 2 workers no faster than 1); fewer for one
+			// that does not wait leave it the cores.
+			return m.end(true, figures+": within the noise after as many windows as a trial takes")
 		case capped:
-			return m.end(false, figures+": within the noise after as many windows as a trial takes, the faster median")
+			return m.end(false, figures+": the one tried trails by the margin after as many windows as a trial takes")
 		}
 	}
 	other := tr.to

@@ -116,8 +116,7 @@ resumes where it stopped.`,
 }
 
 // warmWorkers says how many goroutines a warm of p runs, and under
-// workers=auto why: every core the memory budget allows, where a run's
-// tuner starts at half the cores.
+// workers=auto why: every core the memory budget allows.
 func warmWorkers(p *pipe.Pipeline) string {
 	n := p.WarmWorkers()
 	s := fmt.Sprintf("%d workers", n)
