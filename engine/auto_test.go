@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -365,5 +366,22 @@ func TestAutoSettledStays(t *testing.T) {
 		if len(s.Auto.Decisions) != 0 || s.Workers != stats[0].Workers {
 			t.Errorf("epoch %d: %d decisions, %d workers after %d", s.Epoch, len(s.Auto.Decisions), s.Workers, stats[0].Workers)
 		}
+	}
+}
+
+// TestAutoDepthReport: a depth decision, a window of the devices' waits
+// with no throughput of its own, reports 0 images/s, and the epoch's report
+// encodes as JSON (a NaN rate would not, and pipe bench --json would fail).
+func TestAutoDepthReport(t *testing.T) {
+	tu := &tuner{cfg: Auto{Workers: true, Depth: true, Cores: 2, Memory: 1 << 30}, cores: 2, m: newTuning(2, 2, 2, 2, true, true)}
+	if d := tu.decideDepth(0, 0.5, 0.5, 0.5, MaxDepth); d != 3 {
+		t.Fatalf("a bursty window deepened the queues to %d; want 3", d)
+	}
+	a := tu.stats(0, true)
+	if len(a.Decisions) != 1 || a.Decisions[0].ImagesPerSec != 0 {
+		t.Errorf("decisions %+v: want one, at 0 images/s", a.Decisions)
+	}
+	if _, err := json.Marshal(a); err != nil {
+		t.Error(err)
 	}
 }

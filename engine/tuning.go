@@ -85,7 +85,14 @@ type sample struct {
 	stall, wait, busy float64
 }
 
-func (s sample) rate() float64 { return float64(s.images) / s.seconds }
+// rate is the throughput in images/s; 0 for a sample of no time (the
+// devices' figures, which have none).
+func (s sample) rate() float64 {
+	if s.seconds <= 0 {
+		return 0
+	}
+	return float64(s.images) / s.seconds
+}
 
 // tally is the last maxTrialWindows windows measured at one count: a
 // count measured long ago is judged by its latest figures.
