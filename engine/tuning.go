@@ -36,8 +36,8 @@ type tuning struct {
 	cur, lo, hi int
 	// cores sizes the trials allowed (maxTrials).
 	cores int
-	// counts holds every window at each count measured, in the order
-	// first measured.
+	// counts holds the latest windows at each count measured, in the
+	// order first measured.
 	counts []*tally
 	// recent is the windows at cur since measuring began there.
 	recent *tally
