@@ -314,11 +314,16 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) ([]EpochStats, error) 
 
 // Warm fills the cache for cache epochs [0, epochs) (all distinct epochs the
 // cache has when epochs is 0), computing only shards that are missing, so
-// an interrupted warm resumes where it stopped. Work runs on the pipeline's
-// worker count; progress, if not nil, is called after every shard.
+// an interrupted warm resumes where it stopped. Work runs on WarmWorkers
+// goroutines; progress, if not nil, is called after every shard.
 func (p *Pipeline) Warm(ctx context.Context, epochs int, progress func(WarmProgress)) (WarmProgress, error) {
 	return p.eng.Warm(ctx, epochs, progress)
 }
+
+// WarmWorkers is the goroutines Warm runs: the pipeline's workers, but
+// under workers=auto every core the memory budget allows, as a warm has
+// no consumer to wait for.
+func (p *Pipeline) WarmWorkers() int { return p.eng.WarmWorkers() }
 
 // Augmented returns the image the pipeline makes for the sample at position
 // i of epoch e's plan, before it is written as a tensor, with its label and

@@ -19,17 +19,23 @@ import (
 // consumer's Next, it measures the consumer's wait for batches (stall),
 // the producer's wait for a free slab (the consumer holding batches
 // back), the workers' busy time over the active workers, and the
-// throughput. It grows the pool when the consumer waits while the workers
-// are busy, and shrinks it when the workers idle while the consumer does
-// not wait; each change is a trial that is kept only if the next window's
-// throughput is better by a margin (growing) or no worse by one
-// (shrinking), and a setting whose trial fails twice closes the range
-// beyond it, so the tuner cannot come back to it. After settleWindows windows without a
-// change, or maxChanges changes, it stops for the engine's life: later
-// epochs run at what it chose.
+// throughput, and hands them to a state machine (tuning) that decides
+// from the medians of several windows: it tries more workers when the
+// consumer waits while the workers are busy, and fewer when the workers
+// idle while the consumer does not wait; a trial alternates windows
+// between the two counts and is kept only when the one tried leads beyond
+// the windows' noise (growing) or does not trail beyond it (shrinking).
+// Once no change is called for, or after a bounded number of trials, it
+// settles, at the fastest count it measured where one leads beyond the
+// noise, and stops for the engine's life: later epochs run at what it
+// chose.
 type Auto struct {
 	// Workers tunes the transform pool; Spec.Workers is where it starts
-	// (≤ 0: half the cores, at least 1).
+	// (≤ 0: the most it may use, the cores within the memory budget).
+	// Starting there, a pipeline that streams to a waiting consumer is
+	// settled in its first windows, where growing from fewer took a
+	// trial, longer than a CIFAR epoch; one whose consumer does not wait
+	// shrinks, trying fewer.
 	Workers bool
 	// Depth tunes the devices' queues, upward only; Devices.Depth is where
 	// it starts.
@@ -58,17 +64,22 @@ const (
 	// where 2 were 1.8 times as fast.
 	windowsPerEpoch = 32
 	minWindow       = 25 * time.Millisecond
-	// settleWindows windows in a row without a change settle the tuner.
+	// settleWindows windows in a row without a reason to deepen settle
+	// the depth.
 	settleWindows = 3
-	// margin is the throughput change that makes a trial worth keeping.
+	// margin is the throughput lead that makes a trial worth keeping, if
+	// it is beyond the noise too.
 	margin = 0.05
 	// stallHigh is the consumer's wait that asks for more workers, or
 	// more depth; stallLow the wait under which workers may go.
 	stallHigh, stallLow = 0.05, 0.02
 	// busyHigh is the workers' busy share under which more of them would
-	// not help; busyShrink the share the remaining workers may reach
-	// after a shrink.
-	busyHigh, busyShrink = 0.75, 0.85
+	// not help: they idle half the time, waiting for something else. It
+	// is low because a loaded machine takes the workers' cores between
+	// chunks: 1 worker beside 4 busy loops on 2 cores was 70% busy, and
+	// 2 were 1.5 times as fast. busyShrink is the share the remaining
+	// workers may reach after a shrink.
+	busyHigh, busyShrink = 0.5, 0.85
 	// maxDepthSteps bounds the depth's growth.
 	maxDepthSteps = 4
 )
@@ -136,16 +147,8 @@ type AutoStats struct {
 	Decisions []Decision `json:"decisions,omitempty"`
 }
 
-// measure is one window's figures at a worker count.
-type measure struct {
-	workers int
-	rate    float64 // images/s
-	stall   float64 // share of the window the consumer waited
-	wait    float64 // share of the window the producer waited for a slab
-	busy    float64 // share of the active workers' time spent working
-}
-
-// tuner is an engine's Auto state, kept across epochs. Its methods are safe
+// tuner is an engine's Auto: the state machine (tuning) that decides, and
+// what it needs of the engine, kept across epochs. Its methods are safe
 // from any goroutine.
 type tuner struct {
 	cfg   Auto
@@ -155,29 +158,9 @@ type tuner struct {
 	// buffer per device; held the slabs beyond the usual.
 	slabBytes, devBytes int64
 	held                int
-	workers, depth      int
-	// lo and hi bound the worker counts still open; failed counts the
-	// trials of each that were undone.
-	lo, hi    int
-	failed    map[int]int
-	trial     *trial
-	stable    int
-	changes   int
-	settled   bool
-	settledAt [2]float64 // epoch, seconds
-	// depth's own state: it only grows.
-	depthStable, depthSteps int
-	depthSettled            bool
-	decisions               []Decision
-	// seen holds the last figures at each worker count, in the order
-	// first measured, for the report.
-	seen []measure
-}
-
-type trial struct {
-	from int
-	grow bool
-	m    measure // the window before the change
+	m                   *tuning
+	settledAt           [2]float64 // epoch, seconds
+	decisions           []Decision
 }
 
 func newTuner(a Auto, start int, s *Spec, rows int) *tuner {
@@ -191,6 +174,7 @@ func newTuner(a Auto, start int, s *Spec, rows int) *tuner {
 		a.Interval = defaultInterval
 	}
 	t := &tuner{cfg: a, cores: a.Cores, slabBytes: int64(rows) * int64(s.Host.SampleBytes()+4)}
+	depth := 0
 	if d := s.Devices; d != nil {
 		per := int64(rows / d.N())
 		b := per * int64(s.Out.SampleBytes())
@@ -198,21 +182,12 @@ func newTuner(a Auto, start int, s *Spec, rows int) *tuner {
 			b += per * int64(s.Host.SampleBytes())
 		}
 		t.devBytes = b * int64(d.N())
-		t.depth = d.Depth
+		depth = d.Depth
 	}
-	switch {
-	case !a.Workers && start <= 0:
+	if start <= 0 {
 		start = t.cores
-	case start <= 0:
-		start = max(1, t.cores/2)
 	}
-	t.workers, t.lo = start, 1
-	t.hi = t.maxWorkers()
-	if a.Workers {
-		t.workers = min(t.workers, t.hi)
-	}
-	t.settled = !a.Workers
-	t.depthSettled = !a.Depth || s.Devices == nil
+	t.m = newTuning(start, t.maxWorkers(depth), t.cores, depth, a.Workers, a.Depth && s.Devices != nil)
 	return t
 }
 
@@ -226,11 +201,11 @@ func (t *tuner) memory(w, d int) int64 {
 	return m
 }
 
-// maxWorkers is the most workers the cores and the budget allow at the
-// current depth (1 at least).
-func (t *tuner) maxWorkers() int {
+// maxWorkers is the most workers the cores and the budget allow at depth d
+// (1 at least).
+func (t *tuner) maxWorkers(d int) int {
 	w := t.cores
-	for w > 1 && t.memory(w, t.depth) > t.cfg.Memory {
+	for w > 1 && t.memory(w, d) > t.cfg.Memory {
 		w--
 	}
 	return w
@@ -241,179 +216,67 @@ func (t *tuner) setHeld(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.held = n
-	t.hi = min(t.hi, t.maxWorkers())
-	t.workers = max(1, min(t.workers, t.hi))
+	t.m.limit(t.maxWorkers(t.m.depth))
 }
 
 func (t *tuner) current() (workers, depth int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.workers, t.depth
+	return t.m.cur, t.m.depth
 }
 
-func (t *tuner) note(m measure) {
-	for i := range t.seen {
-		if t.seen[i].workers == m.workers {
-			t.seen[i] = m
-			return
+// apply records the decisions a window at epoch, at seconds into it, led
+// to; s is the window, whose figures each decision lists.
+func (t *tuner) apply(epoch int, at float64, s sample, steps []step) {
+	for _, st := range steps {
+		t.decisions = append(t.decisions, Decision{Epoch: epoch, Seconds: at, What: st.what, From: st.from, To: st.to, Action: st.action,
+			ImagesPerSec: s.rate(), StallPct: 100 * s.stall, ProducerWaitPct: 100 * s.wait, BusyPct: 100 * s.busy, Why: st.why})
+		if st.action == "settle" && st.what == "workers" {
+			t.settledAt = [2]float64{float64(epoch), at}
 		}
 	}
-	t.seen = append(t.seen, m)
 }
 
-func (t *tuner) record(epoch int, at float64, what string, from, to int, action string, m measure, why string) {
-	t.decisions = append(t.decisions, Decision{Epoch: epoch, Seconds: at, What: what, From: from, To: to, Action: action,
-		ImagesPerSec: m.rate, StallPct: 100 * m.stall, ProducerWaitPct: 100 * m.wait, BusyPct: 100 * m.busy, Why: why})
-}
-
-func (t *tuner) settle(epoch int, at float64, m measure, why string) {
-	t.settled, t.settledAt = true, [2]float64{float64(epoch), at}
-	t.record(epoch, at, "workers", m.workers, m.workers, "settle", m, why)
-}
-
-// decideWorkers takes a window's figures at m.workers and returns the
+// decideWorkers takes a window's figures at s.workers and returns the
 // worker count for the next window.
-func (t *tuner) decideWorkers(epoch int, at float64, m measure) int {
+func (t *tuner) decideWorkers(epoch int, at float64, s sample) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.note(m)
-	w := m.workers
-	if t.settled {
-		return w
-	}
-	if tr := t.trial; tr != nil {
-		t.trial = nil
-		var keep bool
-		if tr.grow {
-			keep = m.rate >= tr.m.rate*(1+margin)
-		} else {
-			// A consumer that hardly waited for batches at the smaller
-			// count sets the rate itself: a slower window is its own
-			// noise (a sleep that overshot, a core taken), not the
-			// workers', and the shrink cost nothing.
-			keep = m.stall <= stallLow ||
-				m.rate >= tr.m.rate*(1-margin) && m.stall <= max(stallLow, tr.m.stall+0.01)
-		}
-		if keep {
-			// A kept grow is not undone by a shrink below where it
-			// started, nor a kept shrink by a grow past it.
-			if tr.grow {
-				t.lo = max(t.lo, tr.from)
-			} else {
-				t.hi = min(t.hi, tr.from)
-			}
-			t.record(epoch, at, "workers", w, w, "keep", m,
-				fmt.Sprintf("%.0f images/s at %d against %.0f at %d", m.rate, w, tr.m.rate, tr.from))
-			return w
-		}
-		// A setting that failed twice is closed: once may be a noisy
-		// window on a shared machine.
-		if t.failed == nil {
-			t.failed = map[int]int{}
-		}
-		if t.failed[w]++; t.failed[w] >= 2 {
-			if tr.grow {
-				t.hi = min(t.hi, w-1)
-			} else {
-				t.lo = max(t.lo, w+1)
-			}
-		}
-		t.changes++
-		t.workers = tr.from
-		t.record(epoch, at, "workers", w, tr.from, "revert", m,
-			fmt.Sprintf("%.0f images/s at %d against %.0f at %d: not worth the change", m.rate, w, tr.m.rate, tr.from))
-		return tr.from
-	}
-	next, action, why := w, "", ""
-	switch {
-	case m.stall > stallHigh && m.busy > busyHigh && w < t.hi:
-		next, action = min(t.hi, w+max(1, w/2)), "grow"
-		why = fmt.Sprintf("the consumer waited %.0f%% of the window with the workers %.0f%% busy", 100*m.stall, 100*m.busy)
-	case m.stall < stallLow && w > t.lo && m.busy*float64(w) < busyShrink*float64(w-1):
-		// As few as carry the work at busyShrink, one quarter at most.
-		need := int(m.busy*float64(w)/busyShrink) + 1
-		next, action = max(t.lo, need, w-max(1, w/4)), "shrink"
-		why = fmt.Sprintf("the workers were %.0f%% busy and the consumer waited %.1f%%", 100*m.busy, 100*m.stall)
-	}
-	if action == "" || next == w {
-		t.stable++
-		switch {
-		case t.stable >= settleWindows:
-			t.settle(epoch, at, m, fmt.Sprintf("%d windows without a reason to change", t.stable))
-		case m.stall > stallHigh && w >= t.hi:
-			// At the ceiling with the consumer still waiting: more
-			// workers are not allowed, and fewer are asked for only by a
-			// consumer that stops waiting. More windows of this would
-			// settle all the same, only later, past a short epoch's end.
-			t.settle(epoch, at, m, fmt.Sprintf("at the most workers (%d) with the consumer waiting: nothing left to try", w))
-		}
-		return w
-	}
-	if t.changes >= maxChanges(t.cores) {
-		t.settle(epoch, at, m, fmt.Sprintf("%d changes, the most allowed", t.changes))
-		return w
-	}
-	t.stable = 0
-	t.changes++
-	t.trial = &trial{from: w, grow: action == "grow", m: m}
-	t.workers = next
-	t.record(epoch, at, "workers", w, next, action, m, why)
-	return next
-}
-
-// maxChanges bounds the worker changes: growing by half at a time reaches
-// any core count in about log1.5(cores) steps; each may be undone once.
-func maxChanges(cores int) int {
-	n := 4
-	for c := 1; c < cores; c += max(1, c/2) {
-		n += 2
-	}
-	return n
+	t.apply(epoch, at, s, t.m.window(s))
+	return t.m.cur
 }
 
 // decideDepth takes a window of the devices' figures: the consumers' worst
 // wait (stall) and the producer's wait for a free device buffer or queue
-// place (wait). It returns the depth for the next window. A consumer that
-// waits while the producer also had to wait for room is a bursty one: the
-// pipeline keeps up on average, so a deeper queue absorbs the bursts.
+// place (wait). It returns the depth for the next window, never past
+// maxDepth or the memory budget; a deeper queue lowers the workers'
+// ceiling instead.
 func (t *tuner) decideDepth(epoch int, at float64, stall, wait float64, maxDepth int) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	d := t.depth
-	if t.depthSettled {
-		return d
+	m := t.m
+	d := m.depth
+	deeper := d < maxDepth && t.memory(m.cur, d+1) <= t.cfg.Memory
+	steps := m.depthWindow(stall, wait, deeper)
+	if m.depth > d {
+		m.limit(max(m.cur, t.maxWorkers(m.depth)))
 	}
-	m := measure{workers: t.workers, stall: stall, wait: wait}
-	if stall > stallHigh/2 && wait > stallHigh/2 && d < maxDepth && t.memory(t.workers, d+1) <= t.cfg.Memory {
-		t.depthStable = 0
-		t.depthSteps++
-		t.depth = d + 1
-		t.hi = min(t.hi, max(t.workers, t.maxWorkers()))
-		t.record(epoch, at, "depth", d, d+1, "grow", m,
-			fmt.Sprintf("the consumer waited %.1f%% while the producer waited %.1f%% for room: bursts", 100*stall, 100*wait))
-		if t.depthSteps >= maxDepthSteps {
-			t.depthSettled = true
-		}
-		return d + 1
-	}
-	t.depthStable++
-	if t.depthStable >= settleWindows {
-		t.depthSettled = true
-	}
-	return d
+	t.apply(epoch, at, sample{workers: m.cur, stall: stall, wait: wait}, steps)
+	return m.depth
 }
 
 // stats is the report for epoch n.
 func (t *tuner) stats(n int, depthSet bool) *AutoStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	a := &AutoStats{Workers: t.workers, WorkersAuto: t.cfg.Workers, DepthAuto: t.cfg.Depth && depthSet,
-		MaxWorkers: t.maxWorkers(), BudgetBytes: t.cfg.Memory, Settled: t.settled && t.depthSettled, Changes: t.changes}
+	m := t.m
+	a := &AutoStats{Workers: m.cur, WorkersAuto: t.cfg.Workers, DepthAuto: t.cfg.Depth && depthSet,
+		MaxWorkers: t.maxWorkers(m.depth), BudgetBytes: t.cfg.Memory, Settled: m.phase == settled && m.depthSettled, Changes: m.changes}
 	if depthSet {
-		a.Depth = t.depth
+		a.Depth = m.depth
 	}
-	a.MemoryBytes = t.memory(t.workers, t.depth)
-	if t.settled {
+	a.MemoryBytes = t.memory(m.cur, m.depth)
+	if m.phase == settled {
 		a.SettledEpoch, a.SettledSeconds = int(t.settledAt[0]), t.settledAt[1]
 	}
 	for _, d := range t.decisions {
@@ -425,18 +288,20 @@ func (t *tuner) stats(n int, depthSet bool) *AutoStats {
 	return a
 }
 
-// why is the report's line: "workers auto → 3 (waited for batches 12% at
-// 2, 9000 images/s; 0.4% at 3, 12000 images/s), depth auto → 4 (…)": the
-// wait is the consumer's, in Next.
+// why is the report's line: "workers auto → 2 (waited for batches 12% at
+// 1, 9000 images/s over 4 windows; 0.4% at 2, 12000 images/s over 3),
+// depth auto → 4 (…)": the wait is the consumer's, in Next, and the
+// figures are each count's medians.
 func (t *tuner) why(depthSet bool) string {
+	m := t.m
 	var parts []string
 	if t.cfg.Workers {
-		s := fmt.Sprintf("workers auto → %d", t.workers)
+		s := fmt.Sprintf("workers auto → %d", m.cur)
 		var figs []string
-		for i, m := range t.seen {
-			f := fmt.Sprintf("%.1f%% at %d, %.0f images/s", 100*m.stall, m.workers, m.rate)
+		for i, c := range m.counts {
+			f := fmt.Sprintf("%.1f%% at %d, %.0f images/s over %d", 100*median(c.stall), c.workers, c.rate(), c.n())
 			if i == 0 {
-				f = "waited for batches " + f
+				f = "waited for batches " + f + " windows"
 			}
 			figs = append(figs, f)
 		}
@@ -444,17 +309,17 @@ func (t *tuner) why(depthSet bool) string {
 			s += " (" + strings.Join(figs, "; ") + ")"
 		}
 		switch {
-		case !t.settled:
+		case m.phase != settled:
 			s += ", still tuning"
-		case t.hi == t.workers && t.workers == t.maxWorkers() && t.workers < t.cores:
+		case m.cur == t.maxWorkers(m.depth) && m.cur < t.cores:
 			s += ", the memory budget's most"
-		case t.workers == t.cores:
+		case m.cur == t.cores:
 			s += ", all the cores"
 		}
 		parts = append(parts, s)
 	}
 	if depthSet && t.cfg.Depth {
-		s := fmt.Sprintf("depth auto → %d", t.depth)
+		s := fmt.Sprintf("depth auto → %d", m.depth)
 		var grew []string
 		for _, d := range t.decisions {
 			if d.What == "depth" {
@@ -468,7 +333,7 @@ func (t *tuner) why(depthSet bool) string {
 		}
 		parts = append(parts, s)
 	}
-	parts = append(parts, fmt.Sprintf("memory %.0f of %.0f MiB", float64(t.memory(t.workers, t.depth))/(1<<20), float64(t.cfg.Memory)/(1<<20)))
+	parts = append(parts, fmt.Sprintf("memory %.0f of %.0f MiB", float64(t.memory(m.cur, m.depth))/(1<<20), float64(t.cfg.Memory)/(1<<20)))
 	return strings.Join(parts, ", ")
 }
 
@@ -477,7 +342,8 @@ func (t *tuner) why(depthSet bool) string {
 func (t *tuner) fixWorkers(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.cfg.Workers, t.settled, t.trial, t.workers = false, true, nil, n
+	t.cfg.Workers = false
+	t.m.fix(n)
 }
 
 func (t *tuner) autoWorkers() bool {
@@ -490,7 +356,7 @@ func (t *tuner) autoWorkers() bool {
 func (t *tuner) slabLimit() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.maxWorkers() + extraSlabs + t.held
+	return t.maxWorkers(t.m.depth) + extraSlabs + t.held
 }
 
 // windowDone reports whether a window of el and batches batches, of an
@@ -505,8 +371,8 @@ func (t *tuner) windowDone(el time.Duration, batches, epochBatches int) bool {
 	return el >= min(minWindow, t.cfg.Interval) && batches >= epochBatches/windowsPerEpoch
 }
 
-// window is the figures of an epoch since the tuner's last decision.
-type window struct {
+// span is the figures of an epoch since the tuner's last decision.
+type span struct {
 	start           time.Time
 	images, batches int
 	stall           float64 // seconds
@@ -568,10 +434,10 @@ func (x *Epoch) observe(n int, stall float64) {
 	busy, slabWait := x.busy.Load(), int64(x.slabs.Wait())
 	active := int(x.active.Load())
 	secs := el.Seconds()
-	m := measure{workers: active, rate: float64(w.images) / secs, stall: w.stall / secs,
+	m := sample{workers: active, images: w.images, seconds: secs, stall: w.stall / secs,
 		wait: float64(slabWait-w.slabWait) / float64(el), busy: float64(busy-w.busy) / float64(el) / float64(active)}
 	warm := w.warm
-	*w = window{start: now, busy: busy, slabWait: slabWait, warm: true}
+	*w = span{start: now, busy: busy, slabWait: slabWait, warm: true}
 	if !warm {
 		// The epoch's first window holds its start, when every worker
 		// is busy and the consumer waits for the first batch whatever

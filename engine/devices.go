@@ -52,7 +52,8 @@ func (e *Engine) openDevices() error {
 	per := e.rows / len(devs)
 	depth, room := spec.Depth, spec.Depth+2
 	if e.autoDepth() {
-		depth, room = e.tune.depth, MaxDepth+2
+		_, depth = e.tune.current()
+		room = MaxDepth + 2
 	}
 	for _, dev := range devs {
 		free := make(chan *devSlot, room)

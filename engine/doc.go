@@ -33,9 +33,12 @@
 //
 // With Spec.Auto, a tuner sizes the workers and the devices' depth as an
 // epoch runs: it measures windows of the epoch at the consumer's Next and
-// keeps a change only where the throughput says so (see Auto). The pool is
-// made at the tuner's most workers and an atomic count gates how many take
-// chunks; the slabs grow with them.
+// keeps a change only where the medians of several windows say so beyond
+// their noise (see Auto). What to do with a window is decided by a state
+// machine with no clock of its own (tuning.go), tested by feeding it
+// windows; auto.go measures and applies. The pool is made at the tuner's
+// most workers and an atomic count gates how many take chunks; the slabs
+// grow with them.
 //
 // Output is a pure function of the spec, the epoch and the source's bytes:
 // a sample's random draws come from a generator keyed by (seed, epoch,

@@ -61,7 +61,7 @@ type Spec struct {
 	DropLast  bool
 	// Workers is the transform pool's size (≥ 1); Engine.SetWorkers
 	// changes it between epochs. With Auto.Workers it is where the tuner
-	// starts (≤ 0: half the cores).
+	// starts (≤ 0: the most it may use).
 	Workers int
 	// Auto, if not nil, tunes the workers and the devices' depth as epochs
 	// run (see Auto).
@@ -171,7 +171,8 @@ func New(s Spec) (*Engine, error) {
 	if a := s.Auto; a != nil && (a.Workers || a.Depth) {
 		e.tune = newTuner(*a, s.Workers, &e.s, e.rows)
 		if a.Workers {
-			e.workers.Store(int64(e.tune.workers))
+			w, _ := e.tune.current()
+			e.workers.Store(int64(w))
 			return e, nil
 		}
 	}

@@ -138,7 +138,7 @@ type Epoch struct {
 	// busy is the nanoseconds workers have spent on chunks.
 	busy atomic.Int64
 	// win is the tuner's window, kept by Next.
-	win window
+	win span
 	// cacheBase holds the cache counters at the epoch's start.
 	cacheBase [2]int64
 	// stopAhead ends the source's read-ahead (source.ReadAheader).

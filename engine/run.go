@@ -247,10 +247,20 @@ func (e *Engine) warmAhead(ctx context.Context, first, epochs int) func() {
 // of its own, for one goroutine.
 func (e *Engine) newCompute() cache.ComputeFunc { return e.newWorker().compute }
 
+// WarmWorkers is the workers a Warm runs: the engine's worker count, but
+// under workers=auto the most the tuner allows (the cores, or fewer where
+// the memory budget says so), as a warm has no consumer to wait for.
+func (e *Engine) WarmWorkers() int {
+	if e.autoWorkers() {
+		return e.tune.slabLimit() - extraSlabs - e.held
+	}
+	return e.Workers()
+}
+
 // Warm fills the cache for cache epochs [0, epochs) (every distinct epoch
 // the cache has when epochs is 0 or more), computing only shards that are
-// missing, so an interrupted warm resumes where it stopped. It runs on the
-// engine's worker count (under workers=auto, the most it allows); a failure or a panic in any worker fails the warm.
+// missing, so an interrupted warm resumes where it stopped. It runs
+// WarmWorkers workers; a failure or a panic in any worker fails the warm.
 func (e *Engine) Warm(ctx context.Context, epochs int, progress func(cache.WarmProgress)) (cache.WarmProgress, error) {
 	c := e.s.Cache
 	if c == nil {
@@ -259,12 +269,7 @@ func (e *Engine) Warm(ctx context.Context, epochs int, progress func(cache.WarmP
 	if epochs <= 0 || epochs > c.Distinct() {
 		epochs = c.Distinct()
 	}
-	workers := e.Workers()
-	if e.autoWorkers() {
-		// Warming has no consumer to wait for: as many as auto may run.
-		workers = e.tune.slabLimit() - extraSlabs - e.held
-	}
-	return c.Warm(ctx, 0, epochs, workers, e.newCompute, progress)
+	return c.Warm(ctx, 0, epochs, e.WarmWorkers(), e.newCompute, progress)
 }
 
 // Checksum hashes the output of an epoch with 64-bit xxHash: every data byte

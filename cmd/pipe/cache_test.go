@@ -1,16 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/pipefeed/pipe"
 	"github.com/pipefeed/pipe/internal/faults"
@@ -63,15 +65,30 @@ func TestWarmSurvivesSIGKILL(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cache")
 	cached, plain := cachePipe(t, dir, true), cachePipe(t, dir, false)
 
-	warm := exec.Command(bin, "warm", cached, "--workers", "1", "-q")
+	// Killed once its progress says a shard is written, whatever the
+	// machine's load: it writes its first line after the first shard of
+	// 564, its next after the 57th.
+	warm := exec.Command(bin, "warm", cached, "--workers", "1")
+	progress, err := warm.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := warm.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
-	warm.Process.Signal(syscall.SIGKILL)
-	err := warm.Wait()
+	lines := bufio.NewScanner(progress)
+	written := 0
+	for written == 0 && lines.Scan() {
+		var shards, total int
+		fmt.Sscanf(lines.Text(), "progress %d of %d shards, %d written", &shards, &total, &written)
+	}
+	if err := warm.Process.Signal(syscall.SIGKILL); err != nil || written == 0 {
+		t.Fatalf("the warm ended (%v) before it said a shard was written; its last line %q", err, lines.Text())
+	}
+	io.Copy(io.Discard, progress)
+	err = warm.Wait()
 	if ws, ok := err.(*exec.ExitError); !ok || ws.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Skipf("the warm finished before it could be killed (%v): machine too fast for this test's timing", err)
+		t.Fatalf("the warm ended with %v, not killed after its first shard: %q", err, lines.Text())
 	}
 
 	out, err := exec.Command(bin, "warm", cached, "--json", "-q").Output()
@@ -98,6 +115,30 @@ func TestWarmSurvivesSIGKILL(t *testing.T) {
 		if o["cache_misses"] != nil {
 			t.Errorf("a fresh process missed the warm cache: %v", o)
 		}
+	}
+}
+
+// TestWarmSaysWhatItRuns: pipe warm says how many goroutines it runs: under
+// workers=auto every core (it said the tuner's start, half of them, "1
+// workers" on 2 cores), and "1 worker" in the singular. Without a terminal
+// it says its progress in lines, the first after the first shard.
+func TestWarmSaysWhatItRuns(t *testing.T) {
+	file := cachePipe(t, filepath.Join(t.TempDir(), "cache"), true)
+	out, errs, code := pipeCmd(t, "warm", file, "--epochs", "1")
+	want := fmt.Sprintf("samples, %d workers (workers=auto: the most the cores and memory= allow", runtime.GOMAXPROCS(0))
+	if runtime.GOMAXPROCS(0) == 1 {
+		want = "samples, 1 worker (workers=auto: "
+	}
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("warm under workers=auto: exit %d, want %q in\n%s", code, want, out)
+	}
+	if lines := strings.Split(strings.TrimSpace(errs), "\n"); len(lines) != 11 || !strings.HasPrefix(lines[0], "progress 1 of 188 shards, 1 written, ") ||
+		!strings.HasPrefix(lines[10], "progress 188 of 188 shards, 188 written, ") {
+		t.Errorf("warm's progress without a terminal, a line each tenth:\n%s", errs)
+	}
+	out, errs, code = pipeCmd(t, "warm", file, "--epochs", "1", "--workers", "1", "-q")
+	if code != 0 || !strings.Contains(out, "samples, 1 worker\n") || errs != "" {
+		t.Errorf("warm --workers 1 -q: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 }
 

@@ -58,10 +58,13 @@ resumes where it stopped.`,
 			}
 			out := c.OutOrStdout()
 			if !asJSON {
-				fmt.Fprintf(out, "cache    %s, fingerprint %s\nwarming  %d epoch(s) × %d shards of %d samples, %d workers\n",
-					info.Dir, info.Fingerprint, epochs, info.Shards, info.ShardSize, p.Workers())
+				fmt.Fprintf(out, "cache    %s, fingerprint %s\nwarming  %d epoch(s) × %d shards of %d samples, %s\n",
+					info.Dir, info.Fingerprint, epochs, info.Shards, info.ShardSize, warmWorkers(p))
 			}
 			var bar *progressbar.ProgressBar
+			// Without a terminal (a log, a pipe) a line each tenth of
+			// the shards, the first as soon as one is done.
+			tenths := -1
 			if !quiet && isTerminal(c.ErrOrStderr()) {
 				bar = progressbar.NewOptions(epochs*info.Shards,
 					progressbar.OptionSetWriter(c.ErrOrStderr()),
@@ -74,9 +77,13 @@ resumes where it stopped.`,
 					progressbar.OptionClearOnFinish())
 			}
 			st, err := p.Warm(c.Context(), epochs, func(w pipe.WarmProgress) {
-				if bar != nil {
+				switch {
+				case bar != nil:
 					bar.Describe(fmt.Sprintf("shards (%.0f MB/s)", float64(w.RawBytes)/1e6/max(w.Elapsed.Seconds(), 1e-9)))
 					bar.Set(w.Shards)
+				case !quiet && 10*w.Shards/w.Total > tenths:
+					tenths = 10 * w.Shards / w.Total
+					fmt.Fprintf(c.ErrOrStderr(), "progress %d of %d shards, %d written, %.1f s\n", w.Shards, w.Total, w.Written, w.Elapsed.Seconds())
 				}
 			})
 			if bar != nil {
@@ -106,6 +113,20 @@ resumes where it stopped.`,
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	return c
+}
+
+// warmWorkers says how many goroutines a warm of p runs, and under
+// workers=auto why: every core the memory budget allows.
+func warmWorkers(p *pipe.Pipeline) string {
+	n := p.WarmWorkers()
+	s := fmt.Sprintf("%d workers", n)
+	if n == 1 {
+		s = "1 worker"
+	}
+	if p.Summary().WorkersAuto {
+		s += " (workers=auto: the most the cores and memory= allow, as a warm has no consumer to wait for)"
+	}
+	return s
 }
 
 func newCache() *cobra.Command {
