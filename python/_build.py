@@ -12,9 +12,9 @@ py3-none-manylinux_2_17_<arch>, the architecture read from the program
 itself (GOARCH=arm64 in the environment cross-compiles an aarch64 wheel).
 pip's config settings choose otherwise:
 
-    pip install ./python                                   # builds pipe with Go
-    pip install --config-settings=pipe=/path/to/pipe ./python  # carries that pipe (static, Linux)
-    pip install --config-settings=pipe=none ./python       # no pipe: PIPE_BIN or PATH names one
+    pip install ./python                                           # builds pipe with Go
+    pip install --config-settings=pipe=/abs/path/to/pipe ./python  # carries that pipe (static, Linux)
+    pip install --config-settings=pipe=none ./python               # no pipe: PIPE_BIN or PATH names one
 
 Without Go (or outside a checkout) the build fails, saying so and what to
 do, rather than install a package that cannot start its pipe: pip shows a
