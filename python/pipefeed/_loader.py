@@ -100,7 +100,8 @@ class Loader:
     of the processes' shares.
     ``workers`` overrides the file's worker count (the batches do not
     depend on it). ``env`` adds variables for the file's ``${VAR}``s.
-    ``pipe_bin`` (or ``PIPE_BIN``, else ``PATH``) names the pipe command.
+    ``pipe_bin`` (else ``PIPE_BIN``, else the pipe the package's wheel
+    carries, else ``PATH``) names the pipe command.
 
     ``timeout`` (seconds; default 300) bounds every single wait on pipe:
     for its hello, which comes once it has loaded the file (downloads and
