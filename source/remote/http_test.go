@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,17 +102,9 @@ func TestHTTPQuery(t *testing.T) {
 	// same object under a rotated signature is a hit.
 	c := &remote.Cache{Dir: t.TempDir()}
 	fetch := func(u string) bool {
-		objs, err := s.List(t.Context(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, hit, release, err := c.Fetch(t.Context(), s, objs[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		release()
-		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("%s: %d bytes, %v", p, len(got), err)
+		p, hit, got := fetchOne(t, s, c, u)
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: %d bytes, not the object's", p, len(got))
 		}
 		return hit
 	}
