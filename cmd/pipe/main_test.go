@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"image"
 	"image/png"
@@ -495,6 +496,41 @@ func TestUsageExitCodes(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("pipe %v: exit %d, %q; want 2 and %q", c.args, code, errs, c.want)
 		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite docs/stages.md from the registry")
+
+// TestStagesMarkdown keeps docs/stages.md equal to pipe stages --markdown,
+// so that the reference cannot drift from the specs; go test ./cmd/pipe
+// -run TestStagesMarkdown -update rewrites it.
+func TestStagesMarkdown(t *testing.T) {
+	out, errs, code := pipeCmd(t, "stages", "--markdown")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	const file = "../../docs/stages.md"
+	if *update {
+		if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != out {
+		t.Errorf("docs/stages.md differs from pipe stages --markdown: a spec changed since it was written; " +
+			"regenerate it with go test ./cmd/pipe -run TestStagesMarkdown -update " +
+			"(or go run ./cmd/pipe stages --markdown > docs/stages.md)")
+	}
+	for _, s := range pipefile.Stages() {
+		if !strings.Contains(out, "\n## "+mdEscape(specHeading(s))+"\n") {
+			t.Errorf("no heading for %s", specHeading(s))
+		}
+	}
+	if _, errs, code := pipeCmd(t, "stages", "--markdown", "--json"); code != 2 || !strings.Contains(errs, "give one of them") {
+		t.Errorf("--markdown with --json: exit %d, %s", code, errs)
 	}
 }
 
