@@ -155,7 +155,7 @@ func stagesJSON() []stageSpec {
 	return out
 }
 
-// stagesText renders the registry; it is the reference in the README.
+// stagesText renders the registry as pipe stages prints it.
 func stagesText() string {
 	var b strings.Builder
 	for _, s := range pipefile.Stages() {

@@ -394,24 +394,6 @@ func TestDownloadFromMirror(t *testing.T) {
 	}
 }
 
-// TestReadmeStageReference keeps the README's stage reference equal to
-// `pipe stages`. To update it: go run ./cmd/pipe stages, and paste.
-func TestReadmeStageReference(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "### Stage reference")
-	if !ok {
-		t.Fatal("README has no stage reference")
-	}
-	_, block, _ := strings.Cut(after, "```\n")
-	block, _, _ = strings.Cut(block, "```")
-	if strings.TrimSpace(block) != strings.TrimSpace(stagesText()) {
-		t.Error("README's stage reference differs from `pipe stages`; paste the new output into it")
-	}
-}
-
 // TestTrainFromTheCommandLine: pipe run trains a file's model, prints an
 // epoch line each and a summary, writes the checkpoint, metrics and plots,
 // and --json gives the documented fields; --resume continues.
