@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -71,20 +73,27 @@ func newCheck() *cobra.Command {
 }
 
 func newStages() *cobra.Command {
-	var asJSON bool
+	var asJSON, asMarkdown bool
 	c := &cobra.Command{
 		Use:   "stages",
 		Short: "list every source and stage with its parameters",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
-			if !asJSON {
-				fmt.Fprint(c.OutOrStdout(), stagesText())
+			switch {
+			case asJSON && asMarkdown:
+				return usageError{errors.New("stages: --json and --markdown are two outputs; give one of them")}
+			case asJSON:
+				return writeStagesJSON(c.OutOrStdout())
+			case asMarkdown:
+				fmt.Fprint(c.OutOrStdout(), stagesMarkdown())
 				return nil
 			}
-			return writeStagesJSON(c.OutOrStdout())
+			fmt.Fprint(c.OutOrStdout(), stagesText())
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the registry as JSON, for programs (pipefeed's Pipeline is generated from it)")
+	c.Flags().BoolVar(&asMarkdown, "markdown", false, "print the registry as Markdown: docs/stages.md is this output")
 	return c
 }
 
@@ -146,7 +155,7 @@ func stagesJSON() []stageSpec {
 	return out
 }
 
-// stagesText renders the registry; it is the reference in the README.
+// stagesText renders the registry as pipe stages prints it.
 func stagesText() string {
 	var b strings.Builder
 	for _, s := range pipefile.Stages() {
@@ -191,6 +200,106 @@ func stagesText() string {
 			}
 		}
 		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// stagesMarkdown renders the registry as Markdown; it is docs/stages.md,
+// which TestStagesMarkdown keeps equal to it. Each spec is a heading (its
+// anchor is the GitHub slug of "source cifar10" or "random_crop") with its
+// summary and a table of its parameters.
+func stagesMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# Stage reference\n\n" +
+		"This is the output of `pipe stages --markdown`: the parser, this list, `pipe stages` and the Go API all\n" +
+		"come from one registry. Do not edit it by hand; after changing a spec, run\n" +
+		"`go run ./cmd/pipe stages --markdown > docs/stages.md`. How a `.pipe` file is written is in\n" +
+		"[pipe-files.md](pipe-files.md).\n\n")
+	specs := pipefile.Stages()
+	for _, kind := range []string{"source", "stage"} {
+		var links []string
+		for _, s := range specs {
+			if s.Kind == kind {
+				links = append(links, fmt.Sprintf("[%s](#%s)", mdEscape(s.Name), mdSlug(specHeading(s))))
+			}
+		}
+		title := map[string]string{"source": "Sources", "stage": "Stages"}[kind]
+		fmt.Fprintf(&b, "%s: %s.\n\n", title, strings.Join(links, ", "))
+	}
+	b.WriteString("In the tables a parameter marked *positional* may be given without `name=`, in order after\n" +
+		"the stage's name; a range is inclusive, and an empty side is unbounded.\n")
+	for _, s := range specs {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n", mdEscape(specHeading(s)), mdEscape(s.Summary))
+		if len(s.Params) == 0 {
+			continue
+		}
+		b.WriteString("\n| parameter | type | default | range | meaning |\n|---|---|---|---|---|\n")
+		for _, p := range s.Params {
+			name := "`" + p.Name + "`"
+			if p.Positional {
+				name += " *positional*"
+			}
+			typ := p.Type.String()
+			if p.Type == pipefile.Enum {
+				typ = strings.Join(p.Enum, " \\| ")
+			}
+			if p.Auto {
+				typ += " or `auto`"
+			}
+			def := ""
+			switch {
+			case p.Required:
+				def = "required"
+			case p.Default != "":
+				def = "`" + p.Default + "`"
+			}
+			rng := ""
+			if p.Min != nil || p.Max != nil {
+				lo, hi := "", ""
+				if p.Min != nil {
+					lo = strconv.FormatFloat(*p.Min, 'f', -1, 64)
+				}
+				if p.Max != nil {
+					hi = strconv.FormatFloat(*p.Max, 'f', -1, 64)
+				}
+				rng = fmt.Sprintf("\\[%s, %s\\]", lo, hi)
+			}
+			doc := mdEscape(p.Doc)
+			if p.Why != "" {
+				doc += fmt.Sprintf(" (at most %s: %s)", strconv.FormatFloat(*p.Max, 'f', -1, 64), mdEscape(p.Why))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, typ, def, rng, doc)
+		}
+	}
+	return b.String()
+}
+
+// specHeading is how a spec is written in a .pipe file: "source cifar10"
+// for a source, its name for a stage.
+func specHeading(s *pipefile.StageSpec) string {
+	if s.Kind == "source" {
+		return "source " + s.Name
+	}
+	return s.Name
+}
+
+// mdEscape makes registry text literal Markdown: the characters that would
+// start emphasis, a link, an HTML tag, a table cell, strikethrough or math
+// are backslash-escaped.
+var mdEscape = strings.NewReplacer(`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`,
+	"[", `\[`, "]", `\]`, "<", `\<`, ">", `\>`, "|", `\|`, "~", `\~`, "$", `\$`).Replace
+
+// mdSlug is the anchor GitHub gives a heading: lower case, spaces as
+// hyphens, other punctuation but hyphens and underscores dropped.
+func mdSlug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
 	}
 	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"image"
 	"image/png"
@@ -393,24 +394,6 @@ func TestDownloadFromMirror(t *testing.T) {
 	}
 }
 
-// TestReadmeStageReference keeps the README's stage reference equal to
-// `pipe stages`. To update it: go run ./cmd/pipe stages, and paste.
-func TestReadmeStageReference(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "### Stage reference")
-	if !ok {
-		t.Fatal("README has no stage reference")
-	}
-	_, block, _ := strings.Cut(after, "```\n")
-	block, _, _ = strings.Cut(block, "```")
-	if strings.TrimSpace(block) != strings.TrimSpace(stagesText()) {
-		t.Error("README's stage reference differs from `pipe stages`; paste the new output into it")
-	}
-}
-
 // TestTrainFromTheCommandLine: pipe run trains a file's model, prints an
 // epoch line each and a summary, writes the checkpoint, metrics and plots,
 // and --json gives the documented fields; --resume continues.
@@ -495,6 +478,41 @@ func TestUsageExitCodes(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("pipe %v: exit %d, %q; want 2 and %q", c.args, code, errs, c.want)
 		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite docs/stages.md from the registry")
+
+// TestStagesMarkdown keeps docs/stages.md equal to pipe stages --markdown,
+// so that the reference cannot drift from the specs; go test ./cmd/pipe
+// -run TestStagesMarkdown -update rewrites it.
+func TestStagesMarkdown(t *testing.T) {
+	out, errs, code := pipeCmd(t, "stages", "--markdown")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	const file = "../../docs/stages.md"
+	if *update {
+		if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != out {
+		t.Errorf("docs/stages.md differs from pipe stages --markdown: a spec changed since it was written; " +
+			"regenerate it with go test ./cmd/pipe -run TestStagesMarkdown -update " +
+			"(or go run ./cmd/pipe stages --markdown > docs/stages.md)")
+	}
+	for _, s := range pipefile.Stages() {
+		if !strings.Contains(out, "\n## "+mdEscape(specHeading(s))+"\n") {
+			t.Errorf("no heading for %s", specHeading(s))
+		}
+	}
+	if _, errs, code := pipeCmd(t, "stages", "--markdown", "--json"); code != 2 || !strings.Contains(errs, "give one of them") {
+		t.Errorf("--markdown with --json: exit %d, %s", code, errs)
 	}
 }
 

@@ -72,12 +72,17 @@ def test_loader_starts_the_bundled_pipe_when_PIPE_BIN_is_unset(write_pipe, monke
 
 
 def readme_example():
-    """The Python code block of the README's Python section."""
+    """The Python code block of the README's Python quick start, which
+    docs/python.md repeats: the two must not drift apart."""
     with open(os.path.join(REPO, "README.md")) as f:
         readme = f.read()
-    section = readme[readme.index("\n## Python"):]
+    section = readme[readme.index("\n## Quick start: Python"):]
     section = section[:section.index("\n## ", 1)]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    with open(os.path.join(REPO, "docs", "python.md")) as f:
+        guide = re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
+    assert code == guide, "the README's Python example differs from docs/python.md's"
+    return code
 
 
 # The README's loop calls a model of the reader's: this one checks what
