@@ -26,7 +26,7 @@ file descriptor --fd (a Unix SOCK_SEQPACKET socket the loader made), and
 writes each batch into a ring of slabs in shared memory the loader maps,
 without copying. It exits when the loader goes away. A train stage in the
 file is left out; a prefetch stage is refused (the loader copies to its
-device). The protocol is described in the README and in package feed.
+device). The protocol is described in docs/python.md and in package feed.
 It needs Linux (memfd_create and SOCK_SEQPACKET sockets); elsewhere it
 says so and exits 1.`,
 		Args: exactArgs(1),

@@ -9,7 +9,7 @@
 
 The loader starts the ``pipe`` command, which writes batches into a ring of
 slabs in shared memory; each batch is handed over without a copy. See
-``Loader`` for the details and the README's "Python" section for the
+``Loader`` for the details and docs/python.md for the
 protocol.
 
 ``Pipeline`` builds the pipeline in Python instead of a file, with the

@@ -2,7 +2,7 @@
 
 Every message is one SOCK_SEQPACKET packet, little-endian, starting with its
 type as a uint32. Both sides' tests check these layouts against the golden
-bytes of feed/testdata/messages.txt; the README's "Python" section tells
+bytes of feed/testdata/messages.txt; docs/python.md tells
 the conversation.
 """
 
