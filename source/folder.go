@@ -534,7 +534,7 @@ func (f *Folder) Read(i int, rec *Record) error {
 }
 
 // Fingerprint covers every file's name, size and modification time (an
-// object's ETag).
+// object's ETag, or its Last-Modified where the server gives no ETag).
 func (f *Folder) Fingerprint() (string, error) {
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%q\x00", f.info.Identity, len(f.files), f.info.Classes)
@@ -542,6 +542,9 @@ func (f *Folder) Fingerprint() (string, error) {
 		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00", name, f.sizes[i], f.mtimes[i], f.labels[i])
 		if f.remote != nil {
 			fmt.Fprintf(h, "%s\x00", f.remote.etags[i])
+			if f.remote.etags[i] == "" && !f.remote.modified[i].IsZero() {
+				fmt.Fprintf(h, "%d\x00", f.remote.modified[i].Unix())
+			}
 		}
 	}
 	return fmt.Sprintf("%016x", h.Sum64()), nil

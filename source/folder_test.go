@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pipefeed/pipe/internal/shareddata"
 	"github.com/pipefeed/pipe/source/remote"
@@ -302,5 +303,52 @@ func TestFolderBrokenSymlinks(t *testing.T) {
 	os.WriteFile(labels, []byte("cat/a.jpg,0\ncat/missing.jpg,0\n"), 0o644)
 	if _, err := OpenFolder(t.Context(), root, WithLabels(labels)); err == nil || !strings.Contains(err.Error(), "labels.csv:2") {
 		t.Errorf("a labels CSV naming a missing file: %v", err)
+	}
+}
+
+// TestRemoteFolderFingerprintFollowsLastModified: over HTTP without ETags,
+// a file replaced by bytes of the same length with a new Last-Modified
+// changes the folder's fingerprint, so an augmentation cache over it is
+// not read stale.
+func TestRemoteFolderFingerprintFollowsLastModified(t *testing.T) {
+	var mu sync.Mutex
+	modified := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := "\xff\xd8\xff\xe0"
+		if strings.HasSuffix(r.URL.Path, "/labels.csv") {
+			body = "a.jpg,0\nb.jpg,1\n"
+		}
+		mu.Lock()
+		w.Header().Set("Last-Modified", modified.Format(http.TimeFormat))
+		mu.Unlock()
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		if r.Method != http.MethodHead {
+			io.WriteString(w, body)
+		}
+	}))
+	defer srv.Close()
+	fingerprint := func() string {
+		rem := &Remote{Store: remote.New(remote.Options{}), Cache: &remote.Cache{Dir: t.TempDir()}}
+		defer rem.Store.Close()
+		f, err := OpenFolder(t.Context(), srv.URL+"/d", WithLabels(srv.URL+"/d/labels.csv"), WithRemote(rem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fp, err := f.Fingerprint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	before := fingerprint()
+	if again := fingerprint(); again != before {
+		t.Fatalf("the same folder twice: fingerprints %s and %s", before, again)
+	}
+	mu.Lock()
+	modified = modified.Add(time.Hour)
+	mu.Unlock()
+	if after := fingerprint(); after == before {
+		t.Errorf("files with a new Last-Modified and no ETag kept the fingerprint %s", before)
 	}
 }
