@@ -107,6 +107,43 @@ func TestOutputIndependentOfWorkers(t *testing.T) {
 	}
 }
 
+// TestErasingIndependentOfWorkers: random_erasing, including its random
+// fill, draws only from each sample's generator, so the stream is the same
+// whatever the pool's size (and differs from the stream without it).
+func TestErasingIndependentOfWorkers(t *testing.T) {
+	src := synthetic(t, 730)
+	erase, err := transform.RandomErasing(0.5, [2]float64{0.02, 0.33}, [2]float64{0.3, 3.3}, transform.EraseValue{Random: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := New(spec(t, src, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := sums(t, plain, 1)
+	plain.Close()
+	var want []string
+	for _, w := range []int{1, 3, 8} {
+		s := spec(t, src, w)
+		s.Ops = append(s.Ops, erase)
+		e, err := New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := sums(t, e, 2)
+		e.Close()
+		if want == nil {
+			want = got
+			if got[0] == without[0] {
+				t.Fatalf("random_erasing left the stream as it was: %s", got[0])
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("workers=%d: %v, want %v", w, got, want)
+		}
+	}
+}
+
 // TestPanicIsAnErrorWithItsStack: a panic in a worker ends the epoch with
 // an error carrying the panic and its stack, and no goroutine is left.
 func TestPanicIsAnErrorWithItsStack(t *testing.T) {

@@ -234,6 +234,28 @@ var opSpecs = []*StageSpec{
 			}
 			return Map(op), nil
 		}},
+	{Name: "random_erasing", Kind: "stage", Summary: "with probability p overwrite a random rectangle of the image (torchvision RandomErasing, before normalize: value on the [0,1] scale)",
+		Params: []Param{
+			{Name: "p", Type: Float, Default: "0.5", Min: bound(0), Max: bound(1), Doc: "probability of erasing"},
+			{Name: "scale", Type: Floats, Default: "0.02,0.33", Doc: "range of the rectangle's area as a fraction of the image's, 0 < min ≤ max ≤ 1"},
+			{Name: "ratio", Type: Floats, Default: "0.3,3.3", Doc: "range of the rectangle's aspect ratio (height/width, as torchvision), drawn log-uniformly"},
+			{Name: "value", Type: String, Default: "0", Doc: "fill: one level in [0,1] for every channel, three per-channel levels (the normalize mean erases to 0 after it), or random bytes"},
+		},
+		Build: func(a Args) (Stage, error) {
+			sc, ra := a.Floats("scale"), a.Floats("ratio")
+			if len(sc) != 2 || len(ra) != 2 {
+				return Stage{}, fmt.Errorf("scale and ratio take two values each: min,max")
+			}
+			v, err := transform.ParseEraseValue(a.String("value"))
+			if err != nil {
+				return Stage{}, err
+			}
+			op, err := transform.RandomErasing(a.Float("p"), [2]float64{sc[0], sc[1]}, [2]float64{ra[0], ra[1]}, v)
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
 	{Name: "normalize", Kind: "stage", Summary: "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
 		Params: []Param{
 			{Name: "mean", Type: Floats, Required: true, Doc: "per-channel means on the [0,1] scale, comma-separated (one value: all channels)"},

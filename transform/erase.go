@@ -27,12 +27,12 @@ func ParseEraseValue(s string) (EraseValue, error) {
 	for _, f := range strings.Split(s, ",") {
 		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil || !(x >= 0 && x <= 1) {
-			return EraseValue{}, paramErr("random_erasing", "value=%q: want random, or one or three numbers in [0,1]", s)
+			return EraseValue{}, paramErr("random_erasing", "value=%q: want random, or one or three levels in [0,1] (pixel level 255 is 1)", s)
 		}
 		v.Levels = append(v.Levels, x)
 	}
 	if len(v.Levels) != 1 && len(v.Levels) != 3 {
-		return EraseValue{}, paramErr("random_erasing", "value=%q: want random, or one or three numbers in [0,1]", s)
+		return EraseValue{}, paramErr("random_erasing", "value=%q: want random, or one or three levels in [0,1] (pixel level 255 is 1)", s)
 	}
 	return v, nil
 }
