@@ -1261,6 +1261,65 @@ STAGES = json.loads(r'''
     ]
   },
   {
+    "name": "random_erasing",
+    "kind": "stage",
+    "doc": "with probability p overwrite a random rectangle of the image (torchvision RandomErasing, before normalize: value on the [0,1] scale)",
+    "params": [
+      {
+        "name": "p",
+        "type": "float",
+        "default": "0.5",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1,
+        "why": "",
+        "doc": "probability of erasing"
+      },
+      {
+        "name": "scale",
+        "type": "floats",
+        "default": "0.02,0.33",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "range of the rectangle's area as a fraction of the image's, 0 < min ≤ max ≤ 1"
+      },
+      {
+        "name": "ratio",
+        "type": "floats",
+        "default": "0.3,3.3",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "range of the rectangle's aspect ratio (height/width, as torchvision), drawn log-uniformly"
+      },
+      {
+        "name": "value",
+        "type": "string",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "fill: one level in [0,1] for every channel, three per-channel levels (the normalize mean erases to 0 after it), or random bytes"
+      }
+    ]
+  },
+  {
     "name": "random_resized_crop",
     "kind": "stage",
     "doc": "a random area and aspect-ratio crop resized to size×size (torchvision RandomResizedCrop, with its centre-crop fallback)",
@@ -2127,6 +2186,23 @@ class Stages:
                 pixels outside the image: zero, reflect (dcb|abcd), edge (aaa|abcd) or wrap (bcd|abcd)
         """
         return self._stage('random_crop', {'size': size, 'pad': pad, 'fill': fill, **unknown})
+
+    def random_erasing(self: _P, *, p: Optional[float] = None, scale: Optional[Union[float, Sequence[float]]] = None, ratio: Optional[Union[float, Sequence[float]]] = None, value: Optional[Union[str, os.PathLike]] = None, **unknown: Any) -> _P:
+        """with probability p overwrite a random rectangle of the image (torchvision RandomErasing, before normalize: value on the [0,1] scale)
+
+        The .pipe stage random_erasing; an argument left None is not written.
+
+        Args:
+            p: float = 0.5 in [0, 1]
+                probability of erasing
+            scale: floats = 0.02,0.33
+                range of the rectangle's area as a fraction of the image's, 0 < min ≤ max ≤ 1
+            ratio: floats = 0.3,3.3
+                range of the rectangle's aspect ratio (height/width, as torchvision), drawn log-uniformly
+            value: string = 0
+                fill: one level in [0,1] for every channel, three per-channel levels (the normalize mean erases to 0 after it), or random bytes
+        """
+        return self._stage('random_erasing', {'p': p, 'scale': scale, 'ratio': ratio, 'value': value, **unknown})
 
     def random_resized_crop(self: _P, size: Optional[int] = None, *, scale: Optional[Union[float, Sequence[float]]] = None, ratio: Optional[Union[float, Sequence[float]]] = None, interpolation: Optional[Literal["bilinear", "bicubic", "lanczos"]] = None, **unknown: Any) -> _P:
         """a random area and aspect-ratio crop resized to size×size (torchvision RandomResizedCrop, with its centre-crop fallback)
