@@ -68,6 +68,9 @@ func blur(dst, src *Image, kernel int, sigma float64) {
 	}
 	dst.Resize(src.C, src.H, src.W)
 	h, wd := src.H, src.W
+	if h == 0 || wd == 0 {
+		return
+	}
 	bp := blurRows.Get().(*[]float32)
 	defer blurRows.Put(bp)
 	if n := wd + 2*half; cap(*bp) < n {
@@ -82,11 +85,18 @@ func blur(dst, src *Image, kernel int, sigma float64) {
 				sy := FillReflect.source(y+k-half, h)
 				rows[k] = sp[sy*wd : sy*wd+wd]
 			}
+			// The kernel is symmetric: each pair of rows at the same
+			// distance shares a weight, so it is added before the multiply.
 			mid := row[half : half+wd]
-			clear(mid)
-			for k, wt := range w {
-				for x, v := range rows[k] {
-					mid[x] += wt * float32(v)
+			centre := rows[half][:wd]
+			wc := w[half]
+			for x, v := range centre {
+				mid[x] = wc * float32(v)
+			}
+			for k := 0; k < half; k++ {
+				a, b, wt := rows[k][:wd], rows[kernel-1-k][:wd], w[k]
+				for x := range mid {
+					mid[x] += wt * float32(int(a[x])+int(b[x]))
 				}
 			}
 			for i := 0; i < half; i++ {
@@ -95,9 +105,10 @@ func blur(dst, src *Image, kernel int, sigma float64) {
 			}
 			out := dp[y*wd : y*wd+wd]
 			for x := range out {
-				var acc float32
-				for k, wt := range w {
-					acc += wt * row[x+k]
+				win := row[x : x+kernel]
+				acc := w[half] * win[half]
+				for k, wt := range w[:half] {
+					acc += wt * (win[k] + win[kernel-1-k])
 				}
 				out[x] = roundByte(acc)
 			}

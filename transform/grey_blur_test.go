@@ -156,6 +156,31 @@ func TestGrayscaleAndBlurDraws(t *testing.T) {
 	}
 }
 
+// TestGaussianBlurSmallImages: images narrower or shorter than the kernel's
+// half (which torchvision refuses) reflect periodically, a constant image
+// stays constant, and an empty one is no error.
+func TestGaussianBlurSmallImages(t *testing.T) {
+	var dst Image
+	for _, hw := range [][2]int{{1, 1}, {1, 9}, {7, 1}, {3, 30}, {0, 5}, {5, 0}} {
+		src := &Image{}
+		src.Resize(3, hw[0], hw[1])
+		for i := range src.Pix {
+			src.Pix[i] = 201
+		}
+		for _, sigma := range []float64{0.1, 1, 8} {
+			blur(&dst, src, 23, sigma)
+			if dst.Shape() != src.Shape() {
+				t.Fatalf("%v: blurred to %v", src.Shape(), dst.Shape())
+			}
+			for i, v := range dst.Pix {
+				if v != 201 {
+					t.Fatalf("%v sigma=%g: value %d is %d, want 201", src.Shape(), sigma, i, v)
+				}
+			}
+		}
+	}
+}
+
 func BenchmarkGrayscale(b *testing.B) {
 	src := formulaImage(3, 224, 224)
 	var dst Image
