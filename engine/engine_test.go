@@ -258,3 +258,38 @@ func TestCloseBeforeTheProducerStarts(t *testing.T) {
 		}
 	}
 }
+
+// TestGreyAndBlurIndependentOfWorkers: grayscale and gaussian_blur draw
+// only from each sample's generator, so their output is the same whatever
+// the pool's size, and differs between epochs.
+func TestGreyAndBlurIndependentOfWorkers(t *testing.T) {
+	src := synthetic(t, 300)
+	grey, err := transform.Grayscale(0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blur, err := transform.GaussianBlur(7, [2]float64{0.1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, w := range []int{1, 3, 8} {
+		s := spec(t, src, w)
+		s.Ops = []transform.Op{grey, blur}
+		e, err := New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := sums(t, e, 2)
+		e.Close()
+		if want == nil {
+			want = got
+			if got[0] == got[1] {
+				t.Fatalf("epochs 0 and 1 gave the same stream %s", got[0])
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("workers=%d: %v, want %v", w, got, want)
+		}
+	}
+}

@@ -74,6 +74,7 @@ var (
 	memoryBound  = upTo{MaxCacheMemory, "16 TiB, more than any machine"}
 	shardBound   = upTo{MaxCacheShard, "an entry is decompressed whole"}
 	labelBound   = upTo{source.MaxClasses, "labels are below source.MaxClasses"}
+	kernelBound  = upTo{transform.MaxBlurKernel, "far wider than any blur in use; the blur keeps its weights on the stack"}
 )
 
 // checkMax is the Go constructors' form of a registry bound: an error

@@ -256,6 +256,34 @@ var opSpecs = []*StageSpec{
 			}
 			return Map(op), nil
 		}},
+	{Name: "grayscale", Kind: "stage", Summary: "with probability p, each pixel's grey 0.2989R+0.587G+0.114B in all three channels (torchvision RandomGrayscale)",
+		Params: []Param{{Name: "p", Type: Float, Default: "0.1", Min: bound(0), Max: bound(1), Doc: "probability of turning the image grey"}},
+		Build: func(a Args) (Stage, error) {
+			op, err := transform.Grayscale(a.Float("p"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "gaussian_blur", Kind: "stage", Summary: "a kernel×kernel Gaussian blur, sigma drawn per sample, reflect padding (torchvision GaussianBlur)",
+		Params: []Param{
+			Param{Name: "kernel", Type: Int, Required: true, Positional: true, Min: bound(1), Doc: "side of the kernel, odd"}.with(kernelBound),
+			{Name: "sigma", Type: Floats, Default: "0.1,2", Doc: "range min,max the standard deviation is drawn from uniformly, 0 < min ≤ max (one value: fixed)"},
+		},
+		Build: func(a Args) (Stage, error) {
+			s := a.Floats("sigma")
+			if len(s) == 1 {
+				s = append(s, s[0])
+			}
+			if len(s) != 2 {
+				return Stage{}, fmt.Errorf("sigma takes one value or two: min,max")
+			}
+			op, err := transform.GaussianBlur(a.Int("kernel"), [2]float64{s[0], s[1]})
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
 	{Name: "normalize", Kind: "stage", Summary: "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
 		Params: []Param{
 			{Name: "mean", Type: Floats, Required: true, Doc: "per-channel means on the [0,1] scale, comma-separated (one value: all channels)"},

@@ -42,6 +42,10 @@ var goStages = map[string]struct {
 		return Map(must(transform.RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3.0 / 4, 4.0 / 3}, transform.Bilinear)))
 	}},
 	"color_jitter": {"color_jitter", func() Stage { return Map(must(transform.ColorJitter(0, 0, 0))) }},
+	"grayscale":    {"grayscale", func() Stage { return Map(must(transform.Grayscale(0.1))) }},
+	"gaussian_blur": {"gaussian_blur 23", func() Stage {
+		return Map(must(transform.GaussianBlur(23, [2]float64{0.1, 2})))
+	}},
 	"random_erasing": {"random_erasing", func() Stage {
 		return Map(must(transform.RandomErasing(0.5, [2]float64{0.02, 0.33}, [2]float64{0.3, 3.3}, transform.EraseValue{Levels: []float64{0}})))
 	}},

@@ -39,8 +39,8 @@ type Evaluator interface {
 // EvalOps is what evaluation runs in place of the training operation op:
 // op itself when it is deterministic; its evaluation form when it has one
 // ([Evaluator]: random_resized_crop, random_crop); nothing for the other
-// random operations (flips, shifts, colour jitter, erasing), which only
-// vary the training images.
+// random operations (flips, shifts, colour jitter, grayscale, blur,
+// erasing), which only vary the training images.
 func EvalOps(op Op, in Shape) ([]Op, error) {
 	if !op.Random() {
 		return []Op{op}, nil

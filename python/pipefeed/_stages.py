@@ -1027,6 +1027,59 @@ STAGES = json.loads(r'''
     ]
   },
   {
+    "name": "gaussian_blur",
+    "kind": "stage",
+    "doc": "a kernel×kernel Gaussian blur, sigma drawn per sample, reflect padding (torchvision GaussianBlur)",
+    "params": [
+      {
+        "name": "kernel",
+        "type": "int",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 255,
+        "why": "far wider than any blur in use; the blur keeps its weights on the stack",
+        "doc": "side of the kernel, odd"
+      },
+      {
+        "name": "sigma",
+        "type": "floats",
+        "default": "0.1,2",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "range min,max the standard deviation is drawn from uniformly, 0 < min ≤ max (one value: fixed)"
+      }
+    ]
+  },
+  {
+    "name": "grayscale",
+    "kind": "stage",
+    "doc": "with probability p, each pixel's grey 0.2989R+0.587G+0.114B in all three channels (torchvision RandomGrayscale)",
+    "params": [
+      {
+        "name": "p",
+        "type": "float",
+        "default": "0.1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1,
+        "why": "",
+        "doc": "probability of turning the image grey"
+      }
+    ]
+  },
+  {
     "name": "normalize",
     "kind": "stage",
     "doc": "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
@@ -2113,6 +2166,31 @@ class Stages:
                 probability of flipping
         """
         return self._stage('flip', {'direction': direction, 'p': p, **unknown})
+
+    def gaussian_blur(self: _P, kernel: Optional[int] = None, *, sigma: Optional[Union[float, Sequence[float]]] = None, **unknown: Any) -> _P:
+        """a kernel×kernel Gaussian blur, sigma drawn per sample, reflect padding (torchvision GaussianBlur)
+
+        The .pipe stage gaussian_blur; an argument left None is not written.
+
+        Args:
+            kernel: int (required) in [1, 255] [positional]
+                side of the kernel, odd
+                (at most 255: far wider than any blur in use; the blur keeps its weights on the stack)
+            sigma: floats = 0.1,2
+                range min,max the standard deviation is drawn from uniformly, 0 < min ≤ max (one value: fixed)
+        """
+        return self._stage('gaussian_blur', {'kernel': kernel, 'sigma': sigma, **unknown})
+
+    def grayscale(self: _P, *, p: Optional[float] = None, **unknown: Any) -> _P:
+        """with probability p, each pixel's grey 0.2989R+0.587G+0.114B in all three channels (torchvision RandomGrayscale)
+
+        The .pipe stage grayscale; an argument left None is not written.
+
+        Args:
+            p: float = 0.1 in [0, 1]
+                probability of turning the image grey
+        """
+        return self._stage('grayscale', {'p': p, **unknown})
 
     def normalize(self: _P, *, mean: Optional[Union[float, Sequence[float]]] = None, std: Optional[Union[float, Sequence[float]]] = None, where: Optional[Literal["host", "device"]] = None, **unknown: Any) -> _P:
         """(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype
