@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/pipefeed/pipe/source/remote"
 )
 
@@ -343,10 +344,13 @@ func fetchShard(ctx context.Context, store *remote.Store, cache *remote.Cache, o
 }
 
 // objectFingerprint describes an object's version for fingerprints and
-// index keys: its URL (its secrets hidden), size, ETag and Last-Modified,
-// to the second, as the shard cache tells versions apart.
+// index keys: its URL without what signs it (remote.ObjectKey), shown with
+// its secrets hidden and told apart by a hash of the rest (?key=a and
+// ?key=b are two objects), its size, ETag and Last-Modified, to the
+// second, as the shard cache tells versions apart.
 func objectFingerprint(obj remote.Object) string {
-	fp := fmt.Sprintf("%s size=%d etag=%s", remote.Redact(obj.URL), obj.Size, obj.ETag)
+	key := remote.ObjectKey(obj.URL)
+	fp := fmt.Sprintf("%s key=%016x size=%d etag=%s", remote.Redact(key), xxhash.Sum64String(key), obj.Size, obj.ETag)
 	if !obj.LastModified.IsZero() {
 		fp += " modified=" + obj.LastModified.UTC().Format(time.RFC3339)
 	}

@@ -138,10 +138,10 @@ func (c *Cache) get(ctx context.Context, s *Store, obj Object) (e entry, _ *file
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return entry{}, nil, err
 	}
-	// Keyed by the URL without its secrets: a presigned URL whose
-	// signature rotates is the same shard, and no secret is written into
-	// the directory.
-	key := fmt.Sprintf("%016x", xxhash.Sum64String(Redact(obj.URL)))
+	// Keyed by the URL without what signs it: a presigned URL signed
+	// again is the same shard. Only its hash is written into the
+	// directory.
+	key := fmt.Sprintf("%016x", xxhash.Sum64String(ObjectKey(obj.URL)))
 	var modified int64
 	if !obj.LastModified.IsZero() {
 		modified = obj.LastModified.Unix() // HTTP dates, and HEAD's, are to the second
@@ -439,6 +439,9 @@ func ParseSize(s string) (int64, error) {
 		return 0, nil
 	}
 	u = strings.TrimSuffix(strings.TrimSuffix(u, "B"), "I")
+	if u == "" {
+		return 0, fmt.Errorf("%q is not a size (like 500G)", s)
+	}
 	shift := 0
 	if k := strings.IndexByte("KMGT", u[len(u)-1]); k >= 0 && len(u) > 1 {
 		shift = 10 * (k + 1)

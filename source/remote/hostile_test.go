@@ -89,6 +89,9 @@ func TestWrongAnswers(t *testing.T) {
 	if err != nil || untagged.ETag != "" || !untagged.LastModified.Equal(modified) {
 		t.Fatalf("%+v, %v", untagged, err)
 	}
+	// An object known by its size alone (a server with neither ETag nor
+	// Last-Modified): an answer of another size is another version.
+	bare := remote.Object{URL: srv.URL + "/bare", Size: int64(len(data))}
 	answer := func(status int, hdr map[string]string, body []byte) func(http.ResponseWriter, *http.Request) bool {
 		return func(w http.ResponseWriter, r *http.Request) bool {
 			for k, v := range hdr {
@@ -121,6 +124,8 @@ func TestWrongAnswers(t *testing.T) {
 			nil, "ignores Range requests", true},
 		{"another ETag", tagged, answer(206, map[string]string{"ETag": `"v2"`, "Content-Range": "bytes 1000-1099/" + n}, data[1000:1100]),
 			remote.ErrChanged, "the object changed (ETag v2, was v1)", true},
+		{"another size, no version", bare, answer(206, map[string]string{"Content-Range": "bytes 1000-1099/200000"}, data[1000:1100]),
+			remote.ErrChanged, "the object changed (its size is 200000, was " + n + ")", true},
 		{"another Last-Modified", untagged, answer(206, map[string]string{"Last-Modified": modified.Add(time.Hour).Format(http.TimeFormat),
 			"Content-Range": "bytes 1000-1099/" + n}, data[1000:1100]),
 			remote.ErrChanged, "the object changed (Last-Modified", true},

@@ -795,6 +795,11 @@ func transient(err error) bool {
 			return true
 		}
 	}
+	for _, e := range osTransient {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
 	// minio-go words a connection closed before the answer (io.EOF) so.
 	return strings.Contains(err.Error(), "Connection closed by foreign host")
 }
@@ -1079,6 +1084,9 @@ func (r *reader) Read(p []byte) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
+	if len(p) == 0 {
+		return 0, nil
+	}
 	for {
 		if r.off >= r.end {
 			r.drop()
@@ -1217,7 +1225,7 @@ func checkAnswer(obj Object, off, end int64, status int, length int64, h http.He
 		return fmt.Errorf("the object changed (ETag %s, was %s): %w", tag, obj.ETag, ErrChanged)
 	}
 	if obj.ETag == "" && !obj.LastModified.IsZero() {
-		if lm, err := http.ParseTime(h.Get("Last-Modified")); err == nil && !lm.Equal(obj.LastModified) {
+		if lm, err := http.ParseTime(h.Get("Last-Modified")); err == nil && lm.Unix() != obj.LastModified.Unix() {
 			return fmt.Errorf("the object changed (Last-Modified %s, was %s): %w",
 				lm.UTC().Format(http.TimeFormat), obj.LastModified.UTC().Format(http.TimeFormat), ErrChanged)
 		}
@@ -1231,12 +1239,19 @@ func checkAnswer(obj Object, off, end int64, status int, length int64, h http.He
 			return fmt.Errorf("asked for %s, the answer (200) gives no Content-Length, so a body cut short cannot be told from the whole", asked)
 		}
 		if length != obj.Size {
+			if unversioned(obj) {
+				return fmt.Errorf("the object changed (its size is %d, was %d): %w", length, obj.Size, ErrChanged)
+			}
 			return retryable{fmt.Errorf("asked for %s, the answer (200, the whole object) has Content-Length %d", asked, length)}
 		}
 		return nil
 	}
 	cr := h.Get("Content-Range")
-	if a, b, total, ok := contentRange(cr); !ok || a != off || b != end-1 || total != obj.Size {
+	a, b, total, ok := contentRange(cr)
+	if ok && a == off && b == end-1 && total != obj.Size && unversioned(obj) {
+		return fmt.Errorf("the object changed (its size is %d, was %d): %w", total, obj.Size, ErrChanged)
+	}
+	if !ok || a != off || b != end-1 || total != obj.Size {
 		return retryable{fmt.Errorf("asked for %s, the answer (206) holds Content-Range %q", asked, cr)}
 	}
 	if length >= 0 && length != end-off {
@@ -1244,6 +1259,11 @@ func checkAnswer(obj Object, off, end int64, status int, length int64, h http.He
 	}
 	return nil
 }
+
+// unversioned reports whether obj has nothing but its size to tell its
+// versions apart (an HTTP server with neither ETag nor Last-Modified): then
+// an answer of another size is another version, not a fault to retry.
+func unversioned(obj Object) bool { return obj.ETag == "" && obj.LastModified.IsZero() }
 
 // contentRange parses a Content-Range of bytes: "bytes first-last/total".
 func contentRange(v string) (first, last, total int64, ok bool) {

@@ -221,7 +221,8 @@ var secretParams = map[string]bool{
 // Redact returns u with the secrets it carries replaced by REDACTED, for
 // every place a URL is shown or stored (messages, errors, checkpoints,
 // fingerprints): the password of its userinfo (https://user:pw@host/…
-// becomes https://user:REDACTED@host/…) and the values of query parameters
+// becomes https://user:REDACTED@host/…), a userinfo without one, which may
+// be a token (https://REDACTED@host/…), and the values of query parameters
 // that carry credentials (X-Amz-Signature, X-Amz-Credential,
 // X-Amz-Security-Token, X-Goog-Signature, sig, signature, token, key, …).
 // Everything else is kept byte for byte, braces and globs included, so a
@@ -238,10 +239,16 @@ func Redact(u string) string {
 	}
 	if at := strings.LastIndexByte(rest[:authEnd], '@'); at >= 0 {
 		user, _, hasPw := strings.Cut(rest[:at], ":")
-		if hasPw {
-			rest = user + ":" + redacted + rest[at:]
-			authEnd = len(user) + 1 + len(redacted) + (authEnd - at)
+		if !hasPw {
+			// A name alone may be a token (https://TOKEN@host/…).
+			user = redacted
 		}
+		userinfo := user
+		if hasPw {
+			userinfo += ":" + redacted
+		}
+		rest = userinfo + rest[at:]
+		authEnd = len(userinfo) + (authEnd - at)
 	}
 	q := strings.IndexByte(rest[authEnd:], '?')
 	if q < 0 {
@@ -261,4 +268,43 @@ func Redact(u string) string {
 		out += "#" + frag
 	}
 	return out
+}
+
+// signingParams are the query parameters (lower case), besides any
+// X-Amz-* or X-Goog-* one, that sign a URL rather than name an object:
+// S3's and GCS's version 2 signatures and an Azure SAS token's fields.
+var signingParams = map[string]bool{
+	"signature": true, "expires": true, "awsaccesskeyid": true, "googleaccessid": true,
+	"sv": true, "ss": true, "srt": true, "sp": true, "se": true, "st": true, "spr": true, "sig": true,
+	"sr": true, "si": true, "sdd": true, "skoid": true, "sktid": true, "skt": true, "ske": true, "sks": true, "skv": true,
+}
+
+// ObjectKey returns http(s) URL u without the query parameters that sign
+// it (X-Amz-*, X-Goog-*, Signature, Expires, an Azure SAS token's) and
+// without its fragment: they change each time a URL is signed, not the
+// object it names, so the shard cache and index keys take this, and a
+// URL signed again is the same shard. The other parameters stay, secrets
+// included (?key=a and ?key=b may be two objects): ObjectKey is for
+// hashing, never for showing. Any other u comes back as it is.
+func ObjectKey(u string) string {
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return u
+	}
+	u, _, _ = strings.Cut(u, "#")
+	base, query, ok := strings.Cut(u, "?")
+	if !ok {
+		return u
+	}
+	var keep []string
+	for _, p := range strings.Split(query, "&") {
+		name, _, _ := strings.Cut(p, "=")
+		n := strings.ToLower(name)
+		if !strings.HasPrefix(n, "x-amz-") && !strings.HasPrefix(n, "x-goog-") && !signingParams[n] {
+			keep = append(keep, p)
+		}
+	}
+	if len(keep) == 0 {
+		return base
+	}
+	return base + "?" + strings.Join(keep, "&")
 }

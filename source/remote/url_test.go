@@ -85,7 +85,7 @@ func TestRedact(t *testing.T) {
 		{"s3://bucket/shard-{000..009}.tar", "s3://bucket/shard-{000..009}.tar"},
 		{"/data/train", "/data/train"},
 		{"https://user:hunter2@host/a.tar", "https://user:REDACTED@host/a.tar"},
-		{"https://user@host/a.tar", "https://user@host/a.tar"},
+		{"https://ghp_t0k3n@host/a.tar", "https://REDACTED@host/a.tar"},
 		{"https://u:p@ss@host/x?y=1", "https://u:REDACTED@host/x?y=1"},
 		{"http://host/a.tar?X-Amz-Algorithm=AWS4&X-Amz-Credential=AKIA%2F1&X-Amz-Signature=abcdef&X-Amz-Expires=60",
 			"http://host/a.tar?X-Amz-Algorithm=AWS4&X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED&X-Amz-Expires=60"},
@@ -95,6 +95,32 @@ func TestRedact(t *testing.T) {
 	} {
 		if got := Redact(c.in); got != c.want {
 			t.Errorf("Redact(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestObjectKey(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"s3://bucket/a.tar?x", "s3://bucket/a.tar?x"},
+		{"https://h/a.tar", "https://h/a.tar"},
+		{"https://h/a.tar?X-Amz-Algorithm=A&X-Amz-Date=20261127T000000Z&X-Amz-Credential=K%2F1&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=s", "https://h/a.tar"},
+		{"https://h/a.tar?X-Goog-Date=1&X-Goog-Signature=s#frag", "https://h/a.tar"},
+		{"https://acct.blob.core.windows.net/c/a.tar?sv=2020&se=2026&sp=r&sig=s", "https://acct.blob.core.windows.net/c/a.tar"},
+		{"https://h/get?key=a&Signature=s&Expires=1", "https://h/get?key=a"},
+		{"https://h/get?key=b", "https://h/get?key=b"},
+	} {
+		if got := ObjectKey(c.in); got != c.want {
+			t.Errorf("ObjectKey(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestParseSizeRefusesASuffixAlone: "B" and "iB" are no size (they
+// indexed before the string's start).
+func TestParseSizeRefusesASuffixAlone(t *testing.T) {
+	for _, s := range []string{"B", "iB", " b ", "K"} {
+		if _, err := ParseSize(s); err == nil {
+			t.Errorf("ParseSize(%q) took it for a size", s)
 		}
 	}
 }
