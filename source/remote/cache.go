@@ -182,10 +182,13 @@ func (c *Cache) get(ctx context.Context, s *Store, obj Object) (e entry, _ *file
 	totals.misses.Add(1)
 	old, _ := filepath.Glob(filepath.Join(dir, key+"-*"))
 	for _, o := range old {
-		if o != e.path && o != sums && !strings.Contains(o, ".tmp-") {
-			forget(o)
-			os.Remove(o)
+		if o == e.path || o == sums || (strings.Contains(o, ".tmp-") && !locksAcrossProcesses) {
+			continue
 		}
+		// Older versions, and what a fetch killed with its process left
+		// (which no cache_size counted).
+		forget(o)
+		os.Remove(o)
 	}
 	if c.Limit > 0 {
 		c.evict(dir, key)

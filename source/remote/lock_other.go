@@ -13,6 +13,11 @@ import (
 // no lock file is made.
 var locks sync.Map // name → chan struct{} of capacity 1
 
+// locksAcrossProcesses says whether a shard's lock holds for every
+// process: not here, so another process's temporary file may be a fetch
+// under way.
+const locksAcrossProcesses = false
+
 type fileLock struct{ ch chan struct{} }
 
 func (l *fileLock) unlock() { <-l.ch }

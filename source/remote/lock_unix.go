@@ -9,6 +9,11 @@ import (
 	"time"
 )
 
+// locksAcrossProcesses says whether a shard's lock holds for every
+// process: it does (flock), so a temporary file of a shard found while
+// holding its lock is a fetch that died with its process.
+const locksAcrossProcesses = true
+
 // fileLock is an exclusive flock on a lock file.
 type fileLock struct {
 	f    *os.File

@@ -3,9 +3,15 @@
 package remote
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestLockOfARemovedFile: a process that opened a lock file before its
@@ -39,5 +45,47 @@ func TestLockOfARemovedFile(t *testing.T) {
 	}
 	if _, again := tryLockFile(name); again {
 		t.Fatal("a second lock of a held name")
+	}
+}
+
+// TestDeadFetchRemoved: a temporary file that a fetch killed with its
+// process left beside a shard is removed when the shard is next fetched,
+// under its lock, so the space comes back.
+func TestDeadFetchRemoved(t *testing.T) {
+	var etag atomic.Value
+	etag.Store("v1")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"`+etag.Load().(string)+`"`)
+		http.ServeContent(w, r, "", time.Time{}, strings.NewReader(strings.Repeat("x", 1000)))
+	}))
+	defer srv.Close()
+	s := New(Options{Backoff: time.Millisecond})
+	defer s.Close()
+	c := &Cache{Dir: t.TempDir()}
+	fetch := func() {
+		objs, err := s.List(t.Context(), srv.URL+"/a.tar")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, release, err := c.Fetch(t.Context(), s, objs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	fetch()
+	names, _ := filepath.Glob(filepath.Join(c.Dir, "*-*-a.tar"))
+	if len(names) != 1 {
+		t.Fatalf("cached files %v", names)
+	}
+	key, _, _ := strings.Cut(filepath.Base(names[0]), "-")
+	dead := filepath.Join(c.Dir, fmt.Sprintf("%s-%016x-a.tar.tmp-%016x", key, 7, 9))
+	if err := os.WriteFile(dead, make([]byte, 500), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	etag.Store("v2") // the next open fetches
+	fetch()
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("the dead fetch's %s is still there (%v)", filepath.Base(dead), err)
 	}
 }
