@@ -159,11 +159,7 @@ func stagesJSON() []stageSpec {
 func stagesText() string {
 	var b strings.Builder
 	for _, s := range pipefile.Stages() {
-		name := s.Name
-		if s.Kind == "source" {
-			name = "source " + s.Name
-		}
-		fmt.Fprintf(&b, "%s\n    %s\n", name, s.Summary)
+		fmt.Fprintf(&b, "%s\n    %s\n", specHeading(s), s.Summary)
 		for _, p := range s.Params {
 			typ := p.Type.String()
 			if p.Type == pipefile.Enum {
@@ -184,14 +180,7 @@ func stagesText() string {
 				pos = " [positional]"
 			}
 			rng := ""
-			if p.Min != nil || p.Max != nil {
-				lo, hi := "", ""
-				if p.Min != nil {
-					lo = strconv.FormatFloat(*p.Min, 'f', -1, 64)
-				}
-				if p.Max != nil {
-					hi = strconv.FormatFloat(*p.Max, 'f', -1, 64)
-				}
+			if lo, hi, ok := paramRange(p); ok {
 				rng = fmt.Sprintf(" in [%s, %s]", lo, hi)
 			}
 			fmt.Fprintf(&b, "    %-10s %s%s%s%s\n               %s\n", p.Name, typ, def, rng, pos, p.Doc)
@@ -254,14 +243,7 @@ func stagesMarkdown() string {
 				def = "`" + p.Default + "`"
 			}
 			rng := ""
-			if p.Min != nil || p.Max != nil {
-				lo, hi := "", ""
-				if p.Min != nil {
-					lo = strconv.FormatFloat(*p.Min, 'f', -1, 64)
-				}
-				if p.Max != nil {
-					hi = strconv.FormatFloat(*p.Max, 'f', -1, 64)
-				}
+			if lo, hi, ok := paramRange(p); ok {
 				rng = fmt.Sprintf("\\[%s, %s\\]", lo, hi)
 			}
 			doc := mdEscape(p.Doc)
@@ -272,6 +254,18 @@ func stagesMarkdown() string {
 		}
 	}
 	return b.String()
+}
+
+// paramRange is p's bounds as the listings write them, an unbounded side
+// empty; ok is false where neither side is bounded.
+func paramRange(p pipefile.Param) (lo, hi string, ok bool) {
+	if p.Min != nil {
+		lo = strconv.FormatFloat(*p.Min, 'f', -1, 64)
+	}
+	if p.Max != nil {
+		hi = strconv.FormatFloat(*p.Max, 'f', -1, 64)
+	}
+	return lo, hi, p.Min != nil || p.Max != nil
 }
 
 // specHeading is how a spec is written in a .pipe file: "source cifar10"
