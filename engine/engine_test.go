@@ -83,13 +83,18 @@ func sums(t *testing.T, e *Engine, epochs int) []string {
 	return out
 }
 
-// TestOutputIndependentOfWorkers: the engine's output is a function of its
-// spec and the epoch, whatever the pool's size.
-func TestOutputIndependentOfWorkers(t *testing.T) {
-	src := synthetic(t, 730)
+// sameForWorkers runs two epochs of spec(t, src, w) with ops as its
+// operations (nil: spec's own) for 1, 3 and 8 workers, fails the test
+// unless every pool gives the same checksums, and returns them.
+func sameForWorkers(t *testing.T, src source.Source, ops []transform.Op) []string {
+	t.Helper()
 	var want []string
 	for _, w := range []int{1, 3, 8} {
-		e, err := New(spec(t, src, w))
+		s := spec(t, src, w)
+		if ops != nil {
+			s.Ops = ops
+		}
+		e, err := New(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,13 +102,19 @@ func TestOutputIndependentOfWorkers(t *testing.T) {
 		e.Close()
 		if want == nil {
 			want = got
-			if got[0] == got[1] {
-				t.Fatalf("epochs 0 and 1 gave the same stream %s", got[0])
-			}
 		}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Fatalf("workers=%d: %v, want %v", w, got, want)
 		}
+	}
+	return want
+}
+
+// TestOutputIndependentOfWorkers: the engine's output is a function of its
+// spec and the epoch, whatever the pool's size.
+func TestOutputIndependentOfWorkers(t *testing.T) {
+	if got := sameForWorkers(t, synthetic(t, 730), nil); got[0] == got[1] {
+		t.Fatalf("epochs 0 and 1 gave the same stream %s", got[0])
 	}
 }
 
@@ -122,25 +133,9 @@ func TestErasingIndependentOfWorkers(t *testing.T) {
 	}
 	without := sums(t, plain, 1)
 	plain.Close()
-	var want []string
-	for _, w := range []int{1, 3, 8} {
-		s := spec(t, src, w)
-		s.Ops = append(s.Ops, erase)
-		e, err := New(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := sums(t, e, 2)
-		e.Close()
-		if want == nil {
-			want = got
-			if got[0] == without[0] {
-				t.Fatalf("random_erasing left the stream as it was: %s", got[0])
-			}
-		}
-		if strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Fatalf("workers=%d: %v, want %v", w, got, want)
-		}
+	got := sameForWorkers(t, src, append(spec(t, src, 1).Ops, erase))
+	if got[0] == without[0] {
+		t.Fatalf("random_erasing left the stream as it was: %s", got[0])
 	}
 }
 
@@ -272,24 +267,7 @@ func TestGreyAndBlurIndependentOfWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for _, w := range []int{1, 3, 8} {
-		s := spec(t, src, w)
-		s.Ops = []transform.Op{grey, blur}
-		e, err := New(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := sums(t, e, 2)
-		e.Close()
-		if want == nil {
-			want = got
-			if got[0] == got[1] {
-				t.Fatalf("epochs 0 and 1 gave the same stream %s", got[0])
-			}
-		}
-		if strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Fatalf("workers=%d: %v, want %v", w, got, want)
-		}
+	if got := sameForWorkers(t, src, []transform.Op{grey, blur}); got[0] == got[1] {
+		t.Fatalf("epochs 0 and 1 gave the same stream %s", got[0])
 	}
 }
