@@ -771,6 +771,12 @@ func (s *Store) classify(u string, err error) (error, bool) {
 	return errors.New(msg), false
 }
 
+// transientErrs are the errors of a connection that may work again: the
+// syscall package's, the system's own beside them (osTransient), and a
+// body cut short.
+var transientErrs = append([]error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+	syscall.ENETUNREACH, syscall.EHOSTUNREACH, io.ErrUnexpectedEOF, io.EOF}, osTransient...)
+
 // transient reports whether err, neither an HTTP status nor an S3 error,
 // is known to pass: a timeout, a refused, reset or unreachable
 // connection, a body cut short, or an error marked retryable. A TLS
@@ -789,13 +795,7 @@ func transient(err error) bool {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return true
 	}
-	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
-		syscall.ENETUNREACH, syscall.EHOSTUNREACH, io.ErrUnexpectedEOF, io.EOF} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	for _, e := range osTransient {
+	for _, e := range transientErrs {
 		if errors.Is(err, e) {
 			return true
 		}
