@@ -144,7 +144,7 @@ func newShardStream(what string, store *remote.Store, cache *remote.Cache, objs 
 	}
 	hold := int(max(cache.Limit/largest, 2))
 	return &shardStream{what: what, store: store, cache: cache, objs: objs, base: base, stopAll: stopAll, ctx: base,
-		hold: hold, ahead: min(max(hold/4, 1), store.Options().Concurrency),
+		hold: hold, ahead: readAhead(hold, store.Options().Concurrency),
 		made: map[int]madeIndex{}, shards: map[int]*openShard{}, moved: make(chan struct{})}
 }
 
@@ -506,12 +506,15 @@ func (s *shardStream) shardsOf(order []int, shardOf func(i int) int) (shards, co
 	return shards, counts, seq
 }
 
+// readAhead is how many shards a stream holding hold shards fetches ahead
+// of its reads: a quarter of them, at least one, at most the store's
+// requests in flight.
+func readAhead(hold, concurrency int) int { return min(max(hold/4, 1), concurrency) }
+
 // lateAt is the share of the reads of shards (with counts) that a stream
-// holding hold shards, reading ahead as newShardStream sets it, would find
-// let go.
+// holding hold shards would find let go.
 func (s *shardStream) lateAt(shards, counts []int, hold int) float64 {
-	ahead := min(max(hold/4, 1), s.store.Options().Concurrency)
-	return spread(shards, counts, max(hold-ahead, 1))
+	return spread(shards, counts, max(hold-readAhead(hold, s.store.Options().Concurrency), 1))
 }
 
 // refuse returns the [*OrderError] for reads of shards (with counts) that
