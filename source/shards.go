@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/pipefeed/pipe/internal/atomicfile"
 	"github.com/pipefeed/pipe/source/remote"
 )
 
@@ -361,25 +362,11 @@ func objectFingerprint(obj remote.Object) string {
 // best effort: without a writable index directory, an index is made again
 // on every open.
 func storeIndex(path string, b []byte) {
-	if clearWay(path) != nil {
+	if atomicfile.ClearWay(path, "an index file") != nil {
 		return
 	}
 	writeAtomic(path, func(f *os.File) error {
 		_, err := f.Write(b)
 		return err
 	})
-}
-
-// clearWay removes what is at p, where an index or a copy is kept, if it
-// is neither a regular file nor missing: a directory or a link there would
-// fail, or re-index, every open. The error names p and what to delete.
-func clearWay(p string) error {
-	st, err := os.Lstat(p)
-	if err != nil || st.Mode().IsRegular() {
-		return nil
-	}
-	if err := os.RemoveAll(p); err != nil {
-		return fmt.Errorf("%s is in the way of an index file (%v): delete it", p, err)
-	}
-	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/gzip"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/pipefeed/pipe/internal/atomicfile"
 )
 
 // TFRecord reads tf.train.Example records from TFRecord files: each record
@@ -369,7 +371,7 @@ func openTFFile(ctx context.Context, sf *shardFile, fp, dir string) (*tfFile, er
 	index := filepath.Join(dir, tfKey(name, fp)+".index")
 	if gz {
 		f.path = filepath.Join(dir, tfKey(name, sf.copyKey(fp))+".tfrecord")
-		if err := clearWay(f.path); err != nil {
+		if err := atomicfile.ClearWay(f.path, "an index file"); err != nil {
 			fh.Close()
 			return nil, fmt.Errorf("tfrecord: %w", err)
 		}

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/pipefeed/pipe/internal/atomicfile"
 )
 
 // WebDataset reads WebDataset shards: tar files (plain, or gzipped .tar.gz
@@ -152,7 +154,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 			return nil, fmt.Errorf("webdataset: %w", err)
 		} else if gz {
 			plain := filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.tar", filepath.Base(name), xxhash.Sum64String(sf.copyKey(fp))))
-			if err := clearWay(plain); err != nil {
+			if err := atomicfile.ClearWay(plain, "an index file"); err != nil {
 				fh.Close()
 				w.Close()
 				return nil, fmt.Errorf("webdataset: %w", err)

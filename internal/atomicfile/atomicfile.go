@@ -1,7 +1,8 @@
 // Package atomicfile writes a file so that a crash leaves the old one or
 // the new one, never half of one: the bytes go to a temporary file beside
 // it, synced, then renamed over it. A killed writer leaves its temporary
-// behind; the next Write, or RemoveStale, removes it.
+// behind; the next Write, or RemoveStale, removes it. ClearWay removes
+// what is not a file where one is to be made.
 package atomicfile
 
 import (
@@ -68,4 +69,19 @@ func removeStale(path, keep string, legacy []string) {
 			os.Remove(filepath.Join(dir, name))
 		}
 	}
+}
+
+// ClearWay removes what is at path if it is neither a regular file nor
+// missing (a directory, a link), where a file is to be made or read: left
+// there, it would fail every run. The error names path and what the file
+// is for, and says to delete it.
+func ClearWay(path, what string) error {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode().IsRegular() {
+		return nil
+	}
+	if err := os.RemoveAll(path); err != nil {
+		return fmt.Errorf("%s is in the way of %s (%v): delete it", path, what, err)
+	}
+	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/pipefeed/pipe/internal/atomicfile"
 )
 
 // Cache is a directory of whole shards fetched from a store, shared by the
@@ -150,7 +152,7 @@ func (c *Cache) get(ctx context.Context, s *Store, obj Object) (e entry, _ *file
 	e.path = filepath.Join(dir, key+"-"+ver+"-"+safeBase(obj.URL))
 	sums := sumPath(dir, key, ver)
 	lockName := filepath.Join(dir, key+".lock")
-	if err := clearWay(lockName); err != nil {
+	if err := atomicfile.ClearWay(lockName, "a cached file"); err != nil {
 		return entry{}, nil, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
 	}
 	held, err := lockFile(ctx, lockName)
@@ -163,7 +165,7 @@ func (c *Cache) get(ctx context.Context, s *Store, obj Object) (e entry, _ *file
 		}
 	}()
 	for _, p := range []string{e.path, sums} {
-		if err := clearWay(p); err != nil {
+		if err := atomicfile.ClearWay(p, "a cached file"); err != nil {
 			return entry{}, nil, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
 		}
 	}
@@ -308,20 +310,6 @@ func fileSum(p string) (uint64, error) {
 		return 0, err
 	}
 	return h.Sum64(), nil
-}
-
-// clearWay removes what is at p if it is neither a regular file nor
-// missing: a directory or a link where the cache keeps a file would fail
-// every run. The error names p and says what to delete.
-func clearWay(p string) error {
-	st, err := os.Lstat(p)
-	if err != nil || st.Mode().IsRegular() {
-		return nil
-	}
-	if err := os.RemoveAll(p); err != nil {
-		return fmt.Errorf("%s is in the way of a cached file (%v): delete it", p, err)
-	}
-	return nil
 }
 
 // fetch copies obj into a temporary file renamed to dst when whole and
