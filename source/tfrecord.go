@@ -371,19 +371,8 @@ func openTFFile(ctx context.Context, sf *shardFile, fp, dir string) (*tfFile, er
 	index := filepath.Join(dir, tfKey(name, fp)+".index")
 	if gz {
 		f.path = filepath.Join(dir, tfKey(name, sf.copyKey(fp))+".tfrecord")
-		if err := atomicfile.ClearWay(f.path, "an index file"); err != nil {
-			fh.Close()
-			return nil, fmt.Errorf("tfrecord: %w", err)
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			if err := gunzipCopy(ctx, fh, name, f.path, "tfrecord"); err != nil {
-				fh.Close()
-				return nil, err
-			}
-		}
-		fh.Close()
-		if fh, err = os.Open(f.path); err != nil {
-			return nil, fmt.Errorf("tfrecord: %w", err)
+		if fh, err = openPlain(ctx, fh, name, f.path, "tfrecord"); err != nil {
+			return nil, err
 		}
 	}
 	f.fh = fh
@@ -429,6 +418,27 @@ func parseIndex(b []byte, size int64) ([]int64, uint64) {
 		offs = append(offs, o)
 	}
 	return offs, sum
+}
+
+// openPlain opens dst, the plain copy of the gzipped file in (named src),
+// decompressing in into it first unless it is there (something other than
+// a file in its place is removed); in is closed whatever happens. what
+// names the source in errors.
+func openPlain(ctx context.Context, in *os.File, src, dst, what string) (*os.File, error) {
+	defer in.Close()
+	if err := atomicfile.ClearWay(dst, "an index file"); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := os.Stat(dst); err != nil {
+		if err := gunzipCopy(ctx, in, src, dst, what); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.Open(dst)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return f, nil
 }
 
 // gunzipCopy decompresses the gzipped file in, named src, from its start

@@ -16,8 +16,6 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
-
-	"github.com/pipefeed/pipe/internal/atomicfile"
 )
 
 // WebDataset reads WebDataset shards: tar files (plain, or gzipped .tar.gz
@@ -154,22 +152,9 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 			return nil, fmt.Errorf("webdataset: %w", err)
 		} else if gz {
 			plain := filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.tar", filepath.Base(name), xxhash.Sum64String(sf.copyKey(fp))))
-			if err := atomicfile.ClearWay(plain, "an index file"); err != nil {
-				fh.Close()
+			if fh, err = openPlain(ctx, fh, name, plain, "webdataset"); err != nil {
 				w.Close()
-				return nil, fmt.Errorf("webdataset: %w", err)
-			}
-			if _, err := os.Stat(plain); err != nil {
-				if err := gunzipCopy(ctx, fh, name, plain, "webdataset"); err != nil {
-					fh.Close()
-					w.Close()
-					return nil, err
-				}
-			}
-			fh.Close()
-			if fh, err = os.Open(plain); err != nil {
-				w.Close()
-				return nil, fmt.Errorf("webdataset: %w", err)
+				return nil, err
 			}
 		}
 		w.shards = append(w.shards, &wdsShard{name: name, fh: fh})
