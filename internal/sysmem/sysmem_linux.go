@@ -11,25 +11,29 @@ import (
 const cgroupWhat = "the cgroup's memory limit"
 
 func limit() (uint64, string) {
-	var best uint64
-	var what string
-	take := func(n uint64, w string) {
-		if n > 0 && (best == 0 || n < best) {
-			best, what = n, w
+	var best Headroom
+	for _, h := range headrooms() {
+		if best.Limit == 0 || h.Limit < best.Limit {
+			best = h
 		}
 	}
-	var si syscall.Sysinfo_t
-	if syscall.Sysinfo(&si) == nil {
-		take(uint64(si.Totalram)*uint64(si.Unit), "RAM")
-	}
-	for _, h := range cgroupLimits() {
-		take(h.Limit, h.What)
-	}
-	take(addressLimit(), "ulimit -v")
-	return best, what
+	return best.Limit, best.What
 }
 
 func least() Headroom {
+	var best Headroom
+	for _, h := range headrooms() {
+		if best.Limit == 0 || h.Free() < best.Free() {
+			best = h
+		}
+	}
+	return best
+}
+
+// headrooms is every limit on the process's memory, with what each
+// holds: RAM (MemTotal, the kernel's total RAM), each cgroup's, and
+// ulimit -v.
+func headrooms() []Headroom {
 	var hs []Headroom
 	if m := readKeyed("/proc/meminfo"); m["MemTotal:"] > 0 {
 		total, avail := m["MemTotal:"]<<10, m["MemAvailable:"]<<10
@@ -39,13 +43,7 @@ func least() Headroom {
 	if n := addressLimit(); n > 0 {
 		hs = append(hs, Headroom{Limit: n, What: "ulimit -v", Used: readKeyed("/proc/self/status")["VmSize:"] << 10})
 	}
-	var best Headroom
-	for _, h := range hs {
-		if best.Limit == 0 || h.Free() < best.Free() {
-			best = h
-		}
-	}
-	return best
+	return hs
 }
 
 // addressLimit is the soft RLIMIT_AS (ulimit -v) in bytes, 0 for none.
