@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/pipefeed/pipe/fields"
 )
 
 // Option is a setting of a source's constructor. One type serves every
@@ -28,6 +30,7 @@ type options struct {
 
 	remote   *Remote
 	indexDir string
+	fields   *fields.Schema
 }
 
 // apply applies opts for the constructor what, which takes the options
@@ -68,6 +71,24 @@ func WithIndexDir(dir string) Option {
 			return errors.New("an empty directory: leave the option out for the default")
 		}
 		o.indexDir = dir
+		return nil
+	}}
+}
+
+// WithFields asks for the fields of schema (a pipeline's fields stage):
+// Read fills Record.Fields, one Value per schema field, from each field's
+// key (Field.Key, or the source's default for its kind). A source refuses a
+// schema with a field it cannot read, naming it. For the sources whose doc
+// says they take it.
+func WithFields(schema *fields.Schema) Option {
+	return Option{"WithFields", func(o *options) error {
+		if schema == nil {
+			return errors.New("a nil schema: leave the option out for an image and a label")
+		}
+		if err := schema.Check(); err != nil {
+			return err
+		}
+		o.fields = schema
 		return nil
 	}}
 }

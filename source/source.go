@@ -3,6 +3,8 @@ package source
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pipefeed/pipe/fields"
 )
 
 // Record is one labelled sample. Pix is a CHW uint8 image: channel c, row y,
@@ -19,6 +21,17 @@ type Record struct {
 	// Buf is scratch the caller owns and keeps between calls; a source that
 	// generates pixels writes them into Buf (growing it) and points Pix at it.
 	Buf []byte
+	// Fields are the sample's fields when the source was opened
+	// WithFields: one Value per field of the schema, in its order, each
+	// holding what the file holds for it — a mask's encoded image (PNG) in
+	// Bytes, boxes as 4 Floats each in the schema's format and units,
+	// classes, multi-labels and tokens as Ints, a tensor's raw
+	// little-endian values in Bytes (an .npy member's header checked and
+	// removed). The image's entry is empty (the image is Pix or Enc) and
+	// so is an int label's (it is Label). The caller owns the slice and
+	// keeps it between calls, as Buf; a source resets and refills it,
+	// and its values may point at memory the source owns, as Pix may.
+	Fields []fields.Value
 }
 
 // Info describes a source.
