@@ -43,9 +43,12 @@
 //
 // The ring (Ring) starts with a header page — magic "PIPEFEED", the
 // protocol version, the slab count, stride and sizes — followed by the
-// slabs, each holding up to rows samples of the pipeline's host tensor and,
-// after them, rows int64 labels. A slab is the loader's from its batch
-// message until its release message; the pipeline never writes it then.
+// slabs, each holding up to rows samples of the pipeline's host tensor,
+// then, in a pipeline with a fields stage, the batch's other fields laid out
+// as the engine lays them out (pipe.Pipeline.FieldLayout; the hello
+// describes them: Hello.Fields), and after them rows int64 labels. A slab
+// is the loader's from its batch message until its release message; the
+// pipeline never writes it then.
 // Either side refuses a peer of another protocol version by name.
 //
 // When an epoch ends, Serve starts the next one into the free slabs before

@@ -30,7 +30,7 @@ type Ring struct {
 }
 
 // NewRing returns ErrUnsupported.
-func NewRing(slabs, rows, sampleBytes int) (*Ring, error) { return nil, unsupported() }
+func NewRing(slabs, rows, sampleBytes, slabBytes int) (*Ring, error) { return nil, unsupported() }
 
 // File is nil: no ring is ever made here.
 func (r *Ring) File() *os.File { return nil }

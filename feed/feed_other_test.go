@@ -13,7 +13,7 @@ func TestUnsupported(t *testing.T) {
 	if err := Supported(); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Supported: %v", err)
 	}
-	if _, err := NewRing(1, 1, 1); !errors.Is(err, ErrUnsupported) {
+	if _, err := NewRing(1, 1, 1, 1); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("NewRing: %v", err)
 	}
 	if err := Serve(context.Background(), nil, nil, "t.pipe"); !errors.Is(err, ErrUnsupported) {

@@ -9,8 +9,10 @@ import (
 
 // Version is the protocol version: the messages, the JSON of hello and the
 // ring's layout. A loader of another version is refused. Version 2: a batch
-// message carries its sequence number and a release echoes it.
-const Version = 2
+// message carries its sequence number and a release echoes it. Version 3: a
+// slab holds the batch's fields after its images (Hello.Fields), and its
+// labels after those.
+const Version = 3
 
 // Magic opens the ring's header page.
 const Magic = "PIPEFEED"
@@ -95,6 +97,37 @@ type Hello struct {
 	// loader resumes a saved position only in a pipeline of the same one.
 	Fingerprint string `json:"fingerprint"`
 	Ring        Layout `json:"ring"`
+	// Fields describes the fields of a pipeline with a fields stage;
+	// absent without one (a batch is its images and labels).
+	Fields *Fields `json:"fields,omitempty"`
+}
+
+// Fields is where a batch's fields lie in its slab: the image is the slab's
+// samples and the int label its labels, as without a fields stage; every
+// other field is a region from byte Offset of the slab
+// (pipe.Pipeline.FieldLayout).
+type Fields struct {
+	// Schema is the fields stage's schema in its canonical form
+	// (fields.Schema.String), and Names its fields' names in its order:
+	// the batch's keys.
+	Schema string   `json:"schema"`
+	Names  []string `json:"names"`
+	Offset int      `json:"offset"`
+	// Regions are the fields other than the image and the label, in the
+	// schema's order.
+	Regions []Region `json:"regions"`
+}
+
+// Region is one field's region (fields.Region): rows values of Shape and
+// DType (their names, as package fields spells them) per sample from byte
+// Offset of the fields, and, for boxes, classes and tokens, rows int32
+// counts from byte Counts (-1: none); classes share the boxes' counts.
+type Region struct {
+	Kind   string `json:"kind"`
+	DType  string `json:"dtype"`
+	Shape  []int  `json:"shape"`
+	Offset int    `json:"offset"`
+	Counts int    `json:"counts"`
 }
 
 // Layout is where things are in the ring; hello's JSON carries it and the
@@ -106,7 +139,8 @@ type Layout struct {
 	Stride int64 `json:"stride"`
 	Offset int64 `json:"offset"`
 	// Rows is the most samples a slab holds, SampleBytes the bytes of one,
-	// and Labels the offset of the int64 labels within a slab.
+	// and Labels the offset of the int64 labels within a slab: after the
+	// samples and, with fields, after those (Hello.Fields).
 	Rows        int   `json:"rows"`
 	SampleBytes int   `json:"sample_bytes"`
 	Labels      int64 `json:"labels"`
@@ -120,9 +154,11 @@ const (
 	labelAlign = 64
 )
 
-func layout(slabs, rows, sampleBytes int) Layout {
-	data := int64(rows) * int64(sampleBytes)
-	labels := (data + labelAlign - 1) / labelAlign * labelAlign
+// layout is the ring of slabs slabs of rows samples of sampleBytes each,
+// whose images and fields take slabBytes (rows × sampleBytes without
+// fields: pipe.Pipeline.SlabBytes).
+func layout(slabs, rows, sampleBytes, slabBytes int) Layout {
+	labels := (int64(slabBytes) + labelAlign - 1) / labelAlign * labelAlign
 	stride := (labels + 8*int64(rows) + page - 1) / page * page
 	return Layout{Slabs: slabs, Stride: stride, Offset: page, Rows: rows, SampleBytes: sampleBytes, Labels: labels,
 		Size: page + int64(slabs)*stride}

@@ -212,11 +212,16 @@ func TestGoldenMessages(t *testing.T) {
 			enc = appendHello(nil, []byte(g.vals["json"]))
 			v, js, err := parseHello(g.hex)
 			dec = errorIf(err, v != uint32(g.u(t, "version")) || string(js) != g.vals["json"], "version %d, JSON %s", v, js)
-			if got := jsonKeys(t, Hello{}); !slices.Equal(got, slices.Sorted(slices.Values(g.keys["hello"]))) {
-				t.Errorf("hello's JSON keys %v, testdata says %v", got, g.keys["hello"])
+			for _, c := range []struct {
+				name string
+				v    any
+			}{{"hello", Hello{Fields: &Fields{}}}, {"ring", Layout{}}, {"fields", Fields{}}, {"region", Region{}}} {
+				if got := jsonKeys(t, c.v); !slices.Equal(got, slices.Sorted(slices.Values(g.keys[c.name]))) {
+					t.Errorf("%s's JSON keys %v, testdata says %v", c.name, got, g.keys[c.name])
+				}
 			}
-			if got := jsonKeys(t, Layout{}); !slices.Equal(got, slices.Sorted(slices.Values(g.keys["ring"]))) {
-				t.Errorf("the ring layout's JSON keys %v, testdata says %v", got, g.keys["ring"])
+			if got := jsonKeys(t, Hello{}); slices.Contains(got, "fields") {
+				t.Errorf("the hello of a pipeline without fields has the key fields")
 			}
 		case "start":
 			m := startMsg{token: uint32(g.u(t, "token")), epoch: g.i(t, "epoch"), first: g.i(t, "first")}
@@ -247,7 +252,8 @@ func TestGoldenMessages(t *testing.T) {
 			text, err := parseError(g.hex)
 			dec = errorIf(err, text != g.vals["text"], "%q", text)
 		case "ring":
-			l := layout(int(g.u(t, "slabs")), int(g.u(t, "rows")), int(g.u(t, "sample_bytes")))
+			rows, sb := int(g.u(t, "rows")), int(g.u(t, "sample_bytes"))
+			l := layout(int(g.u(t, "slabs")), rows, sb, rows*sb)
 			enc = appendHeader(nil, l)
 			v, got, err := parseHeader(g.hex)
 			l.Size = 0

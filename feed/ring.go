@@ -14,20 +14,27 @@ import (
 
 // Ring is the shared memory: an anonymous memory file mapped here, carved
 // into slabs. It is the pipeline's HostAllocator: each AllocHost hands out
-// a free slab's sample area.
+// a free slab's area for its images and fields.
 type Ring struct {
 	Layout
-	file *os.File
-	mem  []byte
+	// slabBytes is the bytes of a slab's images and fields, before its
+	// labels.
+	slabBytes int
+	file      *os.File
+	mem       []byte
 
 	mu   sync.Mutex
 	used []bool
 }
 
 // NewRing creates and maps a ring of the layout for slabs slabs of rows
-// samples of sampleBytes each.
-func NewRing(slabs, rows, sampleBytes int) (*Ring, error) {
-	l := layout(slabs, rows, sampleBytes)
+// samples of sampleBytes each, whose images and fields take slabBytes (the
+// pipeline's SlabBytes: rows × sampleBytes without fields).
+func NewRing(slabs, rows, sampleBytes, slabBytes int) (*Ring, error) {
+	if slabBytes < rows*sampleBytes {
+		return nil, fmt.Errorf("feed: slabs of %d bytes cannot hold %d samples of %d bytes", slabBytes, rows, sampleBytes)
+	}
+	l := layout(slabs, rows, sampleBytes, slabBytes)
 	fd, err := unix.MemfdCreate("pipefeed", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("feed: memfd_create: %w", err)
@@ -42,7 +49,7 @@ func NewRing(slabs, rows, sampleBytes int) (*Ring, error) {
 		f.Close()
 		return nil, fmt.Errorf("feed: mapping the %d-byte ring: %w", l.Size, err)
 	}
-	r := &Ring{Layout: l, file: f, mem: mem, used: make([]bool, slabs)}
+	r := &Ring{Layout: l, slabBytes: slabBytes, file: f, mem: mem, used: make([]bool, slabs)}
 	appendHeader(mem[:0], l)
 	return r, nil
 }
@@ -50,11 +57,11 @@ func NewRing(slabs, rows, sampleBytes int) (*Ring, error) {
 // File is the memory file, to hand to the loader.
 func (r *Ring) File() *os.File { return r.file }
 
-// AllocHost hands out a free slab's sample area of n bytes (n ≤ rows ×
-// sampleBytes).
+// AllocHost hands out the first n bytes of a free slab (n ≤ the ring's
+// slabBytes), where the pipeline writes a batch's images and fields.
 func (r *Ring) AllocHost(n int) ([]byte, error) {
-	if n > r.Rows*r.SampleBytes {
-		return nil, fmt.Errorf("feed: a slab of %d bytes from a ring of %d-byte slabs", n, r.Rows*r.SampleBytes)
+	if n > r.slabBytes {
+		return nil, fmt.Errorf("feed: a slab of %d bytes from a ring of %d-byte slabs", n, r.slabBytes)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -80,7 +87,7 @@ func (r *Ring) FreeHost(b []byte) error {
 	return nil
 }
 
-// slabOf is the index of the slab whose sample area b starts.
+// slabOf is the index of the slab whose area b starts.
 func (r *Ring) slabOf(b []byte) (int, error) {
 	off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(r.mem))))
 	if len(b) == 0 || off < r.Offset || (off-r.Offset)%r.Stride != 0 || (off-r.Offset)/r.Stride >= int64(r.Slabs) {

@@ -51,7 +51,7 @@ func hello(p *pipe.Pipeline, conn *net.UnixConn, name string) (*Ring, error) {
 	// The ring: the engine's slabs, and Ahead more for the batches the
 	// loader holds (the one in use, the rest waiting in the socket).
 	n, _, rows := p.SlabLayout()
-	ring, err := NewRing(n+Ahead, rows, s.HostTensor.SampleBytes())
+	ring, err := NewRing(n+Ahead, rows, s.HostTensor.SampleBytes(), p.SlabBytes())
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,8 @@ func hello(p *pipe.Pipeline, conn *net.UnixConn, name string) (*Ring, error) {
 	h := Hello{Version: Version, Pipe: pipe.BuildInfo().Version, PID: os.Getpid(), File: name,
 		Shape: [3]int{t.Shape.C, t.Shape.H, t.Shape.W}, Layout: t.Layout.String(), DType: t.DType.String(),
 		Batch: s.BatchSize, Batches: s.Batches, Samples: s.Samples, Classes: p.Source().Info().Classes,
-		Rank: s.Rank, World: s.World, Elastic: s.Elastic, GlobalBatch: s.GlobalBatch, Seed: s.Seed, Workers: s.Workers, Ahead: Ahead, Fingerprint: Fingerprint(p), Ring: ring.Layout}
+		Rank: s.Rank, World: s.World, Elastic: s.Elastic, GlobalBatch: s.GlobalBatch, Seed: s.Seed, Workers: s.Workers, Ahead: Ahead, Fingerprint: Fingerprint(p), Ring: ring.Layout,
+		Fields: fieldsOf(p)}
 	js, err := json.Marshal(h)
 	if err == nil {
 		_, _, err = conn.WriteMsgUnix(appendHello(nil, js), unix.UnixRights(int(ring.File().Fd())), nil)
@@ -73,6 +74,24 @@ func hello(p *pipe.Pipeline, conn *net.UnixConn, name string) (*Ring, error) {
 		return nil, fmt.Errorf("feed: hello: %w", err)
 	}
 	return ring, nil
+}
+
+// fieldsOf describes p's fields for the hello; nil without a fields stage.
+func fieldsOf(p *pipe.Pipeline) *Fields {
+	sc := p.Schema()
+	if sc == nil {
+		return nil
+	}
+	offset, regions := p.FieldLayout()
+	f := &Fields{Schema: sc.String(), Offset: offset, Regions: []Region{}}
+	for _, fd := range sc.Fields {
+		f.Names = append(f.Names, fd.Kind.String())
+	}
+	for _, r := range regions {
+		f.Regions = append(f.Regions, Region{Kind: r.Kind.String(), DType: r.DType.String(), Shape: r.Shape,
+			Offset: r.Offset, Counts: r.Counts})
+	}
+	return f
 }
 
 // held is a batch the loader holds, and its batch message's sequence number.

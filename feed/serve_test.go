@@ -344,7 +344,7 @@ func TestStaleReleaseIsRefused(t *testing.T) {
 // TestRingLayout: slabs are page-aligned, labels 64-byte aligned after the
 // samples, and the ring hands out each slab once.
 func TestRingLayout(t *testing.T) {
-	r, err := NewRing(3, 100, 3*32*32*4)
+	r, err := NewRing(3, 100, 3*32*32*4, 100*3*32*32*4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import struct
 
 from ._errors import PipeError
 
-PROTOCOL = 2
+PROTOCOL = 3
 """The feed protocol version this package speaks; pipe refuses another."""
 
 MAGIC = b"PIPEFEED"
@@ -28,6 +28,10 @@ HEADER = struct.Struct("<8sIIQQQQQ")  # the ring's: magic, version, slabs, strid
 HELLO_KEYS = ("shape", "layout", "dtype", "batches", "samples", "rank", "world", "seed", "ahead", "fingerprint",
               "ring")
 RING_KEYS = ("size", "slabs", "stride")
+# … and of its fields (present where the pipeline has a fields stage) and
+# their regions.
+FIELDS_KEYS = ("names", "offset", "regions")
+REGION_KEYS = ("kind", "dtype", "shape", "offset", "counts")
 
 
 def start(token, epoch, first):
@@ -80,6 +84,9 @@ def read_hello(data, fds, binary):
         raise PipeError(f"pipe speaks feed protocol {version} and pipefeed speaks {PROTOCOL}: install the pipe and pipefeed of one release")
     h = json.loads(data[HEAD.size:])
     missing = [k for k in HELLO_KEYS if k not in h] + [k for k in RING_KEYS if k not in h.get("ring", {})]
+    if h.get("fields") is not None:
+        missing += [k for k in FIELDS_KEYS if k not in h["fields"]]
+        missing += [k for r in h["fields"].get("regions", ()) for k in REGION_KEYS if k not in r]
     if missing:
         raise PipeError(f"pipe's hello lacks {', '.join(missing)}: install the pipe and pipefeed of one release")
     return h

@@ -99,3 +99,5 @@ def test_hello_keys():
     (hello,) = [b for b in blocks if b["name"] == "hello"]
     assert set(_protocol.HELLO_KEYS) <= set(hello["keys"]["hello"])
     assert set(_protocol.RING_KEYS) <= set(hello["keys"]["ring"])
+    assert set(_protocol.FIELDS_KEYS) <= set(hello["keys"]["fields"])
+    assert set(_protocol.REGION_KEYS) <= set(hello["keys"]["region"])
