@@ -31,23 +31,25 @@ class CudaCopier:
                     raise RuntimeError(f"cudaHostRegister of the {len(mm)}-byte ring on {self.device} failed: {err}")
                 self._pinned = base.ctypes.data
 
-    def copy(self, x, y):
-        """Start copying x and y to the device: the device tensors, which
-        the current stream waits for, and an event that completes with the
-        copy, after which the host's may be reused."""
+    def copy(self, batch):
+        """Start copying the host tensors of batch (a dict: the image, the
+        label, the other fields) to the device: the device tensors, in a
+        dict of the same keys, which the current stream waits for, and an
+        event that completes with the copies, after which the host's may be
+        reused."""
         torch = self._torch
+        out = {}
         with torch.cuda.stream(self._stream):
-            xd = torch.empty(x.shape, dtype=x.dtype, device=self.device)
-            yd = torch.empty(y.shape, dtype=y.dtype, device=self.device)
-            xd.copy_(x, non_blocking=self._pinned is not None)
-            yd.copy_(y, non_blocking=self._pinned is not None)
+            for k, t in batch.items():
+                out[k] = torch.empty(t.shape, dtype=t.dtype, device=self.device)
+                out[k].copy_(t, non_blocking=self._pinned is not None)
             ev = torch.cuda.Event()
             ev.record(self._stream)
         current = torch.cuda.current_stream(self.device)
         current.wait_event(ev)
-        xd.record_stream(current)
-        yd.record_stream(current)
-        return xd, yd, ev
+        for t in out.values():
+            t.record_stream(current)
+        return out, ev
 
     def close(self):
         if self._pinned is not None:

@@ -53,9 +53,11 @@ class Placer:
         if sharding is None:
             sharding = jax.sharding.SingleDeviceSharding(device or jax.local_devices()[0])
         self.sharding = sharding
+        # The labels' and the other fields' sharding: split along the
+        # image's batch axis, whole along their others.
         self._labels = sharding
         if isinstance(sharding, jax.sharding.NamedSharding):
-            batch_axis = sharding.spec[:1]  # the labels' one axis is the batch's
+            batch_axis = sharding.spec[:1]
             self._labels = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(*batch_axis),
                                                       memory_kind=sharding.memory_kind)
         base = np.frombuffer(mm, dtype=np.uint8)
@@ -82,20 +84,22 @@ class Placer:
                 fix = "a batch size it divides" if n == rows else "drop_last=true on the batch stage"
                 raise ValueError(f"sharding= cannot split {which}, of {n} samples: {e}; choose {fix}") from None
 
-    def copy(self, x, y):
-        """Place x and y (views of a slab) and wait until the arrays are
-        ready: the slab may be reused once copy returns. Waiting later would
-        be a wait on the caller's arrays, which a loop may delete or donate
-        to a step before it asks for the next batch (and is_ready() of a
-        deleted array crashed the process). The arrays, and the loader's
+    def copy(self, batch):
+        """Place the arrays of batch (a dict of views of a slab: the image
+        across the sharding, the label and the other fields split along its
+        batch axis) and wait until they are ready: the slab may be reused
+        once copy returns. Waiting later would be a wait on the caller's
+        arrays, which a loop may delete or donate to a step before it asks
+        for the next batch (and is_ready() of a deleted array crashed the
+        process). The arrays, in a dict of the same keys, and the loader's
         event for the placement, done."""
         place = self._jax.make_array_from_process_local_data
-        xa, ya = place(self.sharding, x), place(self._labels, y)
+        out = {k: place(self.sharding if k == "image" else self._labels, a) for k, a in batch.items()}
         if self._host:
-            xa, ya = self._own(xa), self._own(ya)
-        xa.block_until_ready()
-        ya.block_until_ready()
-        return xa, ya, _PLACED
+            out = {k: self._own(a) for k, a in out.items()}
+        for a in out.values():
+            a.block_until_ready()
+        return out, _PLACED
 
     def _own(self, a):
         """a, with every shard that aliases the ring copied on its device."""

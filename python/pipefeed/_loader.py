@@ -41,6 +41,20 @@ class Loader:
     ``y`` its labels (int64; JAX's int32 unless ``jax_enable_x64``).
     ``len(loader)`` is the number of batches per epoch of this rank.
 
+    **With a fields stage** each batch is a dict keyed by field name, in the
+    stage's order, each value an array of the batch's N samples: "image"
+    (as ``x``), "label" (as ``y``, where the stage names it), "labels"
+    (multi-hot float32 [N, num_labels]), "mask" (uint8 or uint16 [N, H,
+    W]), "boxes" (float32 [N, max_boxes, 4]) with "num_boxes" (int32 [N]:
+    the rest are zeros), "classes" (int64 [N, max_boxes], counted by
+    "num_boxes"), "tokens" (int32 [N, max_tokens], zero-padded) with
+    "num_tokens" (int32 [N]), and "tensor" (its dtype, [N, *shape]). The
+    counts are int32 as pipe writes them, so that they too view the ring:
+    ``num_boxes.long()`` where an op wants int64. Every value is a view of
+    the slab, as ``x`` is, except a uint16 field with torch before 2.3,
+    which has no uint16: that comes as an int32 copy. ``info["fields"]``
+    is how pipe laid them out.
+
     **JAX batches are the caller's**, valid for as long as they are held
     (``copy=`` changes nothing): each is placed on ``device=`` (a
     ``jax.Device``; by default the first local device) or across
@@ -423,11 +437,23 @@ class Loader:
                     self._pos = (epoch, index + 1)
                     self._images += n
                     self._batches += 1
+                    if self._ring.fields is not None:
+                        b = self._ring.batch(slab, n)
+                        if self._copier is not None:
+                            b, ev = self._copier.copy(b)
+                            self._pending.append((ev, slab, seq))
+                        else:
+                            held = slab, seq
+                            if self._copy:
+                                b = {k: v.clone() if self._torch else v.copy() for k, v in b.items()}
+                        yield b
+                        continue
                     x, y = self._ring.x[slab], self._ring.y[slab]
                     if n != len(y):  # a short batch (slicing a tensor costs µs: not for full ones)
                         x, y = x[:n], y[:n]
                     if self._copier is not None:
-                        x, y, ev = self._copier.copy(x, y)
+                        b, ev = self._copier.copy({"image": x, "label": y})
+                        x, y = b["image"], b["label"]
                         self._pending.append((ev, slab, seq))
                     else:
                         held = slab, seq

@@ -51,9 +51,9 @@ class _SlowCopier:
     def __init__(self, delay):
         self.delay = delay
 
-    def copy(self, x, y):
-        xd, yd = np.empty_like(x), np.empty_like(y)
-        return xd, yd, _Copy((x, y), (xd, yd), self.delay)
+    def copy(self, batch):
+        out = {k: np.empty_like(a) for k, a in batch.items()}
+        return out, _Copy(list(batch.values()), list(out.values()), self.delay)
 
     def close(self):
         pass

@@ -185,7 +185,7 @@ def test_corrupt_record_as_on_error_says(pipe_bin, write_pipe, tmp_path):
 
 def test_protocol_mismatch_is_named(pipe_bin, write_pipe, monkeypatch):
     monkeypatch.setattr(pipefeed._loader, "PROTOCOL", 99)
-    with pytest.raises(pipefeed.PipeError, match="feed protocol 99 and this pipe speaks 2"):
+    with pytest.raises(pipefeed.PipeError, match=f"feed protocol 99 and this pipe speaks {pipefeed.PROTOCOL}"):
         pipefeed.Loader(write_pipe(recipe()), pipe_bin=pipe_bin)
 
 

@@ -1,0 +1,279 @@
+"""pipefeed's batches of a pipeline with a fields stage: dicts keyed by
+field name, each a view of the shared memory where the hello says it lies.
+
+No .pipe source fills fields yet, so the loader here starts Go's feed test
+binary as its pipe (feed/fields_test.go's TestMain: it serves a pipeline of
+a test source whose samples carry multi-labels, tokens and a tensor that
+names the sample, with the same formula as want below), and checks every
+value and pipe's own checksum of the stream. The ring's views of masks,
+boxes and classes, which pipe does not fill yet, are checked on a ring
+written here."""
+
+import json
+import mmap
+import os
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+import pipefeed
+from pipefeed import _protocol
+from pipefeed._ring import Ring
+from xxh64 import xxh64
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="session")
+def feed_test(tmp_path_factory):
+    """Go's feed test binary, which serves a fields pipeline as pipe feed
+    when PIPEFEED_TEST_FEED names its schema."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("no go to build feed's test binary with")
+    out = str(tmp_path_factory.mktemp("bin") / "feed.test")
+    subprocess.run([go, "test", "-c", "-o", out, "./feed"], cwd=REPO, check=True)
+    return out
+
+
+def want(i):
+    """Sample i's multi-labels, tokens and tensor, as feed/fields_test.go's
+    wantFields makes them."""
+    labels = [i % 5] + ([(i + 2) % 5] if i % 3 == 0 else [])
+    return labels, [100 * i + t for t in range(i % 9)], [i, i / 2, -i]
+
+
+def loader(feed_test, write_pipe, tmp_path, schema="all", **kw):
+    """A Loader of the test binary's pipeline of schema, which writes pipe's
+    own checksums of epochs 0 and 1 to sums.json first."""
+    env = {"PIPEFEED_TEST_FEED": schema, "PIPEFEED_TEST_SUMS": str(tmp_path / "sums.json")}
+    return pipefeed.Loader(write_pipe("# served by feed's test binary\n"), pipe_bin=feed_test, env=env, **kw)
+
+
+def fields_checksum(info, batches):
+    """pipe's Checksum of a stream of field dicts (numpy): the images, the
+    labels as int32, and each sample's fields, every region's values then
+    its count."""
+    counts = {"boxes": "num_boxes", "classes": "num_boxes", "tokens": "num_tokens"}
+    data, labels, fields = [], [], []
+    for b in batches:
+        data.append(b["image"].tobytes())
+        if "label" in b:
+            labels.append(b["label"].astype(np.int32).tobytes())
+        for k in range(len(b["image"])):
+            for r in info["fields"]["regions"]:
+                fields.append(b[r["kind"]][k].tobytes())
+                if r["counts"] >= 0:
+                    fields.append(b[counts[r["kind"]]][k].tobytes())
+    combined = struct.pack(">QQQ", xxh64(b"".join(data)), xxh64(b"".join(labels)), xxh64(b"".join(fields)))
+    return "%016x" % xxh64(combined)
+
+
+def check_values(b):
+    """Every sample of batch b (numpy arrays) holds want of its index, which
+    its tensor's first value is."""
+    n = len(b["image"])
+    assert b["labels"].shape == (n, 5) and b["labels"].dtype == np.float32
+    assert b["tokens"].shape == (n, 8) and b["tokens"].dtype == np.int32
+    assert b["num_tokens"].shape == (n,) and b["num_tokens"].dtype == np.int32
+    assert b["tensor"].shape == (n, 3) and b["tensor"].dtype == np.float32
+    for k in range(n):
+        i = int(b["tensor"][k][0])
+        labels, tokens, tensor = want(i)
+        assert b["tensor"][k].tolist() == tensor
+        assert b["labels"][k].tolist() == [float(c in labels) for c in range(5)], f"sample {i}"
+        assert b["num_tokens"][k] == len(tokens) and b["tokens"][k].tolist() == tokens + [0] * (8 - len(tokens))
+
+
+def test_batches_are_dicts_of_every_field(feed_test, write_pipe, tmp_path):
+    with loader(feed_test, write_pipe, tmp_path, framework="numpy", workers=3) as ld:
+        sums = json.loads((tmp_path / "sums.json").read_text())
+        assert ld.info["fields"]["names"] == ["image", "label", "labels", "tokens", "tensor"]
+        for epoch in range(2):
+            batches = [{k: v.copy() for k, v in b.items()} for b in ld]
+            assert len(batches) == len(ld) == 10 and len(batches[-1]["image"]) == 300 - 9 * 32
+            for b in batches:
+                assert list(b) == ["image", "label", "labels", "tokens", "num_tokens", "tensor"]
+                assert b["image"].shape[1:] == (3, 32, 32) and b["image"].dtype == np.uint8
+                assert b["label"].dtype == np.int64 and b["label"].shape == (len(b["image"]),)
+                check_values(b)
+            assert fields_checksum(ld.info, batches) == sums[epoch], f"epoch {epoch}"
+
+
+def test_without_a_label(feed_test, write_pipe, tmp_path):
+    """A schema without the int label yields no "label"; the dict follows
+    the schema's order. (pipe's checksum hashes the slab's labels all the
+    same, which this batch lacks: the values are checked one by one.)"""
+    with loader(feed_test, write_pipe, tmp_path, schema="nolabel", framework="numpy") as ld:
+        batches = [{k: v.copy() for k, v in b.items()} for b in ld]
+    assert len(batches) == 10
+    for b in batches:
+        assert list(b) == ["image", "tokens", "num_tokens", "tensor", "labels"]
+        check_values(b)
+
+
+def test_torch_fields_are_views_until_the_next(feed_test, write_pipe, tmp_path):
+    torch = pytest.importorskip("torch")
+    with loader(feed_test, write_pipe, tmp_path) as ld:
+        ring = np.frombuffer(ld._ring.mm, dtype=np.uint8)
+        it = iter(ld)
+        b = next(it)
+        assert {k: v.dtype for k, v in b.items()} == {
+            "image": torch.uint8, "label": torch.int64, "labels": torch.float32, "tokens": torch.int32,
+            "num_tokens": torch.int32, "tensor": torch.float32}
+        for k, v in b.items():
+            assert np.shares_memory(v.numpy(), ring), f"{k} is not a view of the ring"
+        check_values({k: v.numpy() for k, v in b.items()})
+        it.close()
+    with loader(feed_test, write_pipe, tmp_path, copy=True) as ld:
+        first = next(iter(ld))
+        for k, v in first.items():
+            assert not np.shares_memory(v.numpy(), np.frombuffer(ld._ring.mm, dtype=np.uint8)), k
+
+
+def test_resume_mid_epoch_with_fields(feed_test, write_pipe, tmp_path):
+    def batches(ld, limit=None):
+        out = []
+        for b in ld:
+            out.append({k: v.tobytes() for k, v in b.items()})
+            if len(out) == limit:
+                break
+        return out
+
+    with loader(feed_test, write_pipe, tmp_path, framework="numpy", epoch=1) as ld:
+        whole = batches(ld)
+    with loader(feed_test, write_pipe, tmp_path, framework="numpy", epoch=1) as ld:
+        head = batches(ld, 4)
+        state = ld.state_dict()
+    with loader(feed_test, write_pipe, tmp_path, framework="numpy", workers=2) as ld:
+        ld.load_state_dict(state)
+        tail = batches(ld)
+    assert head + tail == whole
+
+
+# A ring written here: every kind of field, of a batch of 3 (rows) in two
+# slabs; the regions are laid out as pipe lays them out (64-byte aligned,
+# each counts array after its values), from byte 4096 of a slab.
+ROWS, H, W = 3, 4, 5
+REGIONS = [
+    ("mask", "uint16", [H, W], False),
+    ("boxes", "float32", [2, 4], True),
+    ("classes", "int64", [2], True),
+    ("labels", "float32", [6], False),
+    ("tokens", "int32", [7], True),
+    ("tensor", "uint16", [2, 3], False),
+]
+
+
+def _align(n):
+    return (n + 63) // 64 * 64
+
+
+def written_ring(torch=None, names=None, bad=False):
+    """A hello and a ring of two slabs of every kind of field whose values
+    are their position in the ring (each sample's and slab's differ), with
+    Ring's views over it; where bad, the tensor's region runs into the
+    labels."""
+    itemsize = {"uint16": 2, "float32": 4, "int64": 8, "int32": 4}
+    regions, off, box_counts = [], 0, -1
+    for kind, dtype, shape, counts in REGIONS:
+        r = {"kind": kind, "dtype": dtype, "shape": shape, "offset": off, "counts": -1}
+        off = _align(off + ROWS * itemsize[dtype] * int(np.prod(shape)))
+        if counts and kind != "classes":
+            r["counts"] = off
+            off = _align(off + 4 * ROWS)
+        if kind == "boxes":
+            box_counts = r["counts"]
+        if kind == "classes":
+            r["counts"] = box_counts
+        regions.append(r)
+    fields_at, sample_bytes = 4096, 3 * 2 * 2
+    labels = fields_at + _align(off)
+    if bad:
+        regions[-1]["offset"] = off
+    stride = _align(labels + 8 * ROWS + 4095)
+    h = {"shape": [3, 2, 2], "layout": "nchw", "dtype": "uint8", "batch": ROWS, "ahead": 3,
+         "ring": {"slabs": 2, "stride": stride, "offset": 4096, "rows": ROWS, "sample_bytes": sample_bytes,
+                  "labels": labels, "size": 4096 + 2 * stride},
+         "fields": {"schema": "test", "names": names or ["image", "mask", "boxes", "classes", "label", "labels",
+                                                         "tokens", "tensor"],
+                    "offset": fields_at, "regions": regions}}
+    fd = os.memfd_create("test-ring")
+    os.ftruncate(fd, h["ring"]["size"])
+    mm = mmap.mmap(fd, h["ring"]["size"])
+    mm[:56] = _protocol.HEADER.pack(_protocol.MAGIC, _protocol.PROTOCOL, 2, stride, 4096, ROWS, sample_bytes, labels)
+    for slab in range(2):
+        at = 4096 + slab * stride
+        for r in regions:
+            dtype = {"uint16": np.uint16, "float32": np.float32, "int64": np.int64, "int32": np.int32}[r["dtype"]]
+            n = ROWS * int(np.prod(r["shape"]))
+            start = at + fields_at + r["offset"]
+            if start + n * np.dtype(dtype).itemsize <= at + labels:
+                np.frombuffer(mm, dtype=dtype, count=n, offset=start)[:] = np.arange(n) + 1000 * slab + 100 * r["offset"] % 997
+            if r["counts"] >= 0:
+                np.frombuffer(mm, dtype=np.int32, count=ROWS, offset=at + fields_at + r["counts"])[:] = [slab + 1, 2, 0]
+        np.frombuffer(mm, dtype=np.int64, count=ROWS, offset=at + labels)[:] = [7, 8, 9 + slab]
+    mm.close()
+    try:
+        return h, Ring(fd, h, torch)
+    finally:
+        os.close(fd)
+
+
+def test_ring_views_every_kind():
+    h, ring = written_ring()
+    try:
+        b = ring.batch(1, ROWS)
+        assert list(b) == ["image", "mask", "boxes", "num_boxes", "classes", "label", "labels", "tokens",
+                           "num_tokens", "tensor"]
+        shapes = {"image": (3, 3, 2, 2), "mask": (3, H, W), "boxes": (3, 2, 4), "num_boxes": (3,),
+                  "classes": (3, 2), "label": (3,), "labels": (3, 6), "tokens": (3, 7), "num_tokens": (3,),
+                  "tensor": (3, 2, 3)}
+        dtypes = {"image": np.uint8, "mask": np.uint16, "boxes": np.float32, "num_boxes": np.int32,
+                  "classes": np.int64, "label": np.int64, "labels": np.float32, "tokens": np.int32,
+                  "num_tokens": np.int32, "tensor": np.uint16}
+        assert {k: v.shape for k, v in b.items()} == shapes
+        assert {k: v.dtype for k, v in b.items()} == {k: np.dtype(d) for k, d in dtypes.items()}
+        regions = {r["kind"]: r for r in h["fields"]["regions"]}
+        for kind, r in regions.items():
+            n = ROWS * int(np.prod(r["shape"]))
+            assert b[kind].ravel().tolist() == (np.arange(n) + 1000 + 100 * r["offset"] % 997).astype(b[kind].dtype).tolist(), kind
+        assert b["num_boxes"].tolist() == b["num_tokens"].tolist() == [2, 2, 0]
+        assert b["label"].tolist() == [7, 8, 10]
+        short = ring.batch(0, 2)
+        assert all(len(v) == 2 for v in short.values())
+        assert short["num_boxes"].tolist() == [1, 2] and short["label"].tolist() == [7, 8]
+        assert np.shares_memory(short["mask"], np.frombuffer(ring.mm, dtype=np.uint8))
+    finally:
+        ring.close()
+
+
+def test_ring_fields_in_torch():
+    """torch tensors view the ring; a uint16 field, which torch before 2.3
+    cannot view, comes as an int32 tensor of the same values."""
+    torch = pytest.importorskip("torch")
+    _, ring = written_ring(torch)
+    _, plain = written_ring()
+    try:
+        b, want_ = ring.batch(1, ROWS), plain.batch(1, ROWS)
+        for k, v in b.items():
+            assert isinstance(v, torch.Tensor), k
+            assert v.numpy().tolist() == want_[k].tolist(), k
+        assert b["classes"].dtype == torch.int64 and b["boxes"].dtype == torch.float32
+        ring_bytes = np.frombuffer(ring.mm, dtype=np.uint8)
+        assert np.shares_memory(b["boxes"].numpy(), ring_bytes)
+        if hasattr(torch, "uint16"):
+            assert b["mask"].dtype == torch.uint16
+        else:
+            assert b["mask"].dtype == b["tensor"].dtype == torch.int32
+    finally:
+        ring.close()
+        plain.close()
+
+
+def test_region_past_the_labels_is_refused():
+    with pytest.raises(pipefeed.PipeError, match="the tensor field at bytes .* whose labels start at"):
+        written_ring(bad=True)
