@@ -100,9 +100,9 @@ def _param_doc(p, indent):
 
 def _check_names(specs):
     """Refuse names a method or an argument cannot have."""
-    from ._pipeline import Pipeline
+    from ._pipeline import OVERRIDES, Pipeline
 
-    reserved = [n for n in vars(Pipeline) if not n.startswith("_")]
+    reserved = [n for n in vars(Pipeline) if not n.startswith("_") and n not in OVERRIDES]
     for s in specs:
         if not s["name"].isidentifier() or keyword.iskeyword(s["name"]):
             raise SystemExit(f"pipefeed._gen: stage {s['name']!r} is not a Python name")

@@ -15,6 +15,16 @@ from ._stages import STAGES, Stages
 
 _SPECS = {(s["kind"], s["name"]): s for s in STAGES}
 
+FIELDS = ("image", "mask", "boxes", "classes", "label", "labels", "tokens", "tensor")
+"""The fields stage's fields (the kinds of pipe's package fields): each is a
+parameter that may be written as its name alone."""
+
+OVERRIDES = ("fields",)
+"""The stage methods Pipeline writes over the generated ones, calling them."""
+
+_BARE = object()
+"""A value _stage writes as the parameter's name alone ("fields image")."""
+
 
 def _names(kind):
     return [s["name"] for s in STAGES if s["kind"] == kind]
@@ -82,6 +92,34 @@ class Pipeline(Stages):
             msg += " (`pipe stages` lists them)"
         raise AttributeError(msg)
 
+    def fields(self, *names, **params):
+        """The fields every sample carries, right after the source: each of
+        ``names`` read from the source's default key for it and written as
+        its name alone, a field given as ``name=KEY`` read from KEY, and the
+        stage's settings by name::
+
+            p.fields("image", "label", "labels", "tokens", num_labels=10)
+            # fields image label labels tokens num_labels=10
+            p.fields("image", "label", mask="mask.png", mask_dtype="uint16")
+
+        A Loader of a pipeline with fields yields each batch as a dict
+        keyed by field name (see Loader). A name that is not a field raises
+        ``TypeError``, naming the nearest.
+
+        """
+        for n in names:
+            if n not in FIELDS:
+                near = _suggest(str(n), FIELDS)
+                raise TypeError(f"fields: {n!r} is not a field (one of {', '.join(FIELDS)})"
+                                + (f" (did you mean {near!r}?)" if near else ""))
+            if n in params:
+                raise TypeError(f"fields: {n} given twice")
+        return super().fields(**{n: _BARE for n in names}, **params)
+
+    # The generated method's doc, the stage's parameters, follows (none in
+    # a _stages.py generated before pipe had the stage, until _gen runs).
+    fields.__doc__ += getattr(getattr(Stages, "fields", None), "__doc__", None) or ""
+
     def _source(self, name, args, params):
         if ("source", name) not in _SPECS:
             msg = f"unknown source {name!r}"
@@ -132,6 +170,9 @@ class Pipeline(Stages):
                 if p["required"]:
                     raise TypeError(f"{label}: required parameter {p['name']} missing: {p['doc']}")
                 bare = bare and not p["positional"]
+                continue
+            if v is _BARE:
+                named.append(p["name"])
                 continue
             text = _quote(_value(f"{label}: {p['name']}", v))
             if p["positional"] and bare and "=" not in text:

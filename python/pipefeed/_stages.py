@@ -991,6 +991,247 @@ STAGES = json.loads(r'''
     ]
   },
   {
+    "name": "fields",
+    "kind": "stage",
+    "doc": "the fields every sample carries (image, mask, boxes, classes, label, labels, tokens, tensor) and the source's key for each; right after the source",
+    "params": [
+      {
+        "name": "image",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the image (every sample has one): its key, or the source's image"
+      },
+      {
+        "name": "mask",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "a segmentation mask of class ids (PNG), moved with the image by nearest-neighbour: its key (WebDataset mask.png, a sibling folder masks)"
+      },
+      {
+        "name": "boxes",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "object boxes moved with the image (clipped, dropped below min_area): their key (WebDataset json:boxes; TFRecord the OD API's bbox lists)"
+      },
+      {
+        "name": "classes",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the boxes' classes, one int each: their key (json:classes, image/object/class/label)"
+      },
+      {
+        "name": "label",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "one int label: its key (cls, image/class/label, a labels column)"
+      },
+      {
+        "name": "labels",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "several int labels (multi-label), batched as a multi-hot float32 vector of num_labels: their key"
+      },
+      {
+        "name": "tokens",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "an int sequence (caption tokens), batched as int32 padded with zeros to max_tokens, with lengths: its key"
+      },
+      {
+        "name": "tensor",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "a raw tensor of tensor_dtype and tensor_shape (an .npy member): its key"
+      },
+      {
+        "name": "mask_dtype",
+        "type": "enum",
+        "default": "uint8",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "uint8",
+          "uint16"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the mask's class ids: uint8, or uint16 past 255 classes"
+      },
+      {
+        "name": "max_boxes",
+        "type": "int",
+        "default": "100",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 65536,
+        "why": "a batch holds max_boxes for every sample",
+        "doc": "boxes a batch holds per sample, padded; a sample with more is a corrupt record"
+      },
+      {
+        "name": "box_format",
+        "type": "enum",
+        "default": "xyxy",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "xyxy",
+          "xywh",
+          "cxcywh"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "how boxes are read and written: xyxy (torchvision), xywh (COCO) or cxcywh"
+      },
+      {
+        "name": "normalized",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the source's boxes are fractions of the image's size (TFRecords of the OD API); batches hold pixels"
+      },
+      {
+        "name": "min_area",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "after the last operation, drop boxes of smaller area in pixels (and any of zero width or height)"
+      },
+      {
+        "name": "num_labels",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "the vector is batched for every sample",
+        "doc": "length of the labels vector (needed with labels): every label is below it"
+      },
+      {
+        "name": "max_tokens",
+        "type": "int",
+        "default": "77",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 1048576,
+        "why": "a batch holds max_tokens for every sample",
+        "doc": "tokens a batch holds per sample, padded; a longer sequence is a corrupt record"
+      },
+      {
+        "name": "tensor_dtype",
+        "type": "enum",
+        "default": "float32",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "uint8",
+          "uint16",
+          "int32",
+          "int64",
+          "float32"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the tensor's element type"
+      },
+      {
+        "name": "tensor_shape",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the tensor's shape, comma-separated (needed with tensor)"
+      }
+    ]
+  },
+  {
     "name": "flip",
     "kind": "stage",
     "doc": "mirror the image with probability p",
@@ -2153,6 +2394,52 @@ class Stages:
                 (at most 16777216: 256 times the largest batch trained on ImageNet)
         """
         return self._stage('eval', {'split': split, 'every': every, 'batch': batch, **unknown})
+
+    def fields(self: _P, *, image: Optional[Union[str, os.PathLike]] = None, mask: Optional[Union[str, os.PathLike]] = None, boxes: Optional[Union[str, os.PathLike]] = None, classes: Optional[Union[str, os.PathLike]] = None, label: Optional[Union[str, os.PathLike]] = None, labels: Optional[Union[str, os.PathLike]] = None, tokens: Optional[Union[str, os.PathLike]] = None, tensor: Optional[Union[str, os.PathLike]] = None, mask_dtype: Optional[Literal["uint8", "uint16"]] = None, max_boxes: Optional[int] = None, box_format: Optional[Literal["xyxy", "xywh", "cxcywh"]] = None, normalized: Optional[bool] = None, min_area: Optional[float] = None, num_labels: Optional[int] = None, max_tokens: Optional[int] = None, tensor_dtype: Optional[Literal["uint8", "uint16", "int32", "int64", "float32"]] = None, tensor_shape: Optional[Union[str, os.PathLike]] = None, **unknown: Any) -> _P:
+        """the fields every sample carries (image, mask, boxes, classes, label, labels, tokens, tensor) and the source's key for each; right after the source
+
+        The .pipe stage fields; an argument left None is not written.
+
+        Args:
+            image: string
+                the image (every sample has one): its key, or the source's image
+            mask: string
+                a segmentation mask of class ids (PNG), moved with the image by nearest-neighbour: its key (WebDataset mask.png, a sibling folder masks)
+            boxes: string
+                object boxes moved with the image (clipped, dropped below min_area): their key (WebDataset json:boxes; TFRecord the OD API's bbox lists)
+            classes: string
+                the boxes' classes, one int each: their key (json:classes, image/object/class/label)
+            label: string
+                one int label: its key (cls, image/class/label, a labels column)
+            labels: string
+                several int labels (multi-label), batched as a multi-hot float32 vector of num_labels: their key
+            tokens: string
+                an int sequence (caption tokens), batched as int32 padded with zeros to max_tokens, with lengths: its key
+            tensor: string
+                a raw tensor of tensor_dtype and tensor_shape (an .npy member): its key
+            mask_dtype: uint8|uint16 = uint8
+                the mask's class ids: uint8, or uint16 past 255 classes
+            max_boxes: int = 100 in [1, 65536]
+                boxes a batch holds per sample, padded; a sample with more is a corrupt record
+                (at most 65536: a batch holds max_boxes for every sample)
+            box_format: xyxy|xywh|cxcywh = xyxy
+                how boxes are read and written: xyxy (torchvision), xywh (COCO) or cxcywh
+            normalized: bool = false
+                the source's boxes are fractions of the image's size (TFRecords of the OD API); batches hold pixels
+            min_area: float = 1 in [0, ]
+                after the last operation, drop boxes of smaller area in pixels (and any of zero width or height)
+            num_labels: int = 0 in [0, 1048576]
+                length of the labels vector (needed with labels): every label is below it
+                (at most 1048576: the vector is batched for every sample)
+            max_tokens: int = 77 in [1, 1048576]
+                tokens a batch holds per sample, padded; a longer sequence is a corrupt record
+                (at most 1048576: a batch holds max_tokens for every sample)
+            tensor_dtype: uint8|uint16|int32|int64|float32 = float32
+                the tensor's element type
+            tensor_shape: string
+                the tensor's shape, comma-separated (needed with tensor)
+        """
+        return self._stage('fields', {'image': image, 'mask': mask, 'boxes': boxes, 'classes': classes, 'label': label, 'labels': labels, 'tokens': tokens, 'tensor': tensor, 'mask_dtype': mask_dtype, 'max_boxes': max_boxes, 'box_format': box_format, 'normalized': normalized, 'min_area': min_area, 'num_labels': num_labels, 'max_tokens': max_tokens, 'tensor_dtype': tensor_dtype, 'tensor_shape': tensor_shape, **unknown})
 
     def flip(self: _P, direction: Optional[Literal["horizontal", "vertical"]] = None, *, p: Optional[float] = None, **unknown: Any) -> _P:
         """mirror the image with probability p

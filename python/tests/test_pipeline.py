@@ -101,6 +101,25 @@ def test_text():
     ]
 
 
+def test_fields_stage():
+    """fields mirrors the stage: a field named alone is written alone (read
+    from the source's default key), one given a key as name=KEY, the
+    settings by name, in the stage's order; a name that is not a field, or
+    one given twice, raises at once."""
+    base = Pipeline().source("synthetic", n=10)
+    p = base.fields("image", "labels", "label", "tokens", num_labels=10, tensor="npy", tensor_shape=(2, 3))
+    assert str(p).splitlines()[1] == "fields image label labels tokens tensor=npy num_labels=10 tensor_shape=2,3"
+    assert str(base.fields("image", mask="mask.png", mask_dtype="uint16")).splitlines()[1] == \
+        "fields image mask=mask.png mask_dtype=uint16"
+    with pytest.raises(TypeError, match=r"'imag' is not a field .*did you mean 'image'"):
+        base.fields("imag")
+    with pytest.raises(TypeError, match="image given twice"):
+        base.fields("image", image="jpg")
+    with pytest.raises(TypeError, match="did you mean 'num_labels'"):
+        base.fields("image", num_label=3)
+    assert "max_tokens" in Pipeline.fields.__doc__, "the generated method's doc follows fields' own"
+
+
 def test_text_is_what_pipe_reads(pipe_bin, tmp_path):
     """str() parses back: pipe check reads the text, every value as given."""
     (tmp_path / "my data").mkdir()
