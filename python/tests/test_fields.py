@@ -277,3 +277,17 @@ def test_ring_fields_in_torch():
 def test_region_past_the_labels_is_refused():
     with pytest.raises(pipefeed.PipeError, match="the tensor field at bytes .* whose labels start at"):
         written_ring(bad=True)
+
+
+def test_copies_of_fields_complete_before_their_slab_returns(feed_test, write_pipe, tmp_path):
+    """device='s path with simulated copies of 0.05 s (test_device's): every
+    field is copied, and no slab goes back to pipe before its copies have
+    read it, so each batch's fields are whole."""
+    from test_device import _SlowCopier
+
+    with loader(feed_test, write_pipe, tmp_path, framework="numpy") as ld:
+        want = [{k: v.tobytes() for k, v in b.items()} for b in ld]
+    with loader(feed_test, write_pipe, tmp_path, framework="numpy") as ld:
+        ld._copier = _SlowCopier(0.05)
+        got = list(ld)  # read only after the loop, as a device's stream would
+    assert [{k: v.tobytes() for k, v in b.items()} for b in got] == want
