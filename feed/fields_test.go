@@ -179,7 +179,8 @@ func checkServedFields(t *testing.T, b *pipe.Batch) {
 // fields in every slab, between the images and the labels, where the
 // hello says: what a loader reads by the hello alone (images, labels and
 // every field with its counts) hashes as pipe's own stream does, and holds
-// each sample's values. A pipeline without fields has none in its hello.
+// each sample's values. Another schema is another stream (its
+// fingerprint), and a pipeline without fields has none in its hello.
 func TestFieldsServed(t *testing.T) {
 	for _, schema := range []string{"all", "nolabel"} {
 		own, err := fieldsPipeline(schema, 300, 32, 2)
@@ -230,6 +231,13 @@ func TestFieldsServed(t *testing.T) {
 		}
 		c.conn.Close()
 		ended(t, done, schema)
+	}
+	a, _ := fieldsPipeline("all", 300, 32, 1)
+	b, _ := fieldsPipeline("nolabel", 300, 32, 1)
+	defer a.Close()
+	defer b.Close()
+	if Fingerprint(a) == Fingerprint(b) {
+		t.Errorf("two schemas, one fingerprint %s: a state of one would resume the other", Fingerprint(a))
 	}
 	c, done := serve(t, pipeline(t, 100, 10, 1))
 	if c.hello.Fields != nil || c.hello.Ring.Labels != 10*3*32*32*4 {
