@@ -103,11 +103,12 @@ class Ring:
             return a
 
     def batch(self, slab, n):
-        """The fields of slab's batch of n samples: each view cut to n rows,
-        a uint16 one widened to an int32 tensor where torch lacks uint16."""
+        """The fields of slab's batch of n samples, in a dict of the
+        caller's own (changing it leaves the slab's views be): each view cut
+        to n rows, a uint16 one widened to an int32 tensor where torch
+        lacks uint16."""
         views = self.fields[slab]
-        if n != len(views["image"]):
-            views = {k: v[:n] for k, v in views.items()}
+        views = dict(views) if n == len(views["image"]) else {k: v[:n] for k, v in views.items()}
         if self._widen:
             views = {k: self._torch.from_numpy(v.astype(np.int32)) if isinstance(v, np.ndarray) else v
                      for k, v in views.items()}

@@ -103,6 +103,18 @@ def test_batches_are_dicts_of_every_field(feed_test, write_pipe, tmp_path):
             assert fields_checksum(ld.info, batches) == sums[epoch], f"epoch {epoch}"
 
 
+def test_a_changed_batch_leaves_the_next_be(feed_test, write_pipe, tmp_path):
+    """A loop may change the dict it gets (replace a field, delete one):
+    the batches after it, in the same slabs, are whole."""
+    with loader(feed_test, write_pipe, tmp_path, framework="numpy") as ld:
+        assert ld.info["ring"]["slabs"] < len(ld)
+        for b in ld:
+            assert list(b) == ["image", "label", "labels", "tokens", "num_tokens", "tensor"]
+            check_values(b)
+            b["image"] = b["image"].astype(np.float32)
+            del b["tokens"]
+
+
 def test_without_a_label(feed_test, write_pipe, tmp_path):
     """A schema without the int label yields no "label"; the dict follows
     the schema's order. (pipe's checksum hashes the slab's labels all the
