@@ -229,6 +229,9 @@ func (e *Engine) FieldLayout() (offset int, regions []fields.Region) {
 	return e.fl.at, e.fl.regions
 }
 
+// ImageBytes is the bytes of one host slab's images.
+func (e *Engine) ImageBytes() int { return e.fl.images }
+
 // SlabBytes is the bytes of one host slab: its rows' images, then, with
 // fields, their regions. A host allocator (SetHostAllocator) is asked for
 // slabs of this size.
