@@ -163,7 +163,9 @@ func WithDownloadOptions(opts ...DownloadOption) Option {
 // it (or a directory holding that), or a single batch file. With
 // [WithDownload] and no path, the archive is fetched instead. Cancelling
 // ctx stops a download (leaving nothing in the cache directory) or the
-// reading of the archive; the error wraps ctx's.
+// reading of the archive; the error wraps ctx's. [WithFields] takes an
+// image and a label, without keys (Read gives their values, both empty);
+// any other field is refused, naming the sources that carry it.
 func OpenCIFAR10(ctx context.Context, path string, split Split, opts ...Option) (*CIFAR, error) {
 	return openCIFAR(ctx, cifar10, path, split, opts)
 }
