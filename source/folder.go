@@ -207,7 +207,7 @@ func OpenFolder(ctx context.Context, root string, opts ...Option) (*Folder, erro
 				Err: fmt.Errorf("%w: extension %q (want .jpg, .jpeg or .png)", ErrUnknownFormat, filepath.Ext(name))}
 		case f.sizes[i] == 0:
 			e = &RecordError{File: file, Index: i, Err: fmt.Errorf("%w: empty file", ErrFormat)}
-		case f.masks != nil && f.maskError(i) != nil:
+		case f.masks != nil && (f.masks[i].URL == "" || f.masks[i].Size == 0):
 			e = f.maskError(i)
 		default:
 			continue

@@ -268,22 +268,19 @@ func (f *Folder) listLocalMasks(ctx context.Context, dir string) error {
 	return nil
 }
 
-// maskError is the corrupt record of sample i whose mask is missing or
-// empty; nil if it has one.
+// maskError is the corrupt record of sample i, whose mask is missing or
+// empty.
 func (f *Folder) maskError(i int) *RecordError {
 	m := f.masks[i]
-	switch {
-	case m.URL == "":
-		want := remote.Redact(f.maskRoot + "/" + maskName(f.files[i]))
-		if f.remote == nil {
-			want = filepath.Join(f.maskRoot, filepath.FromSlash(maskName(f.files[i])))
-		}
-		return &RecordError{File: remote.Redact(f.path(i)), Index: i,
-			Err: fmt.Errorf("%w: no mask %s for the image %s (the mask folder mirrors the image folder, each mask a .png)", ErrFormat, want, remote.Redact(f.path(i)))}
-	case m.Size == 0:
+	if m.URL != "" {
 		return &RecordError{File: remote.Redact(m.URL), Index: i, Err: fmt.Errorf("%w: the mask of %s is an empty file", ErrFormat, remote.Redact(f.path(i)))}
 	}
-	return nil
+	want := remote.Redact(f.maskRoot + "/" + maskName(f.files[i]))
+	if f.remote == nil {
+		want = filepath.Join(f.maskRoot, filepath.FromSlash(maskName(f.files[i])))
+	}
+	return &RecordError{File: remote.Redact(f.path(i)), Index: i,
+		Err: fmt.Errorf("%w: no mask %s for the image %s (the mask folder mirrors the image folder, each mask a .png)", ErrFormat, want, remote.Redact(f.path(i)))}
 }
 
 // readFields fills rec.Fields for sample i: the mask's file into its
@@ -454,8 +451,11 @@ func readJSONLabels(read readFunc, name string, ff *folderFields) (*labelTable, 
 			file = tok.(string)
 		}
 		var obj map[string]json.RawMessage
-		if err := dec.Decode(&obj); err != nil || obj == nil {
-			return nil, bad(off, "an entry that is not an object of the file's labels (%v)", err)
+		if err := dec.Decode(&obj); err != nil {
+			return nil, bad(off, "an entry that is not an object of the file's labels: %v", err)
+		}
+		if obj == nil {
+			return nil, bad(off, "an entry that is null, not an object of the file's labels")
 		}
 		if start == json.Delim('[') {
 			if err := json.Unmarshal(obj["file"], &file); err != nil || file == "" {

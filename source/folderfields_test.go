@@ -128,6 +128,16 @@ func TestFolderMasks(t *testing.T) {
 		f.Close()
 	}
 
+	// An empty mask is as bad as none.
+	if err := os.WriteFile(filepath.Join(masks, "dog", "c.png"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema.Fields[1].Key = ""
+	if f, err := OpenFolder(t.Context(), images, WithFields(schema)); err != nil || len(f.Corrupt()) != 1 ||
+		!strings.Contains(f.Corrupt()[0].Error(), filepath.Join(masks, "dog", "c.png")+": offset 0: sample 2: bad format: the mask of "+filepath.Join(images, "dog", "c.jpg")+" is an empty file") {
+		t.Errorf("an empty mask: %v, corrupt %v", err, f.Corrupt())
+	}
+
 	for _, c := range []struct{ key, want string }{
 		{"nomasks", "masks: " + filepath.Join(dir, "data", "nomasks") + ": bad format"},
 		{"images", "is the image folder " + images + " itself"},
@@ -348,10 +358,26 @@ func TestFolderJSONLabels(t *testing.T) {
 			t.Errorf("%s: labels %v, corrupt %q; the CSV gives %v, and want lines %q", name, labels, corrupt, wantLabels, wantLines)
 		}
 	}
-	p := filepath.Join(dir, "nofile.json")
-	os.WriteFile(p, []byte("[{\"file\": \"a.jpg\", \"label\": 0},\n{\"name\": \"b.jpg\", \"label\": 1}]"), 0o644)
-	if _, err := OpenFolder(t.Context(), root, WithLabels(p), WithFields(schema)); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `nofile.json:2: bad format: an entry without a "file" string`) {
-		t.Errorf("an entry without a file: %v", err)
+	// Without fields, the label is under "label".
+	f, err := OpenFolder(t.Context(), root, WithLabels(filepath.Join(dir, "list.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Record
+	if err := f.Read(0, &rec); err != nil || rec.Label != 1 || f.Len() != 4 || len(f.Corrupt()) != 1 {
+		t.Errorf("without fields: label %d, %v, %d samples, corrupt %v", rec.Label, err, f.Len(), f.Corrupt())
+	}
+	for name, c := range map[string]struct{ body, want string }{
+		"nofile.json": {"[{\"file\": \"a.jpg\", \"label\": 0},\n{\"name\": \"b.jpg\", \"label\": 1}]", `nofile.json:2: bad format: an entry without a "file" string`},
+		"null.json":   {"{\"a.jpg\": {\"label\": 0},\n\n \"b.jpg\": null}", "null.json:3: bad format: an entry that is null"},
+		"number.json": {"[{\"file\": \"a.jpg\", \"label\": 0}, 7]", "number.json:1: bad format: an entry that is not an object"},
+		"scalar.json": {"\"a.jpg\"", "scalar.json:1: bad format: want a list of objects"},
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(c.body), 0o644)
+		if _, err := OpenFolder(t.Context(), root, WithLabels(p), WithFields(schema)); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error saying %q", name, err, c.want)
+		}
 	}
 }
 
