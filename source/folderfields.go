@@ -416,6 +416,9 @@ func readJSONLabels(read readFunc, name string, ff *folderFields) (*labelTable, 
 	dec.UseNumber()
 	line, seen := 1, 0
 	lineAt := func(off int64) int {
+		if int(off) < seen {
+			line, seen = 1, 0
+		}
 		line += bytes.Count(b[seen:off], []byte{'\n'})
 		seen = int(off)
 		return line
