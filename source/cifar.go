@@ -569,7 +569,7 @@ func (c *CIFAR) Read(i int, rec *Record) error {
 	rec.Pix = r[c.format.labelBytes:]
 	rec.C, rec.H, rec.W = 3, 32, 32
 	if c.nfields > 0 {
-		resetFields(rec, c.nfields)
+		fieldValues(rec, c.nfields)
 	}
 	return nil
 }

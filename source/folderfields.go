@@ -45,18 +45,17 @@ var carriers = map[fields.Kind]string{
 	fields.Tensor:  "webdataset (npy), tfrecord and synthetic",
 }
 
-// resetFields sets rec.Fields to n empty values, in the memory it holds.
-func resetFields(rec *Record, n int) []fields.Value {
-	vals := rec.Fields
-	if cap(vals) < n {
-		vals = append(vals[:cap(vals)], make([]fields.Value, n-cap(vals))...)
+// fieldValues returns rec.Fields holding n values, each reset, reusing the
+// slice and the values' memory.
+func fieldValues(rec *Record, n int) []fields.Value {
+	if cap(rec.Fields) < n {
+		rec.Fields = append(rec.Fields[:cap(rec.Fields)], make([]fields.Value, n-cap(rec.Fields))...)
 	}
-	vals = vals[:n]
-	for j := range vals {
-		vals[j].Reset()
+	rec.Fields = rec.Fields[:n]
+	for i := range rec.Fields {
+		rec.Fields[i].Reset()
 	}
-	rec.Fields = vals
-	return vals
+	return rec.Fields
 }
 
 // newFolderFields reads schema for an image folder; flat says it has a
@@ -287,7 +286,7 @@ func (f *Folder) maskError(i int) *RecordError {
 // Bytes, the multi-labels into its Ints, both in the memory rec.Fields
 // already holds; the image's and label's entries are empty.
 func (f *Folder) readFields(i int, rec *Record) error {
-	vals := resetFields(rec, len(f.fields.schema.Fields))
+	vals := fieldValues(rec, len(f.fields.schema.Fields))
 	if j := f.fields.labels; j >= 0 {
 		vals[j].Ints = append(vals[j].Ints, f.multi[f.multiOff[i]:f.multiOff[i+1]]...)
 	}
