@@ -95,17 +95,17 @@ type folderConfig struct {
 // 0..MaxClasses-1 (or, with [WithClassNames], one it names) makes its file
 // a corrupt record.
 //
-// With [WithFields] the file may have more columns, each line as many as
+// With [WithFields] the CSV may have more columns, each line as many as
 // the first: a field's key names a column of the header line (the first),
 // label's default being the second column and labels' the column
 // "labels"; a labels cell holds ints separated by spaces or semicolons
 // (none when empty), each below the field's Classes. Columns are split at
-// every comma: a CSV without quoting. A file named *.json is a JSON
-// labels file instead: a list of objects with the file under "file", or
-// an object from each file to its object, the label and the labels (a
-// list of ints; absent or null: none) under the fields' keys ("label" and
-// "labels" by default). Bad cells make their file a corrupt record as a
-// bad label does.
+// every comma: a CSV without quoting. A file named *.json, with fields or
+// without, is a JSON labels file instead: a list of objects with the file
+// under "file", or an object from each file to its object, holding the
+// label and the labels (a list of ints; absent or null: none) under the
+// fields' keys ("label" and "labels" by default). A bad labels cell or
+// value makes its file a corrupt record as a bad label does.
 // For OpenFolder.
 func WithLabels(path string) Option {
 	return Option{"WithLabels", func(o *options) error {
