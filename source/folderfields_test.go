@@ -8,10 +8,13 @@ import (
 	"image/png"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pipefeed/pipe/fields"
@@ -403,9 +406,10 @@ func TestFolderFieldsRefused(t *testing.T) {
 }
 
 // TestRemoteFolderMasks: a folder in S3 finds its masks in one listing of
-// the mask folder beside it, and a flat folder over HTTP by a HEAD each;
-// both read the masks the local folder reads, and an image without its
-// mask is the same corrupt record, naming the URLs.
+// the mask folder beside it (no request per image: the store's requests
+// to the server are counted), and a flat folder over HTTP by a HEAD
+// each; both read the masks the local folder reads, and an image without
+// its mask is the same corrupt record, naming the URLs.
 func TestRemoteFolderMasks(t *testing.T) {
 	dir, files := maskedFolder(t)
 	srv := s3server.Start(t)
@@ -416,8 +420,24 @@ func TestRemoteFolderMasks(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "data", "labels.csv"), []byte("file,label\ndog/d.png,1\ncat/a.png,0\ndog/c.jpg,1\ncat/b.JPEG,0\n"), 0o644)
 	web := httptest.NewServer(http.FileServer(http.Dir(filepath.Join(dir, "data"))))
 	defer web.Close()
+	target, _ := url.Parse(srv.Endpoint)
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	var heads, lists int
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		switch {
+		case r.Method == http.MethodHead:
+			heads++
+		case r.URL.Query().Has("list-type"):
+			lists++
+		}
+		mu.Unlock()
+		forward.ServeHTTP(w, r)
+	}))
+	defer counting.Close()
 	schema := &fields.Schema{Fields: []fields.Field{{Kind: fields.Image}, {Kind: fields.Mask}, {Kind: fields.Label}}}
-	s3 := &Remote{Store: remote.New(remote.Options{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3server.AccessKey, SecretKey: s3server.SecretKey}),
+	s3 := &Remote{Store: remote.New(remote.Options{Endpoint: counting.URL, PathStyle: true, AccessKey: s3server.AccessKey, SecretKey: s3server.SecretKey}),
 		Cache: &remote.Cache{Dir: t.TempDir()}}
 	defer s3.Store.Close()
 	for _, c := range []struct {
@@ -433,6 +453,13 @@ func TestRemoteFolderMasks(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
+			if c.name == "s3" {
+				mu.Lock()
+				if heads != 0 || lists != 2 {
+					t.Errorf("opening asked for %d listings and %d HEADs; want 2 (the images, the masks) and none", lists, heads)
+				}
+				mu.Unlock()
+			}
 			root := strings.TrimSuffix(c.root, "/")
 			bad := f.Corrupt()
 			maskRoot := strings.TrimSuffix(root, "images") + "masks"
