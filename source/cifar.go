@@ -253,7 +253,7 @@ func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts 
 	if cfg.coarse {
 		labels = "coarse"
 	}
-	c.info = Info{Name: f.name, C: 3, H: 32, W: 32, Classes: c.info.Classes,
+	c.info = Info{Name: f.name, C: 3, H: 32, W: 32, Classes: c.info.Classes, Fields: o.fields,
 		Identity: fmt.Sprintf("%s %s split=%s", f.name, p, split),
 		Args:     []Arg{{"path", p}, {"split", split.String()}}}
 	if f.labelBytes == 2 {

@@ -232,7 +232,7 @@ func OpenFolder(ctx context.Context, root string, opts ...Option) (*Folder, erro
 		id += f.fields.identity(f.maskRoot)
 	}
 	args = append(args, cfg.remote.args(root)...)
-	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages, Args: args}
+	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages, Args: args, Fields: o.fields}
 	return f, nil
 }
 
