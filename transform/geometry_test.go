@@ -170,9 +170,9 @@ func readGeomCases(t *testing.T) (masks, boxes []geomCase) {
 }
 
 // TestMaskMatchesTorchvision: a mask moved by the geometry of a flip, a
-// padded crop (zero, reflect and edge padding), a resize, a resized crop
-// and a center crop is torchvision 0.14's functional op on it with
-// InterpolationMode.NEAREST, exactly; as 16-bit values too.
+// padded crop (zero, reflect and edge padding), a resize, a resized crop,
+// a center crop and an affine map is torchvision 0.14's functional op on
+// it with InterpolationMode.NEAREST, exactly; as 16-bit values too.
 func TestMaskMatchesTorchvision(t *testing.T) {
 	masks, _ := readGeomCases(t)
 	for _, c := range masks {

@@ -5,7 +5,7 @@
 # Masks: torchvision 0.14's functional ops on a 1xHxW uint8 tensor with
 # InterpolationMode.NEAREST, the mask being a formula both sides compute
 # (formulaMask in the Go test). A random crop is F.pad then F.crop, as
-# RandomCrop does.
+# RandomCrop does; an affine map is F.affine.
 #
 # Boxes: torchvision 0.14 has no boxes in its functional ops, so the boxes
 # are moved here by the formulas of torchvision.transforms.v2.functional
@@ -139,6 +139,19 @@ def affine(bs, fwd, h, w):
         out.append([min(xs), min(ys), max(xs), max(ys)])
     return clamp(out, h, w)
 
+
+# F.affine with NEAREST on a mask: grid_sample at the output pixels' centres,
+# zero outside; the case carries the inverse matrix (output to input), as below.
+# Angles such as 30 degrees put sample points exactly on pixel edges, where
+# torchvision's float32 grid and pipe's float64 map may round to either
+# neighbour; these cases have no such ties.
+for h, w, angle, translate, sc, shear in [
+    (13, 17, -77.3, [0.4, 1.7], 0.8, [12.0, -5.0]),
+    (16, 9, 145.0, [-3.0, 0.0], 1.25, [0.0, 20.0]),
+    (20, 20, 90.0, [0.0, 0.0], 1.0, [0.0, 0.0]),
+]:
+    _, inv = forward(h, w, angle, translate, sc, shear)
+    add("affine", h, w, F.affine(mask(h, w), angle, translate, sc, shear, NEAREST), m=inv)
 
 box_cases = []
 h, w = 30, 40
