@@ -41,9 +41,9 @@ func (c *Chain) ApplyTo(dst, src *Image, r Rand) {
 // (see [Fields.Move]), handed to every [FieldsOp], and left alone by the
 // other operations; the boxes too small to keep are dropped at the end
 // ([Fields.DropBoxes]). Before the first operation it checks that a mask
-// is the image's size (an [ErrFields] error otherwise) and scales
-// normalized boxes to its pixels. f is not nil; the chain's operations
-// are to have passed [CheckFields].
+// is the image's size (an error wrapping fields.ErrValue, a corrupt
+// record, otherwise) and scales normalized boxes to its pixels. f is not
+// nil; the chain's operations are to have passed [CheckFields].
 func (c *Chain) ApplySample(src *Image, f *Fields, r Rand) (*Image, error) {
 	if err := f.check(src.Shape()); err != nil {
 		return nil, err

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pipefeed/pipe/fields"
 )
 
 // fieldOps are the spatial operations the chain tests draw from; crops
@@ -270,15 +272,15 @@ func TestChainFieldsChecks(t *testing.T) {
 	c := NewChain([]Op{flip})
 	src := randomImage(3, 10, 20, new(Rand))
 	f := Fields{Mask: Mask{Pix: make([]byte, 10*21), H: 10, W: 21, Size: 1}}
-	if _, err := c.ApplySample(src, &f, Rand{}); !errors.Is(err, ErrFields) || !strings.Contains(err.Error(), "21x10") || !strings.Contains(err.Error(), "20x10") {
+	if _, err := c.ApplySample(src, &f, Rand{}); !errors.Is(err, fields.ErrValue) || !strings.Contains(err.Error(), "21x10") || !strings.Contains(err.Error(), "20x10") {
 		t.Fatalf("mask of another size: %v", err)
 	}
 	f = Fields{Mask: Mask{Pix: make([]byte, 10*20), H: 10, W: 20, Size: 3}}
-	if _, err := c.ApplySample(src, &f, Rand{}); !errors.Is(err, ErrFields) {
+	if _, err := c.ApplySample(src, &f, Rand{}); !errors.Is(err, fields.ErrValue) {
 		t.Fatalf("mask of 3-byte values: %v", err)
 	}
 	f = Fields{Mask: Mask{Pix: make([]byte, 10), H: 10, W: 20, Size: 1}}
-	if err := c.ApplySampleTo(new(Image), src, &f, Rand{}); !errors.Is(err, ErrFields) {
+	if err := c.ApplySampleTo(new(Image), src, &f, Rand{}); !errors.Is(err, fields.ErrValue) {
 		t.Fatalf("mask shorter than its size: %v", err)
 	}
 
@@ -295,7 +297,7 @@ func TestChainFieldsChecks(t *testing.T) {
 	if err := CheckFields(append(spatialOps(t), mustOps(t)...)); err != nil {
 		t.Fatalf("the package's operations: %v", err)
 	}
-	if err := CheckFields([]Op{flip, unknownOp{}}); !errors.Is(err, ErrFields) || !strings.HasPrefix(err.Error(), "twist:") {
+	if err := CheckFields([]Op{flip, unknownOp{}}); !errors.Is(err, fields.ErrSchema) || !strings.HasPrefix(err.Error(), "twist:") {
 		t.Fatalf("an op that moves pixels its own way: %v", err)
 	}
 }

@@ -1,9 +1,10 @@
 package transform
 
 import (
-	"errors"
 	"fmt"
 	"math"
+
+	"github.com/pipefeed/pipe/fields"
 )
 
 // GeometryKind says how a Geometry maps output pixels to input pixels.
@@ -132,35 +133,32 @@ func (o *RandomErasingOp) KeepsPlaces() {}
 // CheckFields returns an error naming the first of ops that moves pixels
 // without moving a mask and boxes with them: an operation that is neither
 // [Spatial], nor a [FieldsOp], nor a [PixelOp]. A pipeline whose samples
-// have a mask or boxes checks its operations with it before it starts.
+// have a mask or boxes checks its operations with it before it starts;
+// the error wraps fields.ErrSchema.
 func CheckFields(ops []Op) error {
 	for _, op := range ops {
 		switch op.(type) {
 		case Spatial, FieldsOp, PixelOp:
 			continue
 		}
-		return fmt.Errorf("%s: %w: it would move the image's pixels but not the mask and boxes", op.Name(), ErrFields)
+		return fmt.Errorf("%s: %w: it would move the image's pixels but not the mask and boxes", op.Name(), fields.ErrSchema)
 	}
 	return nil
 }
 
-// ErrFields is wrapped by the errors about a sample's fields that the
-// operations cannot take: an operation that cannot move them, a mask of
-// another size than its image.
-var ErrFields = errors.New("fields")
-
 // check checks, before the first operation, that f fits an image of
-// shape in, and scales normalized boxes to its pixels.
+// shape in, and scales normalized boxes to its pixels. Its errors wrap
+// fields.ErrValue: the record is corrupt.
 func (f *Fields) check(in Shape) error {
 	if m := &f.Mask; m.Pix != nil {
 		if m.Size != 1 && m.Size != 2 {
-			return fmt.Errorf("%w: mask of %d-byte values (want 1 or 2)", ErrFields, m.Size)
+			return fmt.Errorf("%w: mask of %d-byte values (want 1 or 2)", fields.ErrValue, m.Size)
 		}
 		if m.H != in.H || m.W != in.W {
-			return fmt.Errorf("%w: the mask is %dx%d, its image %dx%d", ErrFields, m.W, m.H, in.W, in.H)
+			return fmt.Errorf("%w: the mask is %dx%d, its image %dx%d", fields.ErrValue, m.W, m.H, in.W, in.H)
 		}
 		if len(m.Pix) != m.H*m.W*m.Size {
-			return fmt.Errorf("%w: a %dx%d mask of %d-byte values holds %d bytes, not %d", ErrFields, m.W, m.H, m.Size, len(m.Pix), m.H*m.W*m.Size)
+			return fmt.Errorf("%w: a %dx%d mask of %d-byte values holds %d bytes, not %d", fields.ErrValue, m.W, m.H, m.Size, len(m.Pix), m.H*m.W*m.Size)
 		}
 	}
 	if f.Normalized {
