@@ -177,7 +177,8 @@ func (f *Fields) check(in Shape) error {
 // torch.nn.functional.interpolate(mode="nearest") on the window (what
 // torchvision does to a mask with InterpolationMode.NEAREST), input row
 // SY + min(⌊y·SH/OH⌋, SH-1) for output row y, the product in float32 as
-// torch forms it, and columns alike; GeomAffine reads the input pixel
+// torch forms it, and columns alike (the window in whole pixels, as every
+// resampling operation draws it); GeomAffine reads the input pixel
 // nearest the point M maps the output pixel's centre to, 0 outside (as
 // grid_sample does). The boxes move by their corners, as torchvision's
 // transforms.v2 moves them: translated and mirrored by a window, scaled by
