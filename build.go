@@ -275,6 +275,10 @@ func (p *Pipeline) openCache(in transform.Shape, closed bool) (*cache.Cache, err
 	if cfg.Source.Info().Encoded {
 		parts = append(parts, p.decoding())
 	}
+	if cfg.Schema != nil {
+		// What an entry holds beside its image.
+		parts = append(parts, "fields "+cfg.Schema.String())
+	}
 	samples := cfg.Source.Len()
 	if ordered {
 		// Entries follow the plan, which the seed and the rank decide.

@@ -405,6 +405,12 @@ type Summary struct {
 	// devices, which differs where normalize runs on them.
 	Tensor, HostTensor *transform.TensorWriter
 	NormalizeOnDevice  bool
+	// Fields is the fields stage's schema (nil without one), and
+	// FieldRegions where a batch holds each field beyond the image and the
+	// int label, FieldBytes their bytes in a batch.
+	Fields       *fields.Schema
+	FieldRegions []fields.Region
+	FieldBytes   int
 	// Decode says how JPEGs are decoded, or "" when the source gives
 	// pixels.
 	Decode string
@@ -443,6 +449,11 @@ func (p *Pipeline) Summary() Summary {
 		Samples: p.Samples(), Batches: p.Batches(), BatchSize: p.at.batch, FileBatch: p.at.fileBatch, Elastic: cfg.Elastic, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
 		Rank: p.at.rank, World: p.at.world, Tensor: p.out, HostTensor: p.host, NormalizeOnDevice: cfg.NormOnDevice,
 		Procs: p.procs(), Workers: p.Workers(), OnError: cfg.OnError, Cache: p.CacheInfo(), Train: cfg.Train != nil}
+	if cfg.Schema != nil {
+		s.Fields = cfg.Schema
+		_, s.FieldRegions = p.eng.FieldLayout()
+		s.FieldBytes = p.eng.SlabBytes() - p.eng.ImageBytes()
+	}
 	if info.Encoded {
 		s.Decode = p.decodeSummary(s.Procs)
 	}

@@ -169,9 +169,6 @@ func New(s Spec) (*Engine, error) {
 	case s.Devices != nil && (s.Devices.N() < 1 || s.Devices.Depth < 1):
 		return nil, errors.New("engine: devices need at least one device and depth ≥ 1")
 	}
-	if s.Schema != nil && s.Cache != nil {
-		return nil, fmt.Errorf("engine: %w: a cache stage does not store fields (%s) yet", fields.ErrSchema, s.Schema)
-	}
 	if s.Schema != nil && s.Devices != nil {
 		return nil, fmt.Errorf("engine: %w: a prefetch stage does not copy fields (%s) to devices yet", fields.ErrSchema, s.Schema)
 	}
@@ -182,7 +179,9 @@ func New(s Spec) (*Engine, error) {
 		return nil, err
 	}
 	if e.fl.spatial {
-		return nil, fmt.Errorf("engine: %w: masks and boxes are not moved with the image yet (%s)", fields.ErrSchema, s.Schema)
+		if err := transform.CheckFields(s.Ops); err != nil {
+			return nil, err
+		}
 	}
 	t := s.Host
 	e.direct = t.DType == transform.Uint8 && (t.Layout == transform.NCHW || t.Shape.C == 1)

@@ -10,6 +10,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
@@ -122,6 +123,97 @@ func (v FieldView) Uint16() ([]uint16, error) {
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(v.Data))), len(v.Data)/2), nil
 }
 
+// moving makes the fields the chain moves from a record's values: the mask
+// decoded, the boxes as corners with their classes. Its errors are about
+// the record.
+func (w *worker) moving(s *Spec, l *fieldLayout, rec *source.Record) (*transform.Fields, error) {
+	if s.Schema == nil {
+		return nil, nil
+	}
+	if len(rec.Fields) != len(s.Schema.Fields) {
+		return nil, fmt.Errorf("the source read %d values for the %d fields %s", len(rec.Fields), len(s.Schema.Fields), s.Schema)
+	}
+	if !l.spatial {
+		return nil, nil
+	}
+	f := &w.fields
+	f.Mask = transform.Mask{}
+	f.Boxes, f.HasBoxes = f.Boxes[:0], false
+	f.MinArea, f.Normalized = s.Schema.MinArea, s.Schema.Normalized
+	if i := l.index[fields.Mask]; i >= 0 {
+		if err := w.dec.DecodeMask(&w.mask, rec.Fields[i].Bytes, s.Schema.Fields[i].DType.Size()); err != nil {
+			return nil, fmt.Errorf("mask: %w", err)
+		}
+		f.Mask = w.mask
+	}
+	if i := l.index[fields.Boxes]; i >= 0 {
+		f.HasBoxes = true
+		v, max := rec.Fields[i].Floats, s.Schema.Fields[i].Max
+		if len(v)%4 != 0 {
+			return nil, fmt.Errorf("%w: boxes: %d numbers, not 4 a box", fields.ErrValue, len(v))
+		}
+		n := len(v) / 4
+		if n > max {
+			return nil, fmt.Errorf("%w: %d boxes, over max_boxes=%d", fields.ErrValue, n, max)
+		}
+		var classes []int64
+		if c := l.index[fields.Classes]; c >= 0 {
+			if classes = rec.Fields[c].Ints; len(classes) != n {
+				return nil, fmt.Errorf("%w: %d boxes but %d classes", fields.ErrValue, n, len(classes))
+			}
+		}
+		for b := range n {
+			q := v[4*b : 4*b+4]
+			box := corners(s.Schema.BoxFormat, q[0], q[1], q[2], q[3])
+			if classes != nil {
+				box.Class = classes[b]
+			}
+			if !(box.X0 <= box.X1 && box.Y0 <= box.Y1) {
+				return nil, fmt.Errorf("%w: box %d is %v (%s): its corners are out of order or not numbers", fields.ErrValue, b, q, s.Schema.BoxFormat)
+			}
+			f.Boxes = append(f.Boxes, box)
+		}
+	}
+	return f, nil
+}
+
+// unmoved is what a cache entry stores of a record's values: those of the
+// fields that are not moved with the image (the mask and boxes are stored
+// as the cached stages moved them), the rest empty.
+func (w *worker) unmoved(l *fieldLayout, vals []fields.Value) []fields.Value {
+	w.vals = append(w.vals[:0], vals...)
+	for _, k := range []fields.Kind{fields.Mask, fields.Boxes, fields.Classes} {
+		if i := l.index[k]; i >= 0 {
+			w.vals[i] = fields.Value{}
+		}
+	}
+	return w.vals
+}
+
+// cached makes the record and fields of a sample read from the cache: its
+// values in w.crec, its mask (aliasing the entry) and boxes in w.fields,
+// which is returned where the pipeline moves fields. Without a fields
+// stage, both are nil.
+func (w *worker) cached(s *Spec, l *fieldLayout, cs cache.Sample) (*source.Record, *transform.Fields, error) {
+	if s.Schema == nil {
+		return nil, nil, nil
+	}
+	n := len(s.Schema.Fields)
+	if cap(w.crec.Fields) < n {
+		w.crec.Fields = make([]fields.Value, n)
+	}
+	w.crec.Fields = w.crec.Fields[:n]
+	if err := cs.Fields(&w.fields, w.crec.Fields); err != nil {
+		return nil, nil, err
+	}
+	if !l.spatial {
+		return &w.crec, nil, nil
+	}
+	// The cached stages made the boxes pixels.
+	w.fields.MinArea, w.fields.Normalized = s.Schema.MinArea, false
+	return &w.crec, &w.fields, nil
+}
+
 // corners is a box of format ft as left, top, right, bottom.
 func corners(ft fields.BoxFormat, a, b, c, d float32) transform.Box {
 	switch ft {
@@ -228,6 +320,9 @@ func (l *fieldLayout) moveFields(mem []byte, to, from int) {
 func (e *Engine) FieldLayout() (offset int, regions []fields.Region) {
 	return e.fl.at, e.fl.regions
 }
+
+// ImageBytes is the bytes of one host slab's images.
+func (e *Engine) ImageBytes() int { return e.fl.images }
 
 // SlabBytes is the bytes of one host slab: its rows' images, then, with
 // fields, their regions. A host allocator (SetHostAllocator) is asked for

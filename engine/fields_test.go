@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"image"
+	"image/png"
 	"io"
 	"math"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/source"
+	"github.com/pipefeed/pipe/transform"
 )
 
 // withFields is a synthetic source whose samples carry multi-labels,
@@ -218,5 +222,120 @@ func TestFieldValueOverItsBound(t *testing.T) {
 	var re *source.RecordError
 	if !errors.As(err, &re) || re.Index != 7 || !errors.Is(err, fields.ErrValue) || !strings.Contains(err.Error(), "over max_tokens=8") {
 		t.Fatalf("err = %v, want sample 7's record error: 9 tokens over max_tokens=8", err)
+	}
+}
+
+// withMasks is a synthetic source whose 32×32 samples carry a PNG mask
+// with one rectangle of class 1 + i%7, and that rectangle as a box.
+type withMasks struct{ source.Source }
+
+var maskSchema = &fields.Schema{Fields: []fields.Field{
+	{Kind: fields.Image}, {Kind: fields.Mask, DType: fields.Uint8},
+	{Kind: fields.Boxes, Max: 4}, {Kind: fields.Classes, Max: 4}, {Kind: fields.Label},
+}, MinArea: 1}
+
+func (withMasks) rect(i int) (x0, y0, x1, y1 int) {
+	return i % 20, (3 * i) % 18, i%20 + 4 + i%9, (3*i)%18 + 3 + i%11
+}
+
+func (s withMasks) Read(i int, rec *source.Record) error {
+	if err := s.Source.Read(i, rec); err != nil {
+		return err
+	}
+	m := image.NewGray(image.Rect(0, 0, 32, 32))
+	x0, y0, x1, y1 := s.rect(i)
+	for y := y0; y < y1; y++ {
+		for x := x0; x < x1; x++ {
+			m.Pix[y*32+x] = uint8(1 + i%7)
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, m); err != nil {
+		return err
+	}
+	rec.Fields = append(rec.Fields[:0], make([]fields.Value, 5)...)
+	rec.Fields[1].Bytes = b.Bytes()
+	rec.Fields[2].Floats = []float32{float32(x0), float32(y0), float32(x1), float32(y1)}
+	rec.Fields[3].Ints = []int64{int64(1 + i%7)}
+	return nil
+}
+
+// TestMasksAndBoxesMoveWithImages: through a zero-padded random crop (a
+// reflecting pad would mirror the rectangle into the padding, outside its
+// box, as torchvision does) and a flip, every pixel of a sample's class in its mask lies inside its moved
+// box, the box keeps its class, and the batches are the same for any
+// number of workers.
+func TestMasksAndBoxesMoveWithImages(t *testing.T) {
+	src := withMasks{synthetic(t, 150)}
+	var first string
+	for _, workers := range []int{1, 4} {
+		s := spec(t, src, workers)
+		s.Schema = maskSchema
+		crop, err := transform.RandomCrop(32, 4, transform.FillZero)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Ops[0] = crop
+		e, err := New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := e.Epoch(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := NewChecksum()
+		for {
+			b, err := x.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum.Add(b)
+			mv, _ := b.Field(fields.Mask)
+			bv, _ := b.Field(fields.Boxes)
+			cv, _ := b.Field(fields.Classes)
+			boxes, _ := bv.Float32()
+			classes, _ := cv.Int64()
+			for k, idx := range b.Samples {
+				class := uint8(1 + idx%7)
+				mask := mv.Data[k*32*32 : (k+1)*32*32]
+				seen := 0
+				for p, v := range mask {
+					if v == class {
+						seen++
+					}
+					if v != class && v != 0 {
+						t.Fatalf("sample %d: mask pixel %d holds class %d, not %d or 0", idx, p, v, class)
+					}
+				}
+				if seen == 0 {
+					if bv.Counts[k] != 0 {
+						t.Fatalf("sample %d: its rectangle left the image but its box stayed", idx)
+					}
+					continue
+				}
+				if bv.Counts[k] != 1 || classes[4*k] != int64(class) {
+					t.Fatalf("sample %d: %d boxes of class %d, want 1 of %d", idx, bv.Counts[k], classes[4*k], class)
+				}
+				q := boxes[16*k : 16*k+4]
+				for p, v := range mask {
+					x, y := float32(p%32)+0.5, float32(p/32)+0.5
+					if v == class && (x < q[0] || x > q[2] || y < q[1] || y > q[3]) {
+						t.Fatalf("sample %d: mask pixel (%v, %v) of its class outside its box %v", idx, x, y, q)
+					}
+				}
+			}
+			b.Release()
+		}
+		x.Close()
+		e.Close()
+		if first == "" {
+			first = sum.String()
+		} else if sum.String() != first {
+			t.Fatalf("workers=%d: checksum %s, want %s", workers, sum, first)
+		}
 	}
 }

@@ -348,13 +348,13 @@ func (e *Engine) Augmented(n, i int) (img *transform.Image, label, index int, er
 		// As a cached pipeline computes it: the stages before the cache
 		// for the cache epoch, then the rest.
 		ce := c.Epoch(n)
-		mid, err := apply(w.pre, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, ce, int64(index)))
+		mid, err := apply(w.pre, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, ce, int64(index)), nil)
 		if err != nil {
 			return nil, 0, 0, err
 		}
 		mid = &transform.Image{Pix: append([]byte(nil), mid.Pix...), C: mid.C, H: mid.H, W: mid.W}
 		out = w.chain.Apply(mid, c.PostRand(s.Seed, n, ce, index, w.pre.Rand().State()))
-	} else if out, err = apply(w.chain, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, n, int64(index))); err != nil {
+	} else if out, err = apply(w.chain, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, n, int64(index)), nil); err != nil {
 		return nil, 0, 0, err
 	}
 	cp := &transform.Image{Pix: append([]byte(nil), out.Pix...), C: out.C, H: out.H, W: out.W}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/pipefeed/pipe/cache"
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -26,6 +27,10 @@ type worker struct {
 	// mask, kept so that their memory is reused.
 	fields transform.Fields
 	mask   transform.Mask
+	// crec holds a cached sample's values (cached), vals the values a
+	// cache entry stores (unmoved).
+	crec source.Record
+	vals []fields.Value
 	// compute computes a cache entry with this worker's scratch; made
 	// once, so that reading a cached chunk allocates no closure.
 	compute cache.ComputeFunc
@@ -51,6 +56,18 @@ func (e *Engine) newWorker() *worker {
 // dst (Chain.ApplyTo), and dst is the result. With f, the chain moves f's
 // mask and boxes with the image.
 func runChain(c *transform.Chain, d *transform.Decoder, img *transform.Image, enc []byte, r transform.Rand, dst *transform.Image, f *transform.Fields) (*transform.Image, error) {
+	if f != nil {
+		switch {
+		case enc == nil && dst == nil:
+			return c.ApplySample(img, f, r)
+		case enc == nil:
+			return dst, c.ApplySampleTo(dst, img, f, r)
+		case dst == nil:
+			return c.ApplyEncodedSample(d, enc, f, r)
+		default:
+			return dst, c.ApplyEncodedSampleTo(d, dst, enc, f, r)
+		}
+	}
 	switch {
 	case enc == nil && dst == nil:
 		return c.Apply(img, r), nil
@@ -66,11 +83,11 @@ func runChain(c *transform.Chain, d *transform.Decoder, img *transform.Image, en
 
 // apply runs chain c with generator r on a read record: on its pixels
 // (through img, the caller's scratch), or on its encoded bytes through d,
-// which may do c's first operation as it decodes. A decoding failure is a
-// *source.RecordError.
-func apply(c *transform.Chain, d *transform.Decoder, img *transform.Image, idx int, rec *source.Record, r transform.Rand) (*transform.Image, error) {
+// which may do c's first operation as it decodes; with f, moving f's mask
+// and boxes with the image. A decoding failure is a *source.RecordError.
+func apply(c *transform.Chain, d *transform.Decoder, img *transform.Image, idx int, rec *source.Record, r transform.Rand, f *transform.Fields) (*transform.Image, error) {
 	*img = transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
-	out, err := runChain(c, d, img, rec.Enc, r, nil, nil)
+	out, err := runChain(c, d, img, rec.Enc, r, nil, f)
 	if err != nil {
 		return nil, &source.RecordError{File: rec.Path, Index: idx, Err: err}
 	}
@@ -107,7 +124,10 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 			x.fail(fmt.Errorf("sample %d: image is %s, the source said %s", idx, w.img.Shape(), s.InShape))
 			return
 		}
-		err := x.write(w, j, k, sb, transform.NewRand(s.Seed, x.epoch, int64(idx)), rec.Label, rec.Enc, &rec.Record)
+		f, err := w.moving(s, &x.e.fl, &rec.Record)
+		if err == nil {
+			err = x.write(w, j, k, sb, transform.NewRand(s.Seed, x.epoch, int64(idx)), rec.Label, rec.Enc, &rec.Record, f)
+		}
 		if err != nil {
 			if !x.skip(j, k, &source.RecordError{File: rec.Path, Index: idx, Err: err}) {
 				return
@@ -119,16 +139,11 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 // write runs the worker's chain (the stages after any cache) with
 // generator r on w.img, or on the encoded image enc when it is not nil, and
 // writes the result, with its label, at position k of the batch; with a
-// fields stage, rec's fields too, the spatial ones moved with the image
-// (rec is nil where the sample comes from the cache, which holds no
-// fields). Its errors are about the record: enc's failing to decode, a
-// field that does not fit.
-func (x *Epoch) write(w *worker, j *job, k, sb int, r transform.Rand, label int, enc []byte, rec *source.Record) error {
+// fields stage, rec's other fields too, and f's mask and boxes (nil
+// without them) moved with the image. Its errors are about the record:
+// enc's failing to decode, a field that does not fit.
+func (x *Epoch) write(w *worker, j *job, k, sb int, r transform.Rand, label int, enc []byte, rec *source.Record, f *transform.Fields) error {
 	fl := &x.e.fl
-	if sc := x.e.s.Schema; sc != nil && rec != nil && len(rec.Fields) != len(sc.Fields) {
-		return fmt.Errorf("the source read %d values for the %d fields %s", len(rec.Fields), len(sc.Fields), sc)
-	}
-	var f *transform.Fields
 	if x.e.direct {
 		// uint8 NCHW is the image's own layout: the last operation writes
 		// straight into the slab.
@@ -192,7 +207,14 @@ func (x *Epoch) emit(w *worker, j *job, k, sb int, s cache.Sample, ce int) bool 
 	}
 	w.img = s.Img
 	r := x.e.s.Cache.PostRand(x.e.s.Seed, x.epoch, ce, j.indices[k], s.State)
-	x.write(w, j, k, sb, r, s.Label, nil, nil)
+	rec, f, err := w.cached(&x.e.s, &x.e.fl, s)
+	if err != nil {
+		x.fail(err)
+		return false
+	}
+	if err := x.write(w, j, k, sb, r, s.Label, nil, rec, f); err != nil {
+		return x.skip(j, k, &source.RecordError{File: "cache", Index: j.indices[k], Err: err})
+	}
 	return true
 }
 
@@ -250,8 +272,14 @@ func (e *Engine) computeShard(ctx context.Context, w *worker, id cache.ShardID, 
 		}
 		err := s.Source.Read(idx, rec)
 		var out *transform.Image
+		var f *transform.Fields
 		if err == nil {
-			out, err = apply(w.pre, w.dec, &w.img, idx, rec, transform.NewRand(s.Seed, id.Epoch, int64(idx)))
+			if f, err = w.moving(s, &e.fl, rec); err != nil {
+				err = &source.RecordError{File: rec.Path, Index: idx, Err: err}
+			}
+		}
+		if err == nil {
+			out, err = apply(w.pre, w.dec, &w.img, idx, rec, transform.NewRand(s.Seed, id.Epoch, int64(idx)), f)
 		}
 		if err != nil {
 			var re *source.RecordError
@@ -261,7 +289,11 @@ func (e *Engine) computeShard(ctx context.Context, w *worker, id cache.ShardID, 
 			enc.Skipped(re)
 			continue
 		}
-		enc.Sample(rec.Label, out, w.pre.Rand().State())
+		if s.Schema != nil {
+			enc.SampleFields(rec.Label, out, w.pre.Rand().State(), f, w.unmoved(&e.fl, rec.Fields))
+		} else {
+			enc.Sample(rec.Label, out, w.pre.Rand().State())
+		}
 	}
 	return enc.Bytes(), nil
 }
