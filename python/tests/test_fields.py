@@ -115,6 +115,54 @@ def test_a_changed_batch_leaves_the_next_be(feed_test, write_pipe, tmp_path):
             del b["tokens"]
 
 
+def image_folder(root, mask_dtype):
+    """An image folder of two classes of five PNGs of several sizes, and its
+    masks (random class ids of mask_dtype) in the sibling folder masks."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    top = 20 if mask_dtype == "uint8" else 1000
+    for c in range(2):
+        for i in range(5):
+            (root / "train" / f"c{c}").mkdir(parents=True, exist_ok=True)
+            (root / "masks" / f"c{c}").mkdir(parents=True, exist_ok=True)
+            h, w = 30 + i, 40 - i
+            Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(root / "train" / f"c{c}" / f"i{i}.png")
+            mask = rng.integers(0, top, (h, w)).astype(mask_dtype)
+            Image.fromarray(mask).save(root / "masks" / f"c{c}" / f"i{i}.png")
+    return root / "train"
+
+
+@pytest.mark.parametrize("mask_dtype", ["uint8", "uint16"])
+def test_masks_from_an_image_folder(pipe_bin, write_pipe, tmp_path, mask_dtype):
+    """Masks moved with their images by pipe come out as pipe's own stream
+    (pipe bench --checksum hashes them), in numpy and in torch (a uint16
+    mask widened to int32 where torch has no uint16)."""
+    pytest.importorskip("PIL")
+    from test_loader import bench_sums
+
+    path = write_pipe(f"source image_folder path={image_folder(tmp_path, mask_dtype)}\n"
+                      f"fields image mask label mask_dtype={mask_dtype}\n"
+                      "decode\nrandom_resized_crop 24\nflip horizontal\nbatch 4\nto_tensor dtype=uint8\n")
+    sums = bench_sums(pipe_bin, path, 2)
+    with pipefeed.Loader(path, framework="numpy", pipe_bin=pipe_bin) as ld:
+        assert ld.info["fields"]["names"] == ["image", "mask", "label"]
+        for epoch in range(2):
+            batches = [{k: v.copy() for k, v in b.items()} for b in ld]
+            assert [list(b) for b in batches] == [["image", "mask", "label"]] * 3
+            assert [b["mask"].shape for b in batches] == [(4, 24, 24), (4, 24, 24), (2, 24, 24)]
+            assert all(b["mask"].dtype == np.dtype(mask_dtype) for b in batches)
+            assert fields_checksum(ld.info, batches) == sums[epoch], f"epoch {epoch}"
+    torch = pytest.importorskip("torch")
+    with pipefeed.Loader(path, pipe_bin=pipe_bin) as ld:
+        got = [b["mask"].clone() for b in ld]
+    with pipefeed.Loader(path, framework="numpy", pipe_bin=pipe_bin) as ld:
+        want_ = [b["mask"].copy() for b in ld]
+    assert [m.numpy().astype(np.int64).tolist() for m in got] == [m.astype(np.int64).tolist() for m in want_]
+    wide = mask_dtype == "uint16" and not hasattr(torch, "uint16")
+    assert got[0].dtype == (torch.int32 if wide else getattr(torch, mask_dtype))
+
+
 def test_without_a_label(feed_test, write_pipe, tmp_path):
     """A schema without the int label yields no "label"; the dict follows
     the schema's order. (pipe's checksum hashes the slab's labels all the
