@@ -2,11 +2,13 @@
 for byte, which Go's tests (feed/protocol_test.go) check pipe's side
 against: the two sides cannot drift apart."""
 
+import json
 import os
 import struct
 
 import pytest
 
+import pipefeed
 from pipefeed import _protocol
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -101,3 +103,18 @@ def test_hello_keys():
     assert set(_protocol.RING_KEYS) <= set(hello["keys"]["ring"])
     assert set(_protocol.FIELDS_KEYS) <= set(hello["keys"]["fields"])
     assert set(_protocol.REGION_KEYS) <= set(hello["keys"]["region"])
+
+
+def test_hello_fields_keys_are_checked():
+    """A hello whose fields lack a key the loader reads is refused, naming
+    it, rather than failing later on a missing key."""
+    ring = {k: 1 for k in _protocol.RING_KEYS}
+    h = dict({k: 1 for k in _protocol.HELLO_KEYS}, ring=ring,
+             fields={"names": ["image", "tokens"], "offset": 0,
+                     "regions": [{"kind": "tokens", "dtype": "int32", "shape": [4], "offset": 0}]})
+    data = _protocol.HEAD.pack(_protocol.HELLO, _protocol.PROTOCOL) + json.dumps(h).encode()
+    with pytest.raises(pipefeed.PipeError, match="lacks counts"):
+        _protocol.read_hello(data, [3], "pipe")
+    h["fields"]["regions"][0]["counts"] = 64
+    assert _protocol.read_hello(_protocol.HEAD.pack(_protocol.HELLO, _protocol.PROTOCOL) + json.dumps(h).encode(),
+                                [3], "pipe") == h
