@@ -225,8 +225,9 @@ func TestFieldValueOverItsBound(t *testing.T) {
 	}
 }
 
-// withMasks is a synthetic source whose 32×32 samples carry a PNG mask
-// with one rectangle of class 1 + i%7, and that rectangle as a box.
+// withMasks is a synthetic source whose 32×32 samples are a grey
+// rectangle on black, with a PNG mask of that rectangle in class 1 + i%7,
+// and the rectangle as a box.
 type withMasks struct{ source.Source }
 
 var maskSchema = &fields.Schema{Fields: []fields.Field{
@@ -244,9 +245,15 @@ func (s withMasks) Read(i int, rec *source.Record) error {
 	}
 	m := image.NewGray(image.Rect(0, 0, 32, 32))
 	x0, y0, x1, y1 := s.rect(i)
+	// The image is the mask's rectangle in grey 200 on black.
+	rec.Buf = append(rec.Buf[:0], make([]byte, 3*32*32)...)
+	rec.Pix = rec.Buf
 	for y := y0; y < y1; y++ {
 		for x := x0; x < x1; x++ {
 			m.Pix[y*32+x] = uint8(1 + i%7)
+			for c := range 3 {
+				rec.Pix[(c*32+y)*32+x] = 200
+			}
 		}
 	}
 	var b bytes.Buffer
@@ -262,7 +269,8 @@ func (s withMasks) Read(i int, rec *source.Record) error {
 
 // TestMasksAndBoxesMoveWithImages: through a zero-padded random crop (a
 // reflecting pad would mirror the rectangle into the padding, outside its
-// box, as torchvision does) and a flip, every pixel of a sample's class in its mask lies inside its moved
+// box, as torchvision does) and a flip, the mask's class covers the
+// image's rectangle exactly, every pixel of a sample's class in its mask lies inside its moved
 // box, the box keeps its class, and the batches are the same for any
 // number of workers.
 func TestMasksAndBoxesMoveWithImages(t *testing.T) {
@@ -302,6 +310,12 @@ func TestMasksAndBoxesMoveWithImages(t *testing.T) {
 			for k, idx := range b.Samples {
 				class := uint8(1 + idx%7)
 				mask := mv.Data[k*32*32 : (k+1)*32*32]
+				img, _ := b.Float32()
+				for p, v := range mask {
+					if lit := img[k*3*32*32+p] > 1; lit != (v == class) {
+						t.Fatalf("sample %d: pixel %d is %v in the image but class %d in the mask", idx, p, img[k*3*32*32+p], v)
+					}
+				}
 				seen := 0
 				for p, v := range mask {
 					if v == class {
