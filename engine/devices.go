@@ -11,6 +11,7 @@ import (
 
 	"github.com/alitto/pond/v2"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/prefetch"
 )
 
@@ -116,6 +117,11 @@ type DeviceBatch struct {
 	Buffer  prefetch.Buffer
 	Labels  []int32
 	Samples []int
+	// Fields and Regions are the slice's fields other than the image and
+	// the int label, in host memory (as Labels), laid out for the
+	// slice's samples; nil without a fields stage. Field gives a view.
+	Fields  []byte
+	Regions []fields.Region
 
 	owner *DeviceEpoch
 	slot  *devSlot
@@ -163,6 +169,10 @@ type devSlot struct {
 	staging prefetch.Buffer
 	labels  []int32
 	samples []int
+	// fields holds the slice's fields (host memory), laid out by regions
+	// for the slot's samples; nil without a fields stage.
+	fields  []byte
+	regions []fields.Region
 	ev      prefetch.Event
 	batch   DeviceBatch
 }
@@ -256,6 +266,13 @@ func (e *Engine) DeviceEpochFrom(ctx context.Context, n, first int) (*DeviceEpoc
 func (e *Engine) newSlot(dev prefetch.Device, per int) (*devSlot, error) {
 	s := &devSlot{labels: make([]int32, per), samples: make([]int, per)}
 	var err error
+	if len(e.fl.regions) > 0 {
+		var n int
+		if s.regions, n, err = e.s.Schema.Layout(per, e.s.Out.Shape.H, e.s.Out.Shape.W); err != nil {
+			return nil, err
+		}
+		s.fields = make([]byte, n)
+	}
 	if s.buf, err = dev.Alloc(per * e.s.Out.SampleBytes()); err != nil {
 		return nil, err
 	}
@@ -331,8 +348,9 @@ func (x *DeviceEpoch) produce() {
 			}
 			copy(slot.labels, hb.Labels[lo:hi])
 			copy(slot.samples, hb.Samples[lo:hi])
+			copySlice(slot.fields, slot.regions, hb.Fields, hb.Regions, lo, hi)
 			slot.batch = DeviceBatch{Epoch: hb.Epoch, Index: hb.Index, Device: d, Name: dev.Name(), N: per,
-				Buffer: slot.buf, Labels: slot.labels[:per], Samples: slot.samples[:per]}
+				Buffer: slot.buf, Labels: slot.labels[:per], Samples: slot.samples[:per], Fields: slot.fields, Regions: slot.regions}
 			if err := x.queues[d].Put(x.ctx, slot); err != nil {
 				x.free[d] <- slot
 				x.toRelease(pendingHost{hb, evs})

@@ -169,9 +169,6 @@ func New(s Spec) (*Engine, error) {
 	case s.Devices != nil && (s.Devices.N() < 1 || s.Devices.Depth < 1):
 		return nil, errors.New("engine: devices need at least one device and depth ≥ 1")
 	}
-	if s.Schema != nil && s.Devices != nil {
-		return nil, fmt.Errorf("engine: %w: a prefetch stage does not copy fields (%s) to devices yet", fields.ErrSchema, s.Schema)
-	}
 	s.Ops = append([]transform.Op(nil), s.Ops...)
 	e := &Engine{s: s, rows: max(1, min(s.Batch, s.Plan.Len()))}
 	var err error

@@ -69,22 +69,43 @@ type FieldView struct {
 // int32), or false where the pipeline has none. Its memory is the batch's,
 // valid until Release.
 func (b *Batch) Field(k fields.Kind) (FieldView, bool) {
+	return fieldView(k, b.N, b.Labels, b.Fields, b.Regions)
+}
+
+// Field returns the slice's field of kind k, as Batch.Field does, in host
+// memory valid until Release.
+func (b *DeviceBatch) Field(k fields.Kind) (FieldView, bool) {
+	return fieldView(k, b.N, b.Labels, b.Fields, b.Regions)
+}
+
+func fieldView(k fields.Kind, n int, labels []int32, mem []byte, regions []fields.Region) (FieldView, bool) {
 	if k == fields.Label {
 		return FieldView{Region: fields.Region{Kind: k, DType: fields.Int32, Counts: -1},
-			Data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.Labels))), 4*len(b.Labels))}, true
+			Data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(labels))), 4*len(labels))}, true
 	}
-	for _, r := range b.Regions {
+	for _, r := range regions {
 		if r.Kind != k {
 			continue
 		}
-		n := r.SampleBytes()
-		v := FieldView{Region: r, Data: b.Fields[r.Offset : r.Offset+b.N*n]}
+		v := FieldView{Region: r, Data: mem[r.Offset : r.Offset+n*r.SampleBytes()]}
 		if r.Counts >= 0 {
-			v.Counts = int32s(b.Fields[r.Counts : r.Counts+4*b.N])
+			v.Counts = int32s(mem[r.Counts : r.Counts+4*n])
 		}
 		return v, true
 	}
 	return FieldView{}, false
+}
+
+// copySlice copies samples [lo, hi) of the fields in src (laid out by
+// from) to the start of dst's regions (laid out by to, the same fields).
+func copySlice(dst []byte, to []fields.Region, src []byte, from []fields.Region, lo, hi int) {
+	for i, r := range from {
+		n := r.SampleBytes()
+		copy(dst[to[i].Offset:], src[r.Offset+lo*n:r.Offset+hi*n])
+		if r.Counts >= 0 {
+			copy(dst[to[i].Counts:], src[r.Counts+4*lo:r.Counts+4*hi])
+		}
+	}
 }
 
 func int32s(b []byte) []int32 {

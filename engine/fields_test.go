@@ -353,3 +353,42 @@ func TestMasksAndBoxesMoveWithImages(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldsOnDevices: each device's slice of a batch carries its
+// samples' fields.
+func TestFieldsOnDevices(t *testing.T) {
+	src := withFields{Source: synthetic(t, 200), bad: -1, broken: -1}
+	s := fieldsSpec(t, src, 2)
+	s.Devices = &Devices{CPU: 2, Depth: 2}
+	e, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	x, err := e.DeviceEpoch(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	n := 0
+	// Each device's queue is read in turn, as consumers do: a queue read
+	// alone to its end would hold back the others.
+	for done := false; !done; {
+		for d := range 2 {
+			b, err := x.Next(d)
+			if err == io.EOF {
+				done = true
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFields(t, src, &Batch{N: b.N, Samples: b.Samples, Labels: b.Labels, Fields: b.Fields, Regions: b.Regions})
+			n += b.N
+			b.Release()
+		}
+	}
+	if n != 200 {
+		t.Fatalf("%d samples on the devices, want 200", n)
+	}
+}
