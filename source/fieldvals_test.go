@@ -15,7 +15,9 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/pipefeed/pipe/fields"
+	"github.com/pipefeed/pipe/internal/s3server"
 	"github.com/pipefeed/pipe/internal/shareddata"
+	"github.com/pipefeed/pipe/source/remote"
 )
 
 // npyOf is an .npy file of format version (1 or 2) with the header
@@ -147,6 +149,14 @@ func TestWebDatasetFields(t *testing.T) {
 		t.Fatalf("named keys: enc %q fields %+v", rec.Enc, f)
 	}
 
+	jl := &fields.Schema{Fields: []fields.Field{{Kind: fields.Image}, {Kind: fields.Label, Key: "json:cat"}}}
+	w, err = wdsFieldsShard(t, jl, "z.png", "img", "z.cls", "1", "z.json", `{"label": 2, "cat": 3}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Read(0, &rec); err != nil || rec.Label != 3 {
+		t.Fatalf("label=json:cat: %v, label %d (corrupt %v)", err, rec.Label, w.Corrupt())
+	}
 	v2 := &fields.Schema{Fields: []fields.Field{{Kind: fields.Image}, {Kind: fields.Tensor, DType: fields.Uint8, Shape: []int{3}}}}
 	w, err = wdsFieldsShard(t, v2, "y.png", "img", "y.npy", string(npyOf(2, "|u1", "False", "(3,)", []byte{7, 8, 9})))
 	if err != nil {
@@ -259,6 +269,10 @@ func TestFieldKeysRefused(t *testing.T) {
 			_, err := wdsFieldsShard(t, with(fields.Field{Kind: fields.Tokens, Key: "json:", Max: 2}, false, 0), goodSample("a")...)
 			return err
 		}, "no key after json:"},
+		{"a webdataset label in a nested JSON key", func() error {
+			_, err := wdsFieldsShard(t, with(fields.Field{Kind: fields.Label, Key: "json:a.label"}, false, 0), goodSample("a")...)
+			return err
+		}, "a label is a top-level key"},
 		{"tfrecord OD API boxes not normalized", func() error {
 			_, err := OpenTFRecord(t.Context(), tf, WithIndexDir(t.TempDir()), WithFields(with(boxes, false, fields.XYXY)))
 			return err
@@ -750,5 +764,168 @@ func TestJSONPath(t *testing.T) {
 	}
 	if _, _, err := jsonPath([]byte(`{"a": [1, 2`), "b"); err == nil {
 		t.Error("a document cut short: no error")
+	}
+}
+
+// fieldsFuzzRead reads every record of src with fields as checkSkipAll
+// does, and checks each value read against its field.
+func fieldsFuzzRead(t *testing.T, src interface {
+	Source
+	Checker
+}, s *fields.Schema, size int64) {
+	t.Helper()
+	checkSkipAll(t, src, size)
+	var rec Record
+	for i := range src.Len() {
+		if src.Read(i, &rec) != nil {
+			continue
+		}
+		if len(rec.Fields) != len(s.Fields) {
+			t.Fatalf("Read(%d): %d values for %d fields", i, len(rec.Fields), len(s.Fields))
+		}
+		for k := range s.Fields {
+			f, v := &s.Fields[k], &rec.Fields[k]
+			if err := checkValue(f, v); err != nil {
+				t.Fatalf("Read(%d): %s: %v", i, f.Kind, err)
+			}
+			if f.Kind == fields.Tensor && len(v.Bytes) != tensorBytes(f) {
+				t.Fatalf("Read(%d): a tensor of %d bytes", i, len(v.Bytes))
+			}
+		}
+	}
+}
+
+// FuzzWebDatasetFields opens a fuzzed shard with fields of every kind.
+func FuzzWebDatasetFields(f *testing.F) {
+	good := tarOf(append(goodSample("a"), goodSample("b")...)...)
+	f.Add(good)
+	f.Add(good[:len(good)-1500])
+	f.Add(tarOf("x.jpg", "i", "x.json", `{"boxes": [[1,2,3]], "classes": [1e400], "labels": [-1], "tokens": [[]]}`, "x.cls", "1", "x.mask.png", "m",
+		"x.npy", string(npyOf(3, "<f4", "False", "(2, 3L)", make([]byte, 24)))))
+	f.Add(tarOf("y.jpg", "i", "y.cls", "1", "y.json", `{"boxes": [], "classes": [], "labels": [], "tokens": "\"\\"}`, "y.mask.png", "", "y.npy", "\x93NUMPY\x01\x00\xff\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "s.tar")
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := detectionSchema()
+		checkBoundedAlloc(t, fuzzAllocLimit(len(b)), func() {
+			w, err := OpenWebDataset(t.Context(), file, WithIndexDir(dir), WithFields(s))
+			if err != nil {
+				if sparse := errors.Is(err, ErrLabel) && strings.Contains(err.Error(), "distinct labels appear"); !errors.Is(err, ErrFormat) && !sparse {
+					t.Fatalf("open: %v", err)
+				}
+				return
+			}
+			defer w.Close()
+			size := int64(len(b))
+			if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+				size = -1
+			}
+			fieldsFuzzRead(t, w, s, size)
+		})
+	})
+}
+
+// FuzzTFRecordFields opens a fuzzed TFRecord file with fields of every
+// kind.
+func FuzzTFRecordFields(f *testing.F) {
+	f.Add(tfExampleOf(odExample(0)))
+	bad := odExample(1)
+	bad["tensor"] = featureOf{i: []int64{1, 2, 3, 4, 5, 1 << 40}}
+	bad["image/object/bbox/ymin"] = featureOf{f: []float32{0.2, 0.3, 0.4}, unpacked: true}
+	f.Add(tfExampleOf(bad))
+	f.Fuzz(func(t *testing.T, example []byte) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "f.tfrecord")
+		data := append(tfFrame(tfExampleOf(odExample(2))), tfFrame(example)...)
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := detectionSchema()
+		s.Normalized = true
+		checkBoundedAlloc(t, fuzzAllocLimit(len(data)), func() {
+			src, err := OpenTFRecord(t.Context(), file, WithIndexDir(dir), WithLabelOffset(1), WithFields(s))
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer src.Close()
+			if src.Len() != 2 {
+				t.Fatalf("%d records", src.Len())
+			}
+			fieldsFuzzRead(t, src, s, int64(len(data)))
+		})
+	})
+}
+
+// TestRemoteWebDatasetFieldsIndexKept: a URL shard's stored index holds
+// where each field's member is, under a key of the schema: a later open
+// with the schema reads the members from it (a mask member's size edited
+// in it is the size read), one without fields keeps an index of its own,
+// and a shard with a sample whose value is bad (not stored) or that lacks
+// members (stored) has them found again.
+func TestRemoteWebDatasetFieldsIndexKept(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.Bucket(t, "data")
+	srv.Put(t, "data", "a.tar", tarOf(append(goodSample("0"), goodSample("1")...)...))
+	badBox := goodSample("1")
+	badBox[5] = `{"boxes": [[1, 2, 3]], "classes": [1], "labels": [], "tokens": []}`
+	srv.Put(t, "data", "bad.tar", tarOf(append(append(goodSample("0"), badBox...), "2.jpg", "i", "2.cls", "1")...))
+	cache, index := t.TempDir(), t.TempDir()
+	rem := &Remote{Store: remote.New(remote.Options{Endpoint: srv.Endpoint, PathStyle: true, AccessKey: s3server.AccessKey, SecretKey: s3server.SecretKey}),
+		Cache: &remote.Cache{Dir: cache}}
+	open := func(url string, opts ...Option) *WebDataset {
+		t.Helper()
+		w, err := OpenWebDataset(t.Context(), url, append(opts, WithRemote(rem), WithIndexDir(index))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		return w
+	}
+	mask := func(w *WebDataset) string {
+		t.Helper()
+		var rec Record
+		if err := w.Read(1, &rec); err != nil || len(w.Corrupt()) != 0 {
+			t.Fatalf("sample 1: %v, corrupt %v", err, w.Corrupt())
+		}
+		return string(rec.Fields[1].Bytes)
+	}
+	if m := mask(open("s3://data/a.tar", WithFields(detectionSchema()))); m != "\x89PNG mask 1" {
+		t.Fatalf("mask %q", m)
+	}
+	open("s3://data/a.tar")
+	saved, _ := filepath.Glob(filepath.Join(index, "a.tar-*.wdsindex"))
+	if len(saved) != 2 {
+		t.Fatalf("index files %v, want one with fields and one without", saved)
+	}
+	edited := 0
+	for _, f := range saved {
+		b, _ := os.ReadFile(f)
+		if !strings.Contains(string(b), `"m":[`) {
+			continue
+		}
+		// The mask's member is the second of each sample's: cut it to 4 bytes.
+		s := string(b)
+		i := strings.LastIndex(s, `"m":[[-1,0],[`)
+		j := i + len(`"m":[[-1,0],[`) + strings.Index(s[i+len(`"m":[[-1,0],[`):], "]")
+		off, _, _ := strings.Cut(s[i+len(`"m":[[-1,0],[`):j], ",")
+		if err := os.WriteFile(f, []byte(s[:i]+`"m":[[-1,0],[`+off+",4"+s[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		edited++
+	}
+	if edited != 1 {
+		t.Fatalf("%d stored indexes with members", edited)
+	}
+	if m := mask(open("s3://data/a.tar", WithFields(detectionSchema()))); m != "\x89PNG" {
+		t.Fatalf("from the stored index, edited: mask %q, want its first 4 bytes", m)
+	}
+	for range 2 {
+		c := open("s3://data/bad.tar", WithFields(detectionSchema())).Corrupt()
+		if len(c) != 2 || !strings.Contains(c[0].Error(), "has 3 numbers, not 4") || !strings.Contains(c[1].Error(), `"2" has no .json member`) {
+			t.Fatalf("a box of 3 numbers, a sample without its members: corrupt %v", c)
+		}
 	}
 }

@@ -142,6 +142,8 @@ func (c *wdsConfig) compileFields(schema *fields.Schema) error {
 			continue
 		case fields.Label:
 			switch {
+			case inJSON && strings.Contains(path, "."):
+				return bad("a label is a top-level key of the .json member")
 			case inJSON:
 				c.labelField, c.labelExt = path, ""
 			case key != "":
