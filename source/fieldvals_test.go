@@ -506,6 +506,7 @@ func TestTFRecordFieldErrors(t *testing.T) {
 		{"tokens as floats", func(r map[string]featureOf) { r["tokens"] = featureOf{f: []float32{1}} }, ErrFormat, `tokens: bad format: feature "tokens" is a float list, not an int64 list`},
 		{"a tensor of 5 values", func(r map[string]featureOf) { r["tensor"] = featureOf{f: []float32{1, 2, 3, 4, 5}} }, fields.ErrValue, `feature "tensor" holds 5 values, want 6 (float32 [2 3])`},
 		{"a tensor of too many bytes", func(r map[string]featureOf) { r["tensor"] = featureOf{b: [][]byte{make([]byte, 25)}} }, fields.ErrValue, "holds 25 bytes, want 24"},
+		{"an empty mask list", func(r map[string]featureOf) { r["image/segmentation/class/encoded"] = featureOf{b: [][]byte{}} }, ErrFormat, "holds no bytes"},
 		{"a mask as floats", func(r map[string]featureOf) { r["image/segmentation/class/encoded"] = featureOf{f: []float32{1}} }, ErrFormat, "is a float list, not a bytes list"},
 		{"a box corner NaN", func(r map[string]featureOf) {
 			r["image/object/bbox/xmin"] = featureOf{f: []float32{float32(math.NaN()), 0}}

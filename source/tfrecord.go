@@ -785,7 +785,10 @@ func (t *TFRecord) fillField(feat []byte, key string, f *fields.Field, v *fields
 		if kind != bytesList {
 			return wrong(bytesList.String())
 		}
-		v.Bytes, _ = field(list, 1)
+		var ok bool
+		if v.Bytes, ok = field(list, 1); !ok {
+			return fmt.Errorf("%w: feature %q holds no bytes", ErrFormat, key)
+		}
 		return nil
 	case fields.Boxes:
 		switch kind {

@@ -616,19 +616,19 @@ func (w *WebDataset) walk(ctx context.Context, si int, fh *os.File, cfg *wdsConf
 			return nil
 		}
 		ext = strings.ToLower(ext)
-		for k, a := range cfg.at {
+		for fi, a := range cfg.at {
 			if a.ext == "" || a.ext != ext {
 				continue
 			}
-			limit := int64(MaxRecordBytes)
-			if f := cfg.schema.Fields[k].Kind; f != fields.Mask && f != fields.Tensor {
+			kind, limit := cfg.schema.Fields[fi].Kind, int64(MaxRecordBytes)
+			if kind != fields.Mask && kind != fields.Tensor {
 				limit = maxListMember
 			}
 			if hdr.Size > limit {
-				s.fail(off, fmt.Errorf("%w: member %s of %d bytes, past the %d a %s member may hold", ErrFormat, hdr.Name, hdr.Size, limit, cfg.schema.Fields[k].Kind))
+				s.fail(off, fmt.Errorf("%w: member %s of %d bytes, past the %d a %s member may hold", ErrFormat, hdr.Name, hdr.Size, limit, kind))
 				continue
 			}
-			s.members[k] = wdsMember{off, hdr.Size}
+			s.members[fi] = wdsMember{off, hdr.Size}
 		}
 		switch {
 		case cfg.isImage(ext):
