@@ -152,11 +152,14 @@ func parseInt(tok []byte) (int64, bool) {
 		}
 		v = v*10 + uint64(c-'0')
 	}
+	if neg {
+		if v > 1<<63 {
+			return 0, false
+		}
+		return int64(-v), true
+	}
 	if v > math.MaxInt64 {
 		return 0, false
-	}
-	if neg {
-		return -int64(v), true
 	}
 	return int64(v), true
 }

@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -929,4 +930,77 @@ func TestRemoteWebDatasetFieldsIndexKept(t *testing.T) {
 			t.Fatalf("a box of 3 numbers, a sample without its members: corrupt %v", c)
 		}
 	}
+}
+
+// FuzzJSONScan: on a well-formed JSON object, the scanner finds every key
+// (written without escapes or dots) as encoding/json does, and parses a
+// list of integers or of boxes exactly when encoding/json does, to the
+// same values; on any input it returns rather than panics.
+func FuzzJSONScan(f *testing.F) {
+	f.Add([]byte(`{"boxes": [[1, 2.5, -3e2, 4]], "classes": [1, -2, 9223372036854775807], "s": "x\"y", "n": {"a": [1, {"b": []}]}}`))
+	f.Add([]byte(`{"a": [1.0, 2], "b": [[1,2,3]], "c": [[1,2,3,4,5]], "d": [[1e40, 0, 0, 0]], "e": [1e2]}`))
+	f.Add([]byte(`{"a": [9223372036854775808], "b": [-9223372036854775808], "c": [-0], "\u0061": 1}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var m map[string]json.RawMessage
+		valid := json.Unmarshal(doc, &m) == nil && m != nil
+		for key, raw := range m {
+			if strings.ContainsAny(key, `."\`) || !strings.Contains(string(doc), `"`+key+`"`) {
+				continue
+			}
+			v, ok, err := jsonPath(doc, key)
+			if !ok || err != nil {
+				t.Fatalf("key %q: found %v, %v", key, ok, err)
+			}
+			// encoding/json keeps the last of keys given twice (or
+			// once with escapes), the scanner the first.
+			if strings.Count(string(doc), `"`+key+`"`) == 1 && !bytes.Contains(doc, []byte(`\`)) && !bytes.Equal(v, bytes.TrimSpace(raw)) {
+				t.Fatalf("key %q: %s, encoding/json %s", key, v, raw)
+			}
+			var ints []int64
+			got, err := appendJSONInts(nil, v, 1<<20)
+			if want := json.Unmarshal(v, &ints); (err == nil) != (want == nil && ints != nil) || (err == nil && !slices.Equal(got, ints)) {
+				t.Fatalf("key %q: ints %v, %v; encoding/json %v, %v", key, got, err, ints, want)
+			}
+			var boxes [][]float32
+			fl, err := appendJSONBoxes(nil, v, 1<<20)
+			want := json.Unmarshal(v, &boxes)
+			ok = want == nil && boxes != nil
+			var flat []float32
+			for _, b := range boxes {
+				ok = ok && len(b) == 4
+				flat = append(flat, b...)
+			}
+			if (err == nil) != ok || (err == nil && !slices.Equal(fl, flat)) {
+				t.Fatalf("key %q: boxes %v, %v; encoding/json %v, %v", key, fl, err, boxes, want)
+			}
+		}
+		if !valid {
+			jsonPath(doc, "a.b")
+			appendJSONBoxes(nil, doc, 100)
+			appendJSONInts(nil, doc, 100)
+		}
+	})
+}
+
+// FuzzNPYHeader: an .npy header is accepted only for the field's dtype
+// and shape, and the data it points at lies within the file.
+func FuzzNPYHeader(f *testing.F) {
+	f.Add(npyOf(1, "<f4", "False", "(2, 3)", make([]byte, 24)))
+	f.Add(npyOf(2, "<f4", "False", "(2,3L)", nil))
+	f.Add(npyOf(3, "<f4", "True", "()", nil))
+	f.Add([]byte("\x93NUMPY\x01\x00\xff\xff{'descr'"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		field := &fields.Field{Kind: fields.Tensor, DType: fields.Float32, Shape: []int{2, 3}}
+		n, err := npyData(b, field)
+		if err != nil {
+			return
+		}
+		if n > len(b) || n < 10 {
+			t.Fatalf("data at %d of %d bytes", n, len(b))
+		}
+		h := string(b[:n])
+		if !strings.Contains(h, "<f4") || !strings.Contains(h, "False") {
+			t.Fatalf("accepted %q", h)
+		}
+	})
 }
