@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -1003,4 +1004,50 @@ func FuzzNPYHeader(f *testing.F) {
 			t.Fatalf("accepted %q", h)
 		}
 	})
+}
+
+// TestStreamedTFRecordFieldsChecked: TFRecord files streamed through a
+// shard cache smaller than them keep their labels, read once, beside their
+// index; a later open with fields does not take the labels stored by an
+// open without (whose records were not checked for the fields), so a
+// record whose boxes are bad is listed as corrupt all the same.
+func TestStreamedTFRecordFieldsChecked(t *testing.T) {
+	srv, set := plainServer(t)
+	bad := odExample(1)
+	bad["image/object/bbox/ymax"] = featureOf{f: []float32{0.4}}
+	var size int64
+	for k := range 3 {
+		data := append(tfFrame(tfExampleOf(odExample(0))), tfFrame(tfExampleOf(bad))...)
+		set(fmt.Sprintf("/f%d.tfrecord", k), data, time.Time{})
+		size = int64(len(data))
+	}
+	index := t.TempDir()
+	rem := &Remote{Store: remote.New(remote.Options{Concurrency: 1}), Cache: &remote.Cache{Dir: t.TempDir(), Limit: 2 * size}}
+	defer rem.Store.Close()
+	s := detectionSchema()
+	s.Normalized = true
+	open := func(opts ...Option) *TFRecord {
+		t.Helper()
+		src, err := OpenTFRecord(t.Context(), srv.URL+"/f{0..2}.tfrecord", append(opts, WithRemote(rem), WithIndexDir(index), WithLabelOffset(1))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		if src.stream == nil {
+			t.Fatal("3 files through a cache of 2 do not stream")
+		}
+		return src
+	}
+	for _, opts := range [][]Option{nil, {WithFields(s)}, nil, {WithFields(s)}} {
+		c := open(opts...).Corrupt()
+		if len(opts) == 0 && len(c) != 0 {
+			t.Fatalf("without fields: corrupt %v", c)
+		}
+		if len(opts) > 0 && (len(c) != 3 || !strings.Contains(c[0].Error(), `2 values in "image/object/bbox/xmin" but 1 in "image/object/bbox/ymax"`)) {
+			t.Fatalf("with fields: corrupt %v, want record 1 of each file", c)
+		}
+	}
+	if labels, _ := filepath.Glob(filepath.Join(index, "*.labels")); len(labels) != 3 {
+		t.Errorf("stored labels %v: want those of the open without fields only (a file with a corrupt record is read again)", labels)
+	}
 }
