@@ -63,9 +63,22 @@ func listBound(f *fields.Field) int {
 	return 0
 }
 
-// errTooMany is what a parser returns past listBound; checkValue says it
-// in the field's terms.
+// errTooMany is what a parser returns past listBound; tooMany says it in
+// the field's terms.
 var errTooMany = fmt.Errorf("%w: too many values", fields.ErrValue)
+
+// tooMany is the error of a list past its field's listBound.
+func tooMany(f *fields.Field) error {
+	switch f.Kind {
+	case fields.Boxes:
+		return fmt.Errorf("%w: more than max_boxes=%d boxes", fields.ErrValue, f.Max)
+	case fields.Classes:
+		return fmt.Errorf("%w: more than max_boxes=%d classes", fields.ErrValue, f.Max)
+	case fields.Tokens:
+		return fmt.Errorf("%w: more than max_tokens=%d tokens", fields.ErrValue, f.Max)
+	}
+	return fmt.Errorf("%w: more than classes=%d labels", fields.ErrValue, f.Classes)
+}
 
 // checkValue checks a list field's value against its field: the count
 // against its bound, a box's corners finite, a multi-label below the

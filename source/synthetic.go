@@ -144,7 +144,7 @@ func (s *Synthetic) Read(i int, rec *Record) error {
 	draw(pix, class, &r)
 	rec.Pix, rec.C, rec.H, rec.W, rec.Label = pix, 3, 32, 32, label
 	if s.schema != nil {
-		s.fields(pix, label, &r, fieldValues(rec, len(s.schema.Fields)))
+		s.drawFields(pix, label, &r, fieldValues(rec, len(s.schema.Fields)))
 	}
 	return nil
 }
@@ -157,9 +157,9 @@ func (a rect) apart(b rect) bool {
 	return a.x0 > b.x0+b.w || b.x0 > a.x0+a.w || a.y0 > b.y0+b.h || b.y0 > a.y0+a.h
 }
 
-// fields draws a sample's rectangles from r, paints them into pix and sets
-// vals, as Synthetic's doc says.
-func (s *Synthetic) fields(pix []byte, label int, r *rng, vals []fields.Value) {
+// drawFields draws a sample's rectangles from r, paints them into pix and
+// sets vals, as Synthetic's doc says.
+func (s *Synthetic) drawFields(pix []byte, label int, r *rng, vals []fields.Value) {
 	var rects [3]rect
 	want, n := 1+r.intn(3), 0
 	for try := 0; n < want && try < syntheticTries; try++ {

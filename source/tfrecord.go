@@ -209,9 +209,9 @@ func maskedCRC(b []byte) uint32 {
 // the image, so the schema must say normalized and xyxy (a named key is
 // one float or int64 list of 4 numbers a box, in the schema's format and
 // units); classes image/object/class/label, int64, as written (the OD API
-// numbers them from 1); labels the label's feature as an int64 list,
-// label_offset subtracted from each (a multi-label record lists its
-// labels where a single-label one has one); tokens "tokens", int64; tensor
+// numbers them from 1); labels an int64 list, by default the label's
+// feature (a multi-label record lists its labels where a single-label one
+// has one), label_offset subtracted from each; tokens "tokens", int64; tensor
 // "tensor": a bytes feature of exactly the tensor's bytes, or a float or
 // int64 list of its values, each converted to the field's dtype, which
 // must hold it exactly. A mask's bytes point into Record.Buf. A record
@@ -820,7 +820,7 @@ func (t *TFRecord) fillField(feat []byte, key string, f *fields.Field, v *fields
 		return tensorFeature(kind, list, key, f, v)
 	}
 	if err == nil && n > listBound(f) {
-		err = fmt.Errorf("%w: feature %q holds %d values, more than %d (%s)", fields.ErrValue, key, n, listBound(f), f.Kind)
+		err = fmt.Errorf("feature %q holds %d values: %w", key, n, tooMany(f))
 	}
 	return err
 }

@@ -843,7 +843,7 @@ func parseList(f *fields.Field, v *fields.Value, b []byte, inJSON bool) error {
 		v.Ints, err = appendTextInts(v.Ints, b, limit)
 	}
 	if errors.Is(err, errTooMany) {
-		err = fmt.Errorf("%w: more than %d values (%s)", fields.ErrValue, limit, f.Kind)
+		err = tooMany(f)
 	}
 	if err != nil {
 		return err
