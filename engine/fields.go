@@ -145,7 +145,8 @@ func (v FieldView) Uint16() ([]uint16, error) {
 }
 
 // moving makes the fields the chain moves from a record's values: the mask
-// decoded, the boxes as corners with their classes. Its errors are about
+// decoded (or, from a source of pixels, as it is), the boxes as corners
+// with their classes. Its errors are about
 // the record.
 func (w *worker) moving(s *Spec, l *fieldLayout, rec *source.Record) (*transform.Fields, error) {
 	if s.Schema == nil {
@@ -162,10 +163,19 @@ func (w *worker) moving(s *Spec, l *fieldLayout, rec *source.Record) (*transform
 	f.Boxes, f.HasBoxes = f.Boxes[:0], false
 	f.MinArea, f.Normalized = s.Schema.MinArea, s.Schema.Normalized
 	if i := l.index[fields.Mask]; i >= 0 {
-		if err := w.dec.DecodeMask(&w.mask, rec.Fields[i].Bytes, s.Schema.Fields[i].DType.Size()); err != nil {
-			return nil, fmt.Errorf("mask: %w", err)
+		b, size := rec.Fields[i].Bytes, s.Schema.Fields[i].DType.Size()
+		switch {
+		case rec.Enc != nil:
+			if err := w.dec.DecodeMask(&w.mask, b, size); err != nil {
+				return nil, fmt.Errorf("mask: %w", err)
+			}
+			f.Mask = w.mask
+		case len(b) != rec.H*rec.W*size:
+			return nil, fmt.Errorf("%w: a mask of %d bytes for a %dx%d image of %s class ids", fields.ErrValue, len(b), rec.W, rec.H, s.Schema.Fields[i].DType)
+		default:
+			// A source of pixels gives its masks' values.
+			f.Mask = transform.Mask{Pix: b, H: rec.H, W: rec.W, Size: size}
 		}
-		f.Mask = w.mask
 	}
 	if i := l.index[fields.Boxes]; i >= 0 {
 		f.HasBoxes = true

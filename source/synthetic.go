@@ -108,7 +108,7 @@ func (s *Synthetic) Info() Info {
 		id += " shuffled_labels=true"
 		args = append(args, Arg{"shuffle_labels", "true"})
 	}
-	return Info{Name: "synthetic", Identity: id, C: 3, H: 32, W: 32, Classes: SyntheticClasses, Args: args}
+	return Info{Name: "synthetic", Identity: id, C: 3, H: 32, W: 32, Classes: SyntheticClasses, Args: args, Fields: s.schema}
 }
 
 func (s *Synthetic) Close() error { return nil }

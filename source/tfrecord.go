@@ -299,7 +299,7 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...Option) (*TFRecor
 		t.Close()
 		return nil, err
 	}
-	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
+	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args, Fields: o.fields}
 	return t, nil
 }
 

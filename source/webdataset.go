@@ -352,7 +352,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 		classes[i] = strconv.Itoa(i)
 	}
 	w.fp = fmt.Sprintf("%016x", h.Sum64())
-	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
+	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args, Fields: o.fields}
 	return w, nil
 }
 
