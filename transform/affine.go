@@ -109,8 +109,15 @@ func expandedSize(m [6]float64, h, w int) (oh, ow int) {
 // into dst. A point outside src reads fill; with bilinear sampling, an
 // output pixel whose neighbours are partly outside is torchvision's blend
 // for a given fill: v·m + (1-m)·fill, where m is the weight of the
-// neighbours inside and v their weighted sum. Results round to the
-// nearest integer, ties to even, as torchvision's cast back to uint8.
+// neighbours inside and v their weighted sum. Bilinear results round to
+// the nearest integer, ties to even, as torchvision's cast back to uint8;
+// nearest sampling rounds the point's coordinates half up (a point
+// exactly between two pixels reads the right or lower one; torch's
+// float32 grid falls to either side there).
+//
+// Rows are done in runs of warpRun pixels: the source offsets (and
+// bilinear weights) of a run are computed once, then each channel is a
+// tight gather over them.
 func warp(dst, src *Image, g *Geometry, s Sampling, fill uint8) {
 	dst.Resize(src.C, g.OH, g.OW)
 	if len(src.Pix) < src.C*src.H*src.W {
@@ -123,6 +130,8 @@ func warp(dst, src *Image, g *Geometry, s Sampling, fill uint8) {
 	warpBilinear(dst, src, &g.M, fill)
 }
 
+const warpRun = 64
+
 // rowStart returns the source coordinates, in pixel indices (pixel
 // centres at integers), that output pixel (0, y) samples; each step right
 // adds (m[0], m[3]).
@@ -132,72 +141,123 @@ func rowStart(m *[6]float64, y int) (x0, y0 float64) {
 }
 
 func warpNearest(dst, src *Image, m *[6]float64, fill uint8) {
-	w, h, c := src.W, src.H, src.C
-	plane, oplane := h*w, dst.H*dst.W
-	sp, dp := src.Pix[:c*plane], dst.Pix[:c*oplane]
+	w, plane, oplane := src.W, src.H*src.W, dst.H*dst.W
+	fw, fh := float64(src.W), float64(src.H)
+	var off [warpRun]int32 // source offset in a plane, -1 for fill
 	for y := range dst.H {
 		bx, by := rowStart(m, y)
-		o := y * dst.W
-		for x := range dst.W {
-			xi := int(math.RoundToEven(bx + m[0]*float64(x)))
-			yi := int(math.RoundToEven(by + m[3]*float64(x)))
-			if uint(xi) < uint(w) && uint(yi) < uint(h) {
-				s := yi*w + xi
-				for ch := range c {
-					dp[ch*oplane+o+x] = sp[ch*plane+s]
+		for x0 := 0; x0 < dst.W; x0 += warpRun {
+			n := min(warpRun, dst.W-x0)
+			// Truncating t = coordinate + 0.5 ≥ 0 rounds to the nearest.
+			tx, ty := bx+0.5+m[0]*float64(x0), by+0.5+m[3]*float64(x0)
+			for i := range off[:n] {
+				off[i] = -1
+				if tx >= 0 && ty >= 0 && tx < fw && ty < fh {
+					off[i] = int32(int(ty)*w + int(tx))
 				}
-				continue
+				tx += m[0]
+				ty += m[3]
 			}
-			for ch := range c {
-				dp[ch*oplane+o+x] = fill
+			o := y*dst.W + x0
+			for c := range src.C {
+				sp := src.Pix[c*plane : (c+1)*plane]
+				dp := dst.Pix[c*oplane+o : c*oplane+o+n]
+				for i, s := range off[:len(dp)] {
+					if s < 0 {
+						dp[i] = fill
+						continue
+					}
+					dp[i] = sp[s]
+				}
 			}
 		}
 	}
 }
 
 func warpBilinear(dst, src *Image, m *[6]float64, fill uint8) {
-	w, h, c := src.W, src.H, src.C
-	plane, oplane := h*w, dst.H*dst.W
-	sp, dp := src.Pix[:c*plane], dst.Pix[:c*oplane]
-	ff := float32(fill)
+	w, h, plane, oplane := src.W, src.H, src.H*src.W, dst.H*dst.W
+	fw, fh := float64(w-1), float64(h-1)
+	// off is the offset of the top-left neighbour, -1 for a pixel with
+	// some neighbours outside (done one at a time, from ix and iy), or -2
+	// for one with all outside (fill); wt are the weights of the four
+	// neighbours, as torch forms them.
+	var off [warpRun]int32
+	var wt [warpRun][4]float32
+	var ix, iy [warpRun]float64
 	for y := range dst.H {
 		bx, by := rowStart(m, y)
-		o := y * dst.W
-		for x := range dst.W {
-			ix, iy := bx+m[0]*float64(x), by+m[3]*float64(x)
-			x0, y0 := floor(ix), floor(iy)
-			fx, fy := float32(ix-float64(x0)), float32(iy-float64(y0))
-			nw, ne := (1-fx)*(1-fy), fx*(1-fy)
-			sw, se := (1-fx)*fy, fx*fy
-			if uint(x0) < uint(w-1) && uint(y0) < uint(h-1) {
-				s := y0*w + x0
-				for ch := range c {
-					p := sp[ch*plane+s : ch*plane+s+w+2]
-					v := float32(float32(float32(p[0])*nw)+float32(float32(p[1])*ne)) +
-						float32(float32(float32(p[w])*sw)+float32(float32(p[w+1])*se))
-					dp[ch*oplane+o+x] = roundByte(v)
+		for x0 := 0; x0 < dst.W; x0 += warpRun {
+			n := min(warpRun, dst.W-x0)
+			tx, ty := bx+m[0]*float64(x0), by+m[3]*float64(x0)
+			for i := range off[:n] {
+				ix[i], iy[i] = tx, ty
+				switch {
+				case !(tx > -1 && ty > -1 && tx < fw+1 && ty < fh+1):
+					off[i] = -2
+				case !(tx >= 0 && ty >= 0 && tx < fw && ty < fh):
+					off[i] = -1
+				default:
+					xi, yi := int(tx), int(ty)
+					fx, fy := float32(tx-float64(xi)), float32(ty-float64(yi))
+					wt[i] = [4]float32{(1 - fx) * (1 - fy), fx * (1 - fy), (1 - fx) * fy, fx * fy}
+					off[i] = int32(yi*w + xi)
 				}
-				continue
+				tx += m[0]
+				ty += m[3]
 			}
-			// At the edge: only the neighbours inside count.
-			var in [4]bool
-			var wt float32
-			for k, q := range [4][2]int{{x0, y0}, {x0 + 1, y0}, {x0, y0 + 1}, {x0 + 1, y0 + 1}} {
-				in[k] = uint(q[0]) < uint(w) && uint(q[1]) < uint(h)
-				if in[k] {
-					wt += [4]float32{nw, ne, sw, se}[k]
-				}
-			}
-			for ch := range c {
-				var v float32
-				for k, q := range [4][2]int{{x0, y0}, {x0 + 1, y0}, {x0, y0 + 1}, {x0 + 1, y0 + 1}} {
-					if in[k] {
-						v += float32(float32(sp[ch*plane+q[1]*w+q[0]]) * [4]float32{nw, ne, sw, se}[k])
+			o := y*dst.W + x0
+			for c := range src.C {
+				sp := src.Pix[c*plane : (c+1)*plane]
+				dp := dst.Pix[c*oplane+o : c*oplane+o+n]
+				for i, s := range off[:len(dp)] {
+					if s < 0 {
+						if s == -2 {
+							dp[i] = fill
+						}
+						continue
 					}
+					p := sp[s : int(s)+w+2]
+					k := &wt[i]
+					v := float32(float32(float32(p[0])*k[0])+float32(float32(p[1])*k[1])) +
+						float32(float32(float32(p[w])*k[2])+float32(float32(p[w+1])*k[3]))
+					dp[i] = roundHalfEven(v)
 				}
-				dp[ch*oplane+o+x] = roundByte(float32(v*wt) + float32((1-wt)*ff))
+			}
+			for i, s := range off[:n] {
+				if s == -1 {
+					bilinearEdge(dst, src, o+i, ix[i], iy[i], fill)
+				}
 			}
 		}
+	}
+}
+
+// bilinearEdge writes output pixel o (an offset in a plane) of every
+// channel from the point (ix, iy), some of whose neighbours lie outside
+// src: those count with weight zero, and the fill takes their share.
+func bilinearEdge(dst, src *Image, o int, ix, iy float64, fill uint8) {
+	w, h := src.W, src.H
+	x0, y0 := floor(ix), floor(iy)
+	fx, fy := float32(ix-float64(x0)), float32(iy-float64(y0))
+	wts := [4]float32{(1 - fx) * (1 - fy), fx * (1 - fy), (1 - fx) * fy, fx * fy}
+	var offs [4]int
+	var in float32
+	for k, q := range [4][2]int{{x0, y0}, {x0 + 1, y0}, {x0, y0 + 1}, {x0 + 1, y0 + 1}} {
+		offs[k] = -1
+		if uint(q[0]) < uint(w) && uint(q[1]) < uint(h) {
+			offs[k] = q[1]*w + q[0]
+			in += wts[k]
+		}
+	}
+	for c := range src.C {
+		sp := src.Plane(c)
+		var v float32
+		for k, s := range offs {
+			if s >= 0 {
+				v += float32(float32(sp[s]) * wts[k])
+			}
+		}
+		dst.Pix[c*dst.H*dst.W+o] = roundHalfEven(float32(v*in) + float32((1-in)*float32(fill)))
 	}
 }
 
@@ -208,6 +268,18 @@ func floor(v float64) int {
 		i--
 	}
 	return i
+}
+
+// roundHalfEven rounds v, a blend of bytes with non-negative weights, to
+// the nearest byte, ties to even: adding and taking away 2^23 leaves v
+// rounded in float32's default rounding mode.
+func roundHalfEven(v float32) uint8 {
+	v += 1 << 23
+	v -= 1 << 23
+	if v > 255 {
+		return 255
+	}
+	return uint8(v)
 }
 
 // RotateOp rotates the image, with probability P, by an angle drawn
