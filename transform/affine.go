@@ -10,8 +10,9 @@ import (
 type Sampling int
 
 const (
-	// SampleNearest reads the pixel nearest to the sampled point (ties to
-	// even), as torch's grid_sample with mode="nearest".
+	// SampleNearest reads the pixel nearest to the sampled point, as
+	// torch's grid_sample with mode="nearest" (a point exactly between
+	// two pixels reads the right or lower one).
 	SampleNearest Sampling = iota
 	// SampleBilinear blends the four pixels around the sampled point, as
 	// torch's grid_sample with mode="bilinear" (no antialiasing).

@@ -268,3 +268,36 @@ func benchOp(b *testing.B, op Op, src *Image) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/image")
 }
+
+// TestAffineGeometryConvention: M maps output points to input points in
+// pixels with centres at half-integers, as Geometry documents: a
+// counter-clockwise quarter turn shows the input's top-right pixel at the
+// output's top-left, and a translation by (3, -5) shows input (x-3, y+5)
+// at output (x, y); rotate's expanded output is centred on the input.
+func TestAffineGeometryConvention(t *testing.T) {
+	at := func(g Geometry, x, y float64) (float64, float64) {
+		return g.M[0]*x + g.M[1]*y + g.M[2], g.M[3]*x + g.M[4]*y + g.M[5]
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-5 }
+	g := rotation(Shape{1, 4, 6}, 90, false)
+	// Output (0.5, 0.5) is 2.5 left of and 1.5 above the centre (3, 2);
+	// turned a quarter clockwise back it is 1.5 right of and 2.5 above it.
+	if x, y := at(g, 0.5, 0.5); !near(x, 4.5) || !near(y, -0.5) {
+		t.Errorf("quarter turn: output (0.5, 0.5) reads input (%g, %g), want (4.5, -0.5)", x, y)
+	}
+	sq := rotation(Shape{1, 4, 4}, 90, false)
+	if x, y := at(sq, 0.5, 0.5); !near(x, 3.5) || !near(y, 0.5) {
+		t.Errorf("quarter turn of a square: output (0.5, 0.5) reads input (%g, %g), want (3.5, 0.5)", x, y)
+	}
+	tr := affineGeometry(inverseAffine(0, 0, 0, 3, -5, 1, 0, 0), 37, 41, 37, 41)
+	if x, y := at(tr, 10.5, 20.5); !near(x, 7.5) || !near(y, 25.5) {
+		t.Errorf("translation: output (10.5, 20.5) reads input (%g, %g), want (7.5, 25.5)", x, y)
+	}
+	ex := rotation(Shape{1, 32, 48}, 90, true)
+	if ex.OH != 48 || ex.OW != 32 {
+		t.Fatalf("quarter turn expanded: %dx%d, want 32x48", ex.OW, ex.OH)
+	}
+	if x, y := at(ex, 16, 24); !near(x, 24) || !near(y, 16) {
+		t.Errorf("expanded: the output's centre reads input (%g, %g), want its centre (24, 16)", x, y)
+	}
+}
