@@ -329,12 +329,13 @@ func (o *RotateOp) String() string {
 }
 
 // OutShape is in, or with Expand a size that varies with the angle: at
-// most the input's diagonal a side, which must not exceed MaxSide.
+// most the input's diagonal plus 2 a side (the box's edges round
+// outwards), which must not exceed MaxSide.
 func (o *RotateOp) OutShape(in Shape) (Shape, error) {
 	if !o.Expand {
 		return in, nil
 	}
-	if math.Hypot(float64(in.H), float64(in.W))+1 > MaxSide {
+	if math.Hypot(float64(in.H), float64(in.W))+2 > MaxSide {
 		return Shape{}, fmt.Errorf("rotate: expand=true would make the %s images' rotations longer than %d (MaxSide) a side", in, MaxSide)
 	}
 	return Shape{C: in.C}, nil

@@ -288,3 +288,40 @@ func BenchmarkRandAugment(b *testing.B) {
 		})
 	}
 }
+
+// TestAugmentSmallImages: every operation of rand_augment, and rotate
+// with expand, handle images down to one pixel, grey or colour, keeping
+// their shape (expand: within the diagonal plus 2); evaluation runs none of them.
+func TestAugmentSmallImages(t *testing.T) {
+	rot, _ := Rotate(180, SampleBilinear, 9, true, 1)
+	for _, s := range []Shape{{1, 1, 1}, {3, 1, 1}, {3, 1, 5}, {1, 2, 2}, {3, 3, 1}, {3, 3, 3}} {
+		src := testImage(s.C, s.H, s.W)
+		for _, interp := range []Sampling{SampleNearest, SampleBilinear} {
+			a := newAugment(interp, 5)
+			for k := range numAugOps {
+				for _, mag := range []float64{magnitude(k, 30, 31, s.H, s.W, true), -magnitude(k, 30, 31, s.H, s.W, true)} {
+					var dst Image
+					if a.apply(&dst, src, k, mag) && dst.Shape() != s {
+						t.Errorf("%s %g on %v: shape %v", k, mag, s, dst.Shape())
+					}
+				}
+			}
+		}
+		for i := range 20 {
+			r := NewRand(0, 0, int64(i))
+			var dst Image
+			rot.Apply(&dst, src, &r)
+			if d := math.Hypot(float64(s.H), float64(s.W)); float64(dst.H) > d+2 || float64(dst.W) > d+2 || dst.C != s.C {
+				t.Errorf("rotate expand of %v: %v", s, dst.Shape())
+			}
+		}
+	}
+	ra, _ := RandAugment(2, 9, 31, SampleNearest, 0)
+	ta, _ := TrivialAugment(31, SampleNearest, 0)
+	aff, _ := Affine(10, [2]float64{}, [2]float64{1, 1}, [4]float64{}, SampleNearest, 0)
+	for _, op := range []Op{ra, ta, rot, aff} {
+		if ops, err := EvalOps(op, Shape{3, 32, 32}); err != nil || len(ops) != 0 {
+			t.Errorf("%s: evaluation runs %v (%v), want nothing", op, ops, err)
+		}
+	}
+}
