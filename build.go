@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/engine"
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/pipefile"
 	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/sharding"
@@ -70,6 +71,9 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		if err := transform.DecodeMemoryError(); err != nil {
 			return pipefile.Errorf(stages, pipefile.Index(stages, "decode"), "%w", err)
 		}
+	}
+	if err := checkSchema(info, cfg.Schema); err != nil {
+		return pipefile.Errorf(stages, max(0, pipefile.Index(stages, "fields")), "%w", err)
 	}
 	in := transform.Shape{C: info.C, H: info.H, W: info.W}
 	shape := in
@@ -170,7 +174,7 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		}
 	}
 	p.eng, err = engine.New(engine.Spec{
-		Source: cfg.Source, InShape: in, Ops: cfg.Ops, CacheAt: cfg.CacheAt, Reduce: cfg.Reduce, MaxPixels: cfg.MaxPixels,
+		Source: cfg.Source, Schema: cfg.Schema, InShape: in, Ops: cfg.Ops, CacheAt: cfg.CacheAt, Reduce: cfg.Reduce, MaxPixels: cfg.MaxPixels,
 		Host: p.host, Out: p.out, DevNorm: devNorm, Seed: cfg.Seed, Plan: p.plan,
 		Batch: at.batch, DropLast: cfg.DropLast, Workers: cfg.Workers, OnError: cfg.OnError,
 		Cache: p.cache, Devices: p.devs, Auto: p.auto(),
@@ -554,4 +558,21 @@ func (s *rankBatches) Len() int {
 func (s *rankBatches) Read(i int, rec *source.Record) error {
 	k, j := i/s.batch, i%s.batch
 	return s.Source.Read((k*s.world+s.rank)*s.batch+j, rec)
+}
+
+// checkSchema checks that the source reads the fields the pipeline
+// declares: a source opened with another schema, or with none, would give
+// values the engine cannot place.
+func checkSchema(info source.Info, s *fields.Schema) error {
+	switch {
+	case s == nil && info.Fields != nil:
+		return fmt.Errorf("source %s reads the fields %s, but the pipeline has no fields stage to declare them", info.Name, info.Fields)
+	case s == nil:
+		return nil
+	case info.Fields == nil:
+		return fmt.Errorf("source %s was opened without the fields %s: open it with source.WithFields (a .pipe file does)", info.Name, s)
+	case info.Fields.String() != s.String():
+		return fmt.Errorf("source %s reads the fields %s, not the %s the fields stage declares", info.Name, info.Fields, s)
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/engine"
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/fit"
 	"github.com/pipefeed/pipe/pipefile"
 	"github.com/pipefeed/pipe/prefetch"
@@ -28,6 +29,8 @@ type (
 	Policy = engine.Policy
 	// Batch is one batch of an Epoch, valid until its Release.
 	Batch = engine.Batch
+	// FieldView is one field of a Batch (Batch.Field).
+	FieldView = engine.FieldView
 	// Epoch streams one epoch's batches in plan order.
 	Epoch = engine.Epoch
 	// EpochStats measures one epoch.
@@ -104,6 +107,10 @@ var (
 
 // Source sets the dataset; it must be the first stage.
 func Source(src source.Source) Stage { return pipefile.Source(src) }
+
+// Fields declares the fields every sample carries (see package fields);
+// the source must be opened with the same schema (source.WithFields).
+func Fields(s *fields.Schema) Stage { return pipefile.Fields(s) }
 
 // Shuffle permutes the samples anew every epoch; seed also keys the random
 // augmentations.
@@ -198,6 +205,21 @@ func (p *Pipeline) Stages() []Stage { return p.stages }
 // Tensor describes the batches consumers get: layout, dtype and per-sample
 // shape.
 func (p *Pipeline) Tensor() *transform.TensorWriter { return p.out }
+
+// Schema is the fields every sample carries, as the fields stage declared
+// them; nil without one (an image and an int label).
+func (p *Pipeline) Schema() *fields.Schema { return p.cfg.Schema }
+
+// FieldLayout is where a batch's fields other than the image and the int
+// label lie in each host slab: from byte offset, laid out by regions
+// (Batch.Field reads them); none without a fields stage.
+func (p *Pipeline) FieldLayout() (offset int, regions []fields.Region) {
+	return p.eng.FieldLayout()
+}
+
+// SlabBytes is the bytes of one host slab (the images of a batch, then its
+// fields), which a host allocator (SetHostAllocator) is asked for.
+func (p *Pipeline) SlabBytes() int { return p.eng.SlabBytes() }
 
 // BatchSize is the number of samples in a full batch of this process's
 // epochs, which its devices split. In a training job of several ranks
@@ -383,6 +405,12 @@ type Summary struct {
 	// devices, which differs where normalize runs on them.
 	Tensor, HostTensor *transform.TensorWriter
 	NormalizeOnDevice  bool
+	// Fields is the fields stage's schema (nil without one), and
+	// FieldRegions where a batch holds each field beyond the image and the
+	// int label, FieldBytes their bytes in a batch.
+	Fields       *fields.Schema
+	FieldRegions []fields.Region
+	FieldBytes   int
 	// Decode says how JPEGs are decoded, or "" when the source gives
 	// pixels.
 	Decode string
@@ -421,6 +449,11 @@ func (p *Pipeline) Summary() Summary {
 		Samples: p.Samples(), Batches: p.Batches(), BatchSize: p.at.batch, FileBatch: p.at.fileBatch, Elastic: cfg.Elastic, GlobalBatch: p.GlobalBatch(), Seed: cfg.Seed, ShuffleBuffer: cfg.ShuffleBuffer,
 		Rank: p.at.rank, World: p.at.world, Tensor: p.out, HostTensor: p.host, NormalizeOnDevice: cfg.NormOnDevice,
 		Procs: p.procs(), Workers: p.Workers(), OnError: cfg.OnError, Cache: p.CacheInfo(), Train: cfg.Train != nil}
+	if cfg.Schema != nil {
+		s.Fields = cfg.Schema
+		_, s.FieldRegions = p.eng.FieldLayout()
+		s.FieldBytes = p.eng.SlabBytes() - p.eng.ImageBytes()
+	}
 	if info.Encoded {
 		s.Decode = p.decodeSummary(s.Procs)
 	}

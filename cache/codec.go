@@ -87,6 +87,9 @@ type Sample struct {
 	// Skipped is the error of a sample skipped under on_error=skip, with
 	// Index set to the sample's index; nil otherwise.
 	Skipped *source.RecordError
+	// fields are the encoded fields of a sample written by SampleFields
+	// (Fields decodes them); nil for one written by Sample.
+	fields []byte
 }
 
 // ParseSample decodes one encoded sample (header and body) whose sample
@@ -109,6 +112,9 @@ func ParseSample(b []byte, index int) Sample {
 	}
 	s.State = binary.LittleEndian.Uint64(b[12:])
 	s.Img = transform.Image{Pix: body[: c*h*w : c*h*w], C: c, H: h, W: w}
+	if flags&flagFields != 0 {
+		s.fields = body[c*h*w:]
+	}
 	return s
 }
 

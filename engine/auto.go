@@ -163,7 +163,9 @@ type tuner struct {
 	decisions           []Decision
 }
 
-func newTuner(a Auto, start int, s *Spec, rows int) *tuner {
+// newTuner tunes s, whose host slabs are slabBytes bytes (their images
+// and fields) and hold rows samples.
+func newTuner(a Auto, start int, s *Spec, rows, slabBytes int) *tuner {
 	if a.Cores <= 0 {
 		a.Cores = runtime.GOMAXPROCS(0)
 	}
@@ -173,7 +175,7 @@ func newTuner(a Auto, start int, s *Spec, rows int) *tuner {
 	if a.Interval <= 0 {
 		a.Interval = defaultInterval
 	}
-	t := &tuner{cfg: a, cores: a.Cores, slabBytes: int64(rows) * int64(s.Host.SampleBytes()+4)}
+	t := &tuner{cfg: a, cores: a.Cores, slabBytes: int64(slabBytes) + 4*int64(rows)}
 	depth := 0
 	if d := s.Devices; d != nil {
 		per := int64(rows / d.N())

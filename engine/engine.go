@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pipefeed/pipe/cache"
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/sharding"
 	"github.com/pipefeed/pipe/source"
@@ -37,6 +38,9 @@ func (p Policy) String() string {
 // New copies it; nothing in it changes afterwards.
 type Spec struct {
 	Source source.Source
+	// Schema is the fields every sample carries (package fields); nil for
+	// an image and an int label. The source was opened with it.
+	Schema *fields.Schema
 	// InShape is the source's image shape (zero dimensions where it varies).
 	InShape transform.Shape
 	// Ops are the image operations in order; Ops[:CacheAt] run before the
@@ -129,6 +133,7 @@ func (d *Devices) N() int {
 type Engine struct {
 	s       Spec
 	direct  bool // uint8 NCHW: images are written into slabs as they are
+	fl      fieldLayout
 	workers atomic.Int64
 	running atomic.Bool
 	slabs   *prefetch.SlabPool
@@ -164,12 +169,25 @@ func New(s Spec) (*Engine, error) {
 	case s.Devices != nil && (s.Devices.N() < 1 || s.Devices.Depth < 1):
 		return nil, errors.New("engine: devices need at least one device and depth ≥ 1")
 	}
+	if s.Schema != nil && s.Cache != nil {
+		return nil, fmt.Errorf("engine: %w: a cache stage does not store fields (%s) yet", fields.ErrSchema, s.Schema)
+	}
+	if s.Schema != nil && s.Devices != nil {
+		return nil, fmt.Errorf("engine: %w: a prefetch stage does not copy fields (%s) to devices yet", fields.ErrSchema, s.Schema)
+	}
 	s.Ops = append([]transform.Op(nil), s.Ops...)
 	e := &Engine{s: s, rows: max(1, min(s.Batch, s.Plan.Len()))}
+	var err error
+	if e.fl, err = layoutFields(&e.s, e.rows, s.Host.SampleBytes()); err != nil {
+		return nil, err
+	}
+	if e.fl.spatial {
+		return nil, fmt.Errorf("engine: %w: masks and boxes are not moved with the image yet (%s)", fields.ErrSchema, s.Schema)
+	}
 	t := s.Host
 	e.direct = t.DType == transform.Uint8 && (t.Layout == transform.NCHW || t.Shape.C == 1)
 	if a := s.Auto; a != nil && (a.Workers || a.Depth) {
-		e.tune = newTuner(*a, s.Workers, &e.s, e.rows)
+		e.tune = newTuner(*a, s.Workers, &e.s, e.rows, e.fl.slabBytes())
 		if a.Workers {
 			w, _ := e.tune.current()
 			e.workers.Store(int64(w))

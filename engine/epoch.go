@@ -13,6 +13,7 @@ import (
 
 	"github.com/alitto/pond/v2"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
@@ -45,6 +46,12 @@ type Batch struct {
 	Labels []int32
 	// Samples holds the N global sample indices the batch was made from.
 	Samples []int
+	// Fields holds the fields of a pipeline with a fields stage other
+	// than the image and the int label (masks, boxes, …), laid out by
+	// Regions (fields.Schema.Layout for the batch size, not N: a region's
+	// first N samples are set); nil without one. Field gives a field's view.
+	Fields  []byte
+	Regions []fields.Region
 
 	owner *Epoch // nil once released
 	slab  *prefetch.Slab
@@ -237,7 +244,6 @@ func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 	if auto {
 		limit = max(nslabs, e.tune.slabLimit())
 	}
-	sb := s.Host.SampleBytes()
 	reuse := e.slabs != nil && e.slabs.Pinned() == (e.hostAlloc != nil) &&
 		(e.slabs.Len() == nslabs && e.slabs.Limit() == limit || auto && e.slabs.Limit() == limit)
 	if !reuse {
@@ -246,10 +252,10 @@ func (e *Engine) startEpoch(ctx context.Context, n, first int) (*Epoch, error) {
 				return nil, err
 			}
 		}
-		if err := checkMemory(nslabs, e.rows, sb); err != nil {
+		if err := checkMemory(nslabs, e.rows, (e.fl.slabBytes()+e.rows-1)/e.rows); err != nil {
 			return nil, err
 		}
-		pool, err := prefetch.NewGrowableSlabPool(nslabs, limit, e.rows*sb, e.rows, e.hostAlloc)
+		pool, err := prefetch.NewGrowableSlabPool(nslabs, limit, e.fl.slabBytes(), e.rows, e.hostAlloc)
 		if err != nil {
 			e.slabs = nil
 			return nil, err
@@ -473,6 +479,9 @@ func (x *Epoch) Next() (*Batch, error) {
 	sb := x.e.s.Host.SampleBytes()
 	b.Data = j.slab.Data[:b.N*sb]
 	b.Labels = j.slab.Labels[:b.N]
+	if fl := &x.e.fl; len(fl.regions) > 0 {
+		b.Fields, b.Regions = j.slab.Data[fl.at:fl.at+fl.bytes], fl.regions
+	}
 	b.Samples = j.indices
 	nskip := 0
 	if len(j.skipped) > 0 {
@@ -514,6 +523,9 @@ func (x *Epoch) compact(j *job, sb int) int {
 		if out != k {
 			copy(j.slab.Data[out*sb:(out+1)*sb], j.slab.Data[k*sb:(k+1)*sb])
 			j.slab.Labels[out] = j.slab.Labels[k]
+			if fl := &x.e.fl; len(fl.regions) > 0 {
+				fl.moveFields(j.slab.Data[fl.at:], out, k)
+			}
 		}
 		keep = append(keep, j.indices[k])
 		out++

@@ -274,18 +274,38 @@ func (e *Engine) Warm(ctx context.Context, epochs int, progress func(cache.WarmP
 
 // Checksum hashes the output of an epoch with 64-bit xxHash: every data byte
 // in order, and every label (little-endian int32) in order, as two streams
-// combined at the end. It is fast enough to run beside the pipeline, any
-// changed byte or reordering changes it, and it does not depend on how the
-// stream is cut into batches or into per-device slices.
+// combined at the end; with a fields stage, a third stream holds each
+// sample's fields in order (each region's values, then its count). It is
+// fast enough to run beside the pipeline, any changed byte or reordering
+// changes it, and it does not depend on how the stream is cut into batches
+// or into per-device slices.
 type Checksum struct {
-	data, labels *xxhash.Digest
+	data, labels, fields *xxhash.Digest
+	hasFields            bool
 }
 
 // NewChecksum returns an empty checksum.
-func NewChecksum() *Checksum { return &Checksum{data: xxhash.New(), labels: xxhash.New()} }
+func NewChecksum() *Checksum {
+	return &Checksum{data: xxhash.New(), labels: xxhash.New(), fields: xxhash.New()}
+}
 
 // Add hashes a batch.
-func (c *Checksum) Add(b *Batch) { c.AddSamples(b.Data, b.Labels) }
+func (c *Checksum) Add(b *Batch) {
+	c.AddSamples(b.Data, b.Labels)
+	if len(b.Regions) == 0 {
+		return
+	}
+	c.hasFields = true
+	for i := range b.N {
+		for _, r := range b.Regions {
+			n := r.SampleBytes()
+			c.fields.Write(b.Fields[r.Offset+i*n : r.Offset+(i+1)*n])
+			if r.Counts >= 0 {
+				c.fields.Write(b.Fields[r.Counts+4*i : r.Counts+4*i+4])
+			}
+		}
+	}
+}
 
 // AddSamples hashes the data bytes and labels of consecutive samples.
 func (c *Checksum) AddSamples(data []byte, labels []int32) {
@@ -297,9 +317,13 @@ func (c *Checksum) AddSamples(data []byte, labels []int32) {
 
 // String is the hash in hex.
 func (c *Checksum) String() string {
-	var b [16]byte
+	var b [24]byte
 	binary.BigEndian.PutUint64(b[:8], c.data.Sum64())
 	binary.BigEndian.PutUint64(b[8:], c.labels.Sum64())
+	if !c.hasFields {
+		return fmt.Sprintf("%016x", xxhash.Sum64(b[:16]))
+	}
+	binary.BigEndian.PutUint64(b[16:], c.fields.Sum64())
 	return fmt.Sprintf("%016x", xxhash.Sum64(b[:]))
 }
 

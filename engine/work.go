@@ -22,6 +22,10 @@ type worker struct {
 	img   transform.Image
 	out   transform.Image
 	dec   *transform.Decoder
+	// fields and mask are the moving fields of a sample and its decoded
+	// mask, kept so that their memory is reused.
+	fields transform.Fields
+	mask   transform.Mask
 	// compute computes a cache entry with this worker's scratch; made
 	// once, so that reading a cached chunk allocates no closure.
 	compute cache.ComputeFunc
@@ -44,8 +48,9 @@ func (e *Engine) newWorker() *worker {
 
 // runChain runs c with generator r on the encoded image enc through d when
 // enc is not nil, else on img; with dst, the last operation writes into
-// dst (Chain.ApplyTo), and dst is the result.
-func runChain(c *transform.Chain, d *transform.Decoder, img *transform.Image, enc []byte, r transform.Rand, dst *transform.Image) (*transform.Image, error) {
+// dst (Chain.ApplyTo), and dst is the result. With f, the chain moves f's
+// mask and boxes with the image.
+func runChain(c *transform.Chain, d *transform.Decoder, img *transform.Image, enc []byte, r transform.Rand, dst *transform.Image, f *transform.Fields) (*transform.Image, error) {
 	switch {
 	case enc == nil && dst == nil:
 		return c.Apply(img, r), nil
@@ -65,7 +70,7 @@ func runChain(c *transform.Chain, d *transform.Decoder, img *transform.Image, en
 // *source.RecordError.
 func apply(c *transform.Chain, d *transform.Decoder, img *transform.Image, idx int, rec *source.Record, r transform.Rand) (*transform.Image, error) {
 	*img = transform.Image{Pix: rec.Pix, C: rec.C, H: rec.H, W: rec.W}
-	out, err := runChain(c, d, img, rec.Enc, r, nil)
+	out, err := runChain(c, d, img, rec.Enc, r, nil, nil)
 	if err != nil {
 		return nil, &source.RecordError{File: rec.Path, Index: idx, Err: err}
 	}
@@ -102,7 +107,7 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 			x.fail(fmt.Errorf("sample %d: image is %s, the source said %s", idx, w.img.Shape(), s.InShape))
 			return
 		}
-		err := x.write(w, j, k, sb, transform.NewRand(s.Seed, x.epoch, int64(idx)), rec.Label, rec.Enc)
+		err := x.write(w, j, k, sb, transform.NewRand(s.Seed, x.epoch, int64(idx)), rec.Label, rec.Enc, &rec.Record)
 		if err != nil {
 			if !x.skip(j, k, &source.RecordError{File: rec.Path, Index: idx, Err: err}) {
 				return
@@ -113,24 +118,35 @@ func (x *Epoch) transform(w *worker, c chunk, sb int) {
 
 // write runs the worker's chain (the stages after any cache) with
 // generator r on w.img, or on the encoded image enc when it is not nil, and
-// writes the result, with its label, at position k of the batch. Its only
-// error is enc's failing to decode.
-func (x *Epoch) write(w *worker, j *job, k, sb int, r transform.Rand, label int, enc []byte) error {
+// writes the result, with its label, at position k of the batch; with a
+// fields stage, rec's fields too, the spatial ones moved with the image
+// (rec is nil where the sample comes from the cache, which holds no
+// fields). Its errors are about the record: enc's failing to decode, a
+// field that does not fit.
+func (x *Epoch) write(w *worker, j *job, k, sb int, r transform.Rand, label int, enc []byte, rec *source.Record) error {
+	fl := &x.e.fl
+	if sc := x.e.s.Schema; sc != nil && rec != nil && len(rec.Fields) != len(sc.Fields) {
+		return fmt.Errorf("the source read %d values for the %d fields %s", len(rec.Fields), len(sc.Fields), sc)
+	}
+	var f *transform.Fields
 	if x.e.direct {
 		// uint8 NCHW is the image's own layout: the last operation writes
 		// straight into the slab.
 		w.out = transform.Image{Pix: j.slab.Data[k*sb : k*sb : (k+1)*sb]}
-		if _, err := runChain(w.chain, w.dec, &w.img, enc, r, &w.out); err != nil {
+		if _, err := runChain(w.chain, w.dec, &w.img, enc, r, &w.out, f); err != nil {
 			return err
 		}
 	} else {
-		out, err := runChain(w.chain, w.dec, &w.img, enc, r, nil)
+		out, err := runChain(w.chain, w.dec, &w.img, enc, r, nil, f)
 		if err != nil {
 			return err
 		}
 		x.e.s.Host.Write(j.slab.Data[k*sb:(k+1)*sb], out)
 	}
 	j.slab.Labels[k] = int32(label)
+	if len(fl.regions) > 0 {
+		return writeFields(j.slab.Data[fl.at:], k, &x.e.s, fl, rec, f)
+	}
 	return nil
 }
 
@@ -176,7 +192,7 @@ func (x *Epoch) emit(w *worker, j *job, k, sb int, s cache.Sample, ce int) bool 
 	}
 	w.img = s.Img
 	r := x.e.s.Cache.PostRand(x.e.s.Seed, x.epoch, ce, j.indices[k], s.State)
-	x.write(w, j, k, sb, r, s.Label, nil)
+	x.write(w, j, k, sb, r, s.Label, nil, nil)
 	return true
 }
 

@@ -358,6 +358,8 @@ func parseLine(pos Pos, toks []token, x *expander) (Line, error) {
 				}
 				return Line{}, &SyntaxError{Pos: at, Stage: spec.Name, Msg: msg}
 			}
+		} else if q := spec.Param(t.text); q != nil && q.Bare {
+			p, val = q, ""
 		} else {
 			val = t.text
 			for _, q := range positional {
@@ -436,8 +438,15 @@ func (f *File) Stages() ([]Stage, error) {
 // ErrDownload, ErrLabel) and a cancellation its context error for
 // errors.Is. On error, what was opened is closed again.
 func (f *File) Open(ctx context.Context, stages []Stage, o *OpenOptions) ([]Stage, error) {
-	if o == nil {
-		o = &OpenOptions{}
+	oo := OpenOptions{}
+	if o != nil {
+		oo = *o
+	}
+	o = &oo
+	for _, s := range stages {
+		if s.schema != nil {
+			o.Fields = s.schema
+		}
 	}
 	out := append([]Stage(nil), stages...)
 	for i := range out {

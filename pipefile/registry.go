@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/source"
 )
 
@@ -51,6 +52,10 @@ type Param struct {
 	// Auto lets an Int parameter be the word auto as well: the pipeline
 	// then sets it as it runs.
 	Auto bool
+	// Bare lets a String parameter be written as its name alone, which
+	// gives it the empty value ("fields image label": each read from the
+	// source's default key); the canonical line writes it so.
+	Bare bool
 }
 
 // StageSpec declares a stage: its name, parameters and constructor. Sources are
@@ -104,7 +109,11 @@ func (a Args) Line() string {
 		parts = []string{"source", a.spec.Name}
 	}
 	for _, p := range a.spec.Params {
-		if v, ok := a.vals[p.Name]; ok && (v != "" || p.Type == String) {
+		v, ok := a.vals[p.Name]
+		switch {
+		case ok && v == "" && p.Bare:
+			parts = append(parts, p.Name)
+		case ok && (v != "" || p.Type == String):
 			parts = append(parts, p.Name+"="+quote(v))
 		}
 	}
@@ -137,6 +146,18 @@ type OpenOptions struct {
 	// Progress reports the progress of downloads (total is -1 when
 	// unknown).
 	Progress func(done, total int64)
+	// Fields is the fields stage's schema, which the sources are opened
+	// with (source.WithFields); nil without one. File.Open sets it from
+	// the stages.
+	Fields *fields.Schema
+}
+
+// with returns opts with the fields the sources are to read.
+func (o *OpenOptions) with(opts []source.Option) []source.Option {
+	if o.Fields == nil {
+		return opts
+	}
+	return append(opts, source.WithFields(o.Fields))
 }
 
 // opener makes a source stage of args whose source open opens.
@@ -146,6 +167,13 @@ func opener(a Args, open func(ctx context.Context, o *OpenOptions) (source.Sourc
 
 // Has reports whether the parameter was given or has a default.
 func (a Args) Has(name string) bool { return a.vals[name] != "" }
+
+// Given reports whether the parameter was given, if only as its bare name
+// (Param.Bare), or has a default.
+func (a Args) Given(name string) bool {
+	_, ok := a.vals[name]
+	return ok
+}
 
 func (a Args) String(name string) string { return a.vals[name] }
 
@@ -313,4 +341,4 @@ func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // builtin are the sources and stages pipe ships: values, one per stage,
 // each declared beside its constructor, walked by Stages and `pipe stages`.
-var builtin = slices.Concat(sourceSpecs, opSpecs, batchSpecs, trainSpecs, settingsSpecs)
+var builtin = slices.Concat(sourceSpecs, []*StageSpec{fieldsSpec}, opSpecs, batchSpecs, trainSpecs, settingsSpecs)

@@ -2,6 +2,7 @@ package pipefile
 
 import (
 	"context"
+	"github.com/pipefeed/pipe/fields"
 	"image"
 	"image/png"
 	"os"
@@ -66,6 +67,9 @@ var goStages = map[string]struct {
 	"train":     {"train mlp", func() Stage { return Train(DefaultTrain("mlp")) }},
 	"eval":      {"eval", func() Stage { return Eval(EvalConfig{}) }},
 	"pipeline":  {"pipeline", func() Stage { return Pipeline(Settings{OnError: engine.Fail}) }},
+	"fields": {"fields image", func() Stage {
+		return Fields(&fields.Schema{Fields: []fields.Field{{Kind: fields.Image}}, MinArea: 1})
+	}},
 }
 
 // TestRegistryMatchesGo builds every registered stage both ways, from its
@@ -98,7 +102,7 @@ func TestRegistryMatchesGo(t *testing.T) {
 			t.Errorf("%s:\n.pipe %q\nGo    %q", spec.Name, got, want)
 		}
 		for _, p := range spec.Params {
-			if p.Name == "seed" && spec.Name == "pipeline" {
+			if p.Name == "seed" && spec.Name == "pipeline" || p.Bare {
 				continue // optional: written only when given
 			}
 			if !strings.Contains(" "+got, " "+p.Name+"=") {

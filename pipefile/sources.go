@@ -85,7 +85,7 @@ func openCIFAR(open func(context.Context, string, source.Split, ...source.Option
 			if extra != nil {
 				opts = append(opts, extra(a)...)
 			}
-			return open(ctx, a.String("path"), split, opts...)
+			return open(ctx, a.String("path"), split, o.with(opts)...)
 		}), nil
 	}
 }
@@ -181,13 +181,13 @@ var sourceSpecs = []*StageSpec{
 			{Name: "shuffle_labels", Type: Bool, Default: "false", Doc: "labels independent of images: a control that nothing can learn"},
 		},
 		Build: func(a Args) (Stage, error) {
-			return opener(a, func(context.Context, *OpenOptions) (source.Source, error) {
+			return opener(a, func(_ context.Context, o *OpenOptions) (source.Source, error) {
 				split, _ := source.ParseSplit(a.String("split"))
 				var opts []source.Option
 				if a.Bool("shuffle_labels") {
 					opts = append(opts, source.WithShuffledLabels())
 				}
-				return source.NewSynthetic(a.Int("n"), split, uint64(a.Int("seed")), opts...)
+				return source.NewSynthetic(a.Int("n"), split, uint64(a.Int("seed")), o.with(opts)...)
 			}), nil
 		}},
 	{Name: "image_folder", Kind: "source", Summary: "JPEG/PNG files: one sub-directory per class (torchvision ImageFolder, ILSVRC train/), or a flat directory with labels= (ImageNet val); needs decode",
@@ -210,7 +210,7 @@ var sourceSpecs = []*StageSpec{
 				if err != nil {
 					return nil, err
 				}
-				opts = append(opts, rem)
+				opts = o.with(append(opts, rem))
 				path := a.String("path")
 				if a.String("split") != "test" {
 					return source.OpenFolder(ctx, path, opts...)
@@ -251,7 +251,7 @@ var sourceSpecs = []*StageSpec{
 						return nil, fmt.Errorf("split=test: no files like %s with train replaced by validation, val or test", a.String("path"))
 					}
 				}
-				return source.OpenTFRecord(ctx, path, opts...)
+				return source.OpenTFRecord(ctx, path, o.with(opts)...)
 			}), nil
 		}},
 	{Name: "webdataset", Kind: "source", Summary: "WebDataset tar shards (plain, .tar.gz, .tgz): members grouped by key, image from .jpg/.jpeg/.png, label from .cls or .json; needs decode",
@@ -271,7 +271,7 @@ var sourceSpecs = []*StageSpec{
 					return nil, err
 				}
 				opts = append(opts, rem)
-				return source.OpenWebDataset(ctx, a.String("path"), opts...)
+				return source.OpenWebDataset(ctx, a.String("path"), o.with(opts)...)
 			}), nil
 		}},
 }

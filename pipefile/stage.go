@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/engine"
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -26,6 +27,9 @@ type Stage struct {
 	src  source.Source
 	open func(ctx context.Context, o *OpenOptions) (source.Source, error)
 	op   transform.Op // set for image operations
+	// schema is a fields stage's schema, which File.Open opens the
+	// sources with.
+	schema *fields.Schema
 	// apply records the stage in a Compiled; it checks what can be checked
 	// without the data: order and parameters.
 	apply func(*Compiled) error
@@ -46,6 +50,9 @@ func (s Stage) Op() transform.Op { return s.op }
 // parameters, before anything is read. Compile makes it.
 type Compiled struct {
 	Source source.Source
+	// Schema is the fields stage's schema; nil without one (an image and
+	// an int label).
+	Schema *fields.Schema
 	// Ops are the image operations in order; Ops[:CacheAt] precede the
 	// cache stage.
 	Ops     []transform.Op

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/pipefeed/pipe/fields"
 )
 
 // cifarFormat describes one of the two CIFAR binary distributions.
@@ -73,6 +75,7 @@ var cifar100 = &cifarFormat{
 type CIFAR struct {
 	format  *cifarFormat
 	info    Info
+	nfields int // the schema's fields, with WithFields: Read gives as many empty values
 	recSize int
 	label   int // byte of the record that holds the label
 	nclass  int
@@ -160,7 +163,9 @@ func WithDownloadOptions(opts ...DownloadOption) Option {
 // it (or a directory holding that), or a single batch file. With
 // [WithDownload] and no path, the archive is fetched instead. Cancelling
 // ctx stops a download (leaving nothing in the cache directory) or the
-// reading of the archive; the error wraps ctx's.
+// reading of the archive; the error wraps ctx's. [WithFields] takes an
+// image and a label, without keys (Read gives their values, both empty);
+// any other field is refused, naming the sources that carry it.
 func OpenCIFAR10(ctx context.Context, path string, split Split, opts ...Option) (*CIFAR, error) {
 	return openCIFAR(ctx, cifar10, path, split, opts)
 }
@@ -173,12 +178,15 @@ func OpenCIFAR100(ctx context.Context, path string, split Split, opts ...Option)
 }
 
 func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts []Option) (*CIFAR, error) {
-	takes := []string{"WithDownload", "WithMirror", "WithDownloadProgress", "WithDownloadOptions"}
+	takes := []string{"WithDownload", "WithMirror", "WithDownloadProgress", "WithDownloadOptions", "WithFields"}
 	if f.labelBytes == 2 {
 		takes = append(takes, "WithCoarseLabels") // coarse labels exist only in CIFAR-100
 	}
 	o, err := apply(f.name, opts, takes...)
 	if err != nil {
+		return nil, err
+	}
+	if err := cifarFields(f.name, o.fields); err != nil {
 		return nil, err
 	}
 	cfg := o.cifar
@@ -193,6 +201,9 @@ func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts 
 		return nil, err
 	}
 	c := &CIFAR{format: f, recSize: f.labelBytes + cifarPixels, nclass: 10}
+	if o.fields != nil {
+		c.nfields = len(o.fields.Fields)
+	}
 	if f.labelBytes == 2 {
 		c.label, c.nclass = 1, 100
 		if cfg.coarse {
@@ -242,7 +253,7 @@ func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts 
 	if cfg.coarse {
 		labels = "coarse"
 	}
-	c.info = Info{Name: f.name, C: 3, H: 32, W: 32, Classes: c.info.Classes,
+	c.info = Info{Name: f.name, C: 3, H: 32, W: 32, Classes: c.info.Classes, Fields: o.fields,
 		Identity: fmt.Sprintf("%s %s split=%s", f.name, p, split),
 		Args:     []Arg{{"path", p}, {"split", split.String()}}}
 	if f.labelBytes == 2 {
@@ -251,6 +262,24 @@ func openCIFAR(ctx context.Context, f *cifarFormat, p string, split Split, opts 
 	}
 	c.validate()
 	return c, nil
+}
+
+// cifarFields refuses a schema (nil: none) with more than CIFAR holds, an
+// image and a label, or with a key for either, naming the field and, for
+// another kind, the sources that carry it.
+func cifarFields(name string, schema *fields.Schema) error {
+	if schema == nil {
+		return nil
+	}
+	for _, f := range schema.Fields {
+		switch {
+		case f.Kind != fields.Image && f.Kind != fields.Label:
+			return fmt.Errorf("%s: WithFields: %w: %s holds an image and a label, no %s: %s fields are read by %s", name, fields.ErrSchema, name, f.Kind, f.Kind, carriers[f.Kind])
+		case f.Key != "":
+			return fmt.Errorf("%s: WithFields: %w: %s=%s: %s's image and label have no keys: leave the key out", name, fields.ErrSchema, f.Kind, f.Key, name)
+		}
+	}
+	return nil
 }
 
 func numbered(n int) []string {
@@ -539,6 +568,9 @@ func (c *CIFAR) Read(i int, rec *Record) error {
 	rec.Label = int(r[c.label])
 	rec.Pix = r[c.format.labelBytes:]
 	rec.C, rec.H, rec.W = 3, 32, 32
+	if c.nfields > 0 {
+		fieldValues(rec, c.nfields)
+	}
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/internal/shareddata"
 )
 
@@ -447,5 +448,51 @@ func TestCIFARGivenPathMissing(t *testing.T) {
 	_, err = OpenCIFAR10(t.Context(), "", Train, WithDownload(cache), WithMirror(srv.URL+"/x.tar.gz", md5sum(nil)))
 	if !errors.Is(err, ErrDownload) || requests.Load() != 1 {
 		t.Errorf("no path: err = %v after %d requests, want the mirror's 404", err, requests.Load())
+	}
+}
+
+// TestCIFARFields: CIFAR opened with an image and a label reads what it
+// reads without fields, with two empty values, allocating nothing once
+// warm; any other field, or a key, is refused naming it and the sources
+// that carry it.
+func TestCIFARFields(t *testing.T) {
+	dir := t.TempDir()
+	writeDir(t, dir, fakeCIFAR10(3))
+	plain, err := OpenCIFAR10(t.Context(), dir, Train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := &fields.Schema{Fields: []fields.Field{{Kind: fields.Label}, {Kind: fields.Image}}}
+	c, err := OpenCIFAR10(t.Context(), dir, Train, WithFields(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b Record
+	for i := range plain.Len() {
+		plain.Read(i, &a)
+		if err := c.Read(i, &b); err != nil || !bytes.Equal(a.Pix, b.Pix) || a.Label != b.Label || len(b.Fields) != 2 || a.Fields != nil {
+			t.Fatalf("sample %d: %v, label %d and %d, %d fields", i, err, a.Label, b.Label, len(b.Fields))
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Read(1, &b) }); n != 0 {
+		t.Errorf("%g allocations per Read, want 0", n)
+	}
+	for _, c := range []struct {
+		f    fields.Field
+		want string
+	}{
+		{fields.Field{Kind: fields.Mask}, "cifar10 holds an image and a label, no mask: mask fields are read by image_folder (a mask folder), webdataset (mask.png)"},
+		{fields.Field{Kind: fields.Labels, Classes: 10}, "no labels: labels fields are read by image_folder (a labels file's column)"},
+		{fields.Field{Kind: fields.Tensor, Shape: []int{2}}, "no tensor: tensor fields are read by webdataset (npy), tfrecord and synthetic"},
+		{fields.Field{Kind: fields.Label, Key: "coarse"}, "label=coarse: cifar100's image and label have no keys"},
+	} {
+		schema := &fields.Schema{Fields: []fields.Field{{Kind: fields.Image}, c.f}}
+		open := OpenCIFAR10
+		if c.f.Kind == fields.Label {
+			open = OpenCIFAR100
+		}
+		if _, err := open(t.Context(), dir, Train, WithFields(schema)); !errors.Is(err, fields.ErrSchema) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error saying %q", c.f.Kind, err, c.want)
+		}
 	}
 }

@@ -6,6 +6,11 @@
 // tf.train.Example records, WebDataset tar shards, and a synthetic dataset
 // with CIFAR's shape that needs no files.
 //
+// An image folder reads more than an image and a label when asked
+// ([WithFields]): each image's mask from a folder that mirrors the image
+// folder, and label and multi-label columns of its labels file (a CSV, or
+// JSON).
+//
 // Whatever the format, a [Source] is random access by index and safe for
 // concurrent use: the pipeline's workers read different samples at once,
 // and a full shuffle is a permutation of indexes, not a buffer of samples.

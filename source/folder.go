@@ -63,11 +63,23 @@ type Folder struct {
 	info      Info
 	corrupt   []*RecordError
 	bad       map[int]*RecordError // corrupt by index
+
+	// fields is set for a folder opened WithFields (see
+	// folderfields.go); then masks[i] is sample i's mask file (a local
+	// path or an object; its URL empty where it is missing) in the mask
+	// folder maskRoot, and its multi-labels are
+	// multi[multiOff[i]:multiOff[i+1]].
+	fields   *folderFields
+	maskRoot string
+	masks    []remote.Object
+	multi    []int64
+	multiOff []int
 }
 
 type folderConfig struct {
 	labels, classes string
 	remote          *Remote
+	fields          *folderFields
 }
 
 // WithLabels makes the folder flat: path is a CSV of file,label lines (a
@@ -82,6 +94,18 @@ type folderConfig struct {
 // half of those are an error: they cannot be the class count. A line whose label is not a number in
 // 0..MaxClasses-1 (or, with [WithClassNames], one it names) makes its file
 // a corrupt record.
+//
+// With [WithFields] the CSV may have more columns, each line as many as
+// the first: a field's key names a column of the header line (the first),
+// label's default being the second column and labels' the column
+// "labels"; a labels cell holds ints separated by spaces or semicolons
+// (none when empty), each below the field's Classes. Columns are split at
+// every comma: a CSV without quoting. A file named *.json, with fields or
+// without, is a JSON labels file instead: a list of objects with the file
+// under "file", or an object from each file to its object, holding the
+// label and the labels (a list of ints; absent or null: none) under the
+// fields' keys ("label" and "labels" by default). A bad labels cell or
+// value makes its file a corrupt record as a bad label does.
 // For OpenFolder.
 func WithLabels(path string) Option {
 	return Option{"WithLabels", func(o *options) error {
@@ -121,13 +145,31 @@ func WithClassNames(path string) Option {
 // run stops on the first, before any batch. Listing stats every file,
 // which takes a while for a folder the size of ImageNet; cancelling ctx
 // stops it before the next file, and the error wraps ctx's.
+//
+// [WithFields] takes an image (its key empty), a label (its key a column
+// of the labels file, see [WithLabels]), multi-labels (labels: a column
+// of the labels file) and a mask: its key is the mask folder (default
+// "masks"), absolute or relative to the image folder's parent (a URL, or a
+// path under the parent URL, for a remote folder), which mirrors the image
+// folder: the mask of images/a/b/x.jpg is masks/a/b/x.png, the image's
+// path with its extension replaced by .png, and Read gives its bytes in
+// the mask's Value. The mask folder is listed once when the folder opens
+// (a HEAD per mask over http(s)://): an image without its mask, or with an
+// empty one, is a corrupt record (ErrFormat) naming both; files in the
+// mask folder that are no image's mask are ignored. Other fields are
+// refused, naming the sources that carry them.
 func OpenFolder(ctx context.Context, root string, opts ...Option) (*Folder, error) {
-	o, err := apply("image_folder", opts, "WithLabels", "WithClassNames", "WithRemote")
+	o, err := apply("image_folder", opts, "WithLabels", "WithClassNames", "WithRemote", "WithFields")
 	if err != nil {
 		return nil, err
 	}
 	cfg := o.folder
 	cfg.remote = o.remote
+	if o.fields != nil {
+		if cfg.fields, err = newFolderFields(o.fields, cfg.labels != ""); err != nil {
+			return nil, fmt.Errorf("image_folder: WithFields: %w", err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("image_folder: %w", err)
 	}
@@ -142,7 +184,15 @@ func OpenFolder(ctx context.Context, root string, opts ...Option) (*Folder, erro
 		return nil, err
 	}
 	if len(f.files) == 0 {
-		return nil, fmt.Errorf("image_folder: %s: %w: no image files (files without an image extension, passed over: %d)", root, ErrFormat, f.nonImages)
+		err = fmt.Errorf("image_folder: %s: %w: no image files (files without an image extension, passed over: %d)", root, ErrFormat, f.nonImages)
+	} else {
+		err = f.listFields(ctx, cfg.fields)
+	}
+	if err != nil {
+		if f.remote != nil {
+			f.remote.cancel()
+		}
+		return nil, err
 	}
 	for i, name := range f.files {
 		file := f.path(i)
@@ -157,11 +207,16 @@ func OpenFolder(ctx context.Context, root string, opts ...Option) (*Folder, erro
 				Err: fmt.Errorf("%w: extension %q (want .jpg, .jpeg or .png)", ErrUnknownFormat, filepath.Ext(name))}
 		case f.sizes[i] == 0:
 			e = &RecordError{File: file, Index: i, Err: fmt.Errorf("%w: empty file", ErrFormat)}
+		case f.masks != nil && (f.masks[i].URL == "" || f.masks[i].Size == 0):
+			e = f.maskError(i)
 		default:
 			continue
 		}
 		f.bad[i] = e
 		f.corrupt = append(f.corrupt, e)
+	}
+	if f.remote != nil {
+		f.prefetch(cfg.remote.progress())
 	}
 	id := "image_folder " + f.root
 	args := []Arg{{"path", f.root}}
@@ -173,8 +228,11 @@ func OpenFolder(ctx context.Context, root string, opts ...Option) (*Folder, erro
 		id += " classes=" + cfg.classes
 		args = append(args, Arg{"classes", cfg.classes})
 	}
+	if f.fields != nil {
+		id += f.fields.identity(f.maskRoot)
+	}
 	args = append(args, cfg.remote.args(root)...)
-	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages, Args: args}
+	f.info = Info{Name: "image_folder", Identity: id, C: 3, Classes: classes, Encoded: true, NonImages: f.nonImages, Args: args, Fields: o.fields}
 	return f, nil
 }
 
@@ -317,14 +375,15 @@ func (f *Folder) add(name string, label int, size, mtime int64) {
 // record).
 type addFunc func(name string, label int) error
 
-// listFlat takes the samples from the labels CSV (cfg.labels), each added
+// listFlat takes the samples from the labels file (cfg.labels), each added
 // by the add that addFor makes from its rows: the files it lists. A line
 // whose label is not a number, or is not below the number of classes
-// cfg.classes names (when given) or else MaxClasses, is a corrupt record;
-// without names, the classes are the numbers up to the largest good label,
-// and at least past 1,024 classes half of them must appear (denseLabels).
-// Adding a file may cost a stat or a request, so it looks at ctx before
-// each.
+// cfg.classes names (when given) or else MaxClasses, is a corrupt record,
+// as is one whose multi-labels are bad (parseLabels); without names, the
+// classes are the numbers up to the largest good label (or, without a
+// label field, the multi-labels' classes), and at least past 1,024
+// classes half of them must appear (denseLabels). Adding a file may cost
+// a stat or a request, so it looks at ctx before each.
 func (f *Folder) listFlat(ctx context.Context, read readFunc, cfg folderConfig, addFor func(rows []csvRow) (addFunc, error)) ([]string, error) {
 	var names []string
 	if cfg.classes != "" {
@@ -333,16 +392,20 @@ func (f *Folder) listFlat(ctx context.Context, read readFunc, cfg folderConfig, 
 			return nil, err
 		}
 	}
-	rows, err := readCSV(read, cfg.labels)
+	table, err := readLabels(read, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.checkFlatRows(cfg.labels, rows); err != nil {
+	rows := table.rows
+	if err := f.checkFlatRows(cfg.labels, rows, table.label); err != nil {
 		return nil, err
 	}
 	add, err := addFor(rows)
 	if err != nil {
 		return nil, err
+	}
+	if table.labels >= 0 {
+		f.multiOff = []int{0}
 	}
 	csvPath, namesPath := cfg.labels, cfg.classes
 	maxLabel := -1
@@ -351,26 +414,35 @@ func (f *Folder) listFlat(ctx context.Context, read readFunc, cfg folderConfig, 
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("image_folder: %s: listing: %w", f.root, err)
 		}
-		if r.header() {
+		if r.head {
 			continue
 		}
 		name := r.fields[0]
-		label, err := strconv.Atoi(r.fields[1])
+		label := 0
 		var bad error
-		switch {
-		case err != nil:
-			bad = fmt.Errorf("%w: line %d: %s: label %q is not a number", ErrLabel, r.line, name, r.fields[1])
-		case label < 0 || label >= MaxClasses:
-			bad = fmt.Errorf("%w: line %d: %s: label %d is not in 0..%d (MaxClasses-1)", ErrLabel, r.line, name, label, MaxClasses-1)
-		case names != nil && label >= len(names):
-			bad = fmt.Errorf("%w: line %d: %s: label %d, but %s names classes 0..%d", ErrLabel, r.line, name, label, namesPath, len(names)-1)
+		if c := table.label; c >= 0 {
+			label, err = strconv.Atoi(r.fields[c])
+			switch {
+			case err != nil:
+				bad = fmt.Errorf("%w: line %d: %s: label %q is not a number", ErrLabel, r.line, name, r.fields[c])
+			case label < 0 || label >= MaxClasses:
+				bad = fmt.Errorf("%w: line %d: %s: label %d is not in 0..%d (MaxClasses-1)", ErrLabel, r.line, name, label, MaxClasses-1)
+			case names != nil && label >= len(names):
+				bad = fmt.Errorf("%w: line %d: %s: label %d, but %s names classes 0..%d", ErrLabel, r.line, name, label, namesPath, len(names)-1)
+			}
+		}
+		if c := table.labels; c >= 0 {
+			if bad == nil {
+				bad = f.parseLabels(r.fields[c], r.line, name, cfg.fields.classes)
+			}
+			f.multiOff = append(f.multiOff, len(f.multi))
 		}
 		if bad != nil {
-			f.bad[len(f.files)] = &RecordError{File: csvPath, Offset: r.off, Index: len(f.files), Err: bad}
+			f.bad[len(f.files)] = &RecordError{File: remote.Redact(csvPath), Offset: r.off, Index: len(f.files), Err: bad}
 			label = -1
 		}
 		if err := add(name, label); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", csvPath, r.line, err)
+			return nil, fmt.Errorf("%s:%d: %w", remote.Redact(csvPath), r.line, err)
 		}
 		maxLabel = max(maxLabel, label)
 		if label >= 0 {
@@ -379,6 +451,9 @@ func (f *Folder) listFlat(ctx context.Context, read readFunc, cfg folderConfig, 
 	}
 	if names != nil {
 		return names, nil
+	}
+	if table.label < 0 {
+		return numbered(cfg.fields.classes), nil
 	}
 	if err := denseLabels("image_folder: "+csvPath, len(seen), maxLabel, "number the classes 0..%d, or name them with classes=FILE (label,name lines)"); err != nil {
 		return nil, err
@@ -390,26 +465,22 @@ type csvRow struct {
 	line   int   // 1-based
 	off    int64 // byte offset of the line
 	fields []string
-}
-
-// header reports whether r is a labels CSV's header: a first line whose
-// label is not a number.
-func (r csvRow) header() bool {
-	_, err := strconv.Atoi(r.fields[1])
-	return err != nil && r.line == 1
+	// head marks a labels file's header: a first line whose label is not
+	// a number, or the first line, where the fields name its columns.
+	head bool
 }
 
 // checkFlatRows refuses a labels CSV (at csvPath, for errors) that names a
 // file outside the folder, by an absolute path or a path whose ".." leave
 // it, or the folder itself, before any of its files is looked for; and one
 // that names a file on two lines, with two labels or the same one (it
-// would be read twice an epoch). Names are compared cleaned: a/./b.jpg is
-// a/b.jpg.
-func (f *Folder) checkFlatRows(csvPath string, rows []csvRow) error {
+// would be read twice an epoch; the labels from column label, if ≥ 0).
+// Names are compared cleaned: a/./b.jpg is a/b.jpg.
+func (f *Folder) checkFlatRows(csvPath string, rows []csvRow, label int) error {
 	csvPath = remote.Redact(csvPath)
 	first := make(map[string]csvRow, len(rows))
 	for _, r := range rows {
-		if r.header() {
+		if r.head {
 			continue
 		}
 		name := r.fields[0]
@@ -419,11 +490,15 @@ func (f *Folder) checkFlatRows(csvPath string, rows []csvRow) error {
 				csvPath, r.line, ErrFormat, name, remote.Redact(f.root))
 		}
 		if prev, ok := first[clean]; ok {
-			labels := "with labels " + prev.fields[1] + " and " + r.fields[1]
-			if prev.fields[1] == r.fields[1] {
-				labels = "each with label " + r.fields[1]
+			var labels string
+			switch {
+			case label < 0:
+			case prev.fields[label] == r.fields[label]:
+				labels = ", each with label " + r.fields[label]
+			default:
+				labels = ", with labels " + prev.fields[label] + " and " + r.fields[label]
 			}
-			return fmt.Errorf("image_folder: %s:%d and %s:%d both name %s, %s: %w: list each file once",
+			return fmt.Errorf("image_folder: %s:%d and %s:%d both name %s%s: %w: list each file once",
 				csvPath, prev.line, csvPath, r.line, name, labels, ErrFormat)
 		}
 		first[clean] = r
@@ -434,8 +509,9 @@ func (f *Folder) checkFlatRows(csvPath string, rows []csvRow) error {
 // readFunc reads a whole file: a local path or a URL.
 type readFunc func(name string) ([]byte, error)
 
-// readCSV reads lines of two comma-separated fields.
-func readCSV(read readFunc, path string) ([]csvRow, error) {
+// readCSV reads lines of two comma-separated fields; if wide, of two or
+// more, each as many as the first line.
+func readCSV(read readFunc, path string, wide bool) ([]csvRow, error) {
 	b, err := read(path)
 	if err != nil {
 		return nil, fmt.Errorf("image_folder: %w", err)
@@ -449,10 +525,18 @@ func readCSV(read readFunc, path string) ([]csvRow, error) {
 		line := strings.TrimSpace(string(b[off : off+end]))
 		if line != "" {
 			fields := strings.Split(line, ",")
-			if len(fields) != 2 {
+			switch {
+			case wide && len(rows) > 0 && len(fields) != len(rows[0].fields):
+				return nil, fmt.Errorf("image_folder: %s:%d: want %d comma-separated fields, as on line %d, got %q", remote.Redact(path), n, len(rows[0].fields), rows[0].line, line)
+			case wide && len(fields) < 2:
+				return nil, fmt.Errorf("image_folder: %s:%d: want a file and its labels, comma-separated, got %q", remote.Redact(path), n, line)
+			case !wide && len(fields) != 2:
 				return nil, fmt.Errorf("image_folder: %s:%d: want two comma-separated fields, got %q", path, n, line)
 			}
-			rows = append(rows, csvRow{n, int64(off), []string{strings.TrimSpace(fields[0]), strings.TrimSpace(fields[1])}})
+			for i := range fields {
+				fields[i] = strings.TrimSpace(fields[i])
+			}
+			rows = append(rows, csvRow{line: n, off: int64(off), fields: fields})
 		}
 		off += end + 1
 	}
@@ -462,7 +546,7 @@ func readCSV(read readFunc, path string) ([]csvRow, error) {
 // readClassCSV reads label,name lines, labels below MaxClasses; there must
 // be a name for every label up to the largest, and for every class in have.
 func readClassCSV(read readFunc, path string, have []string) ([]string, error) {
-	rows, err := readCSV(read, path)
+	rows, err := readCSV(read, path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +583,9 @@ func (f *Folder) Info() Info { return f.info }
 // Corrupt lists the files found unreadable when the folder was listed.
 func (f *Folder) Corrupt() []*RecordError { return f.corrupt }
 
-// Read sets rec.Enc to sample i's file bytes (read into rec.Buf).
+// Read sets rec.Enc to sample i's file bytes (read into rec.Buf) and,
+// with WithFields, rec.Fields: a mask's bytes and multi-labels are read
+// into the memory rec.Fields holds.
 func (f *Folder) Read(i int, rec *Record) error {
 	if i < 0 || i >= len(f.files) {
 		return fmt.Errorf("image_folder: sample %d out of range [0, %d)", i, len(f.files))
@@ -529,12 +615,17 @@ func (f *Folder) Read(i int, rec *Record) error {
 	if _, err := io.ReadFull(fh, buf); err != nil {
 		return fail(fmt.Errorf("%w: %v (the file changed since it was listed?)", ErrFormat, err))
 	}
-	*rec = Record{Enc: buf, Label: f.labels[i], Buf: rec.Buf, Path: path}
-	return nil
+	if f.fields == nil {
+		*rec = Record{Enc: buf, Label: f.labels[i], Buf: rec.Buf, Path: path}
+		return nil
+	}
+	*rec = Record{Enc: buf, Label: f.labels[i], Buf: rec.Buf, Path: path, Fields: rec.Fields}
+	return f.readFields(i, rec)
 }
 
 // Fingerprint covers every file's name, size and modification time (an
-// object's ETag, or its Last-Modified where the server gives no ETag).
+// object's ETag, or its Last-Modified where the server gives no ETag),
+// its mask's as well, and its multi-labels.
 func (f *Folder) Fingerprint() (string, error) {
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%q\x00", f.info.Identity, len(f.files), f.info.Classes)
@@ -545,6 +636,18 @@ func (f *Folder) Fingerprint() (string, error) {
 			if f.remote.etags[i] == "" && !f.remote.modified[i].IsZero() {
 				fmt.Fprintf(h, "%d\x00", f.remote.modified[i].Unix())
 			}
+		}
+		if f.masks != nil {
+			m := f.masks[i]
+			fmt.Fprintf(h, "%d\x00%s\x00", m.Size, m.ETag)
+			if f.remote == nil {
+				fmt.Fprintf(h, "%d\x00", m.LastModified.UnixNano())
+			} else if m.ETag == "" && !m.LastModified.IsZero() {
+				fmt.Fprintf(h, "%d\x00", m.LastModified.Unix())
+			}
+		}
+		if f.multiOff != nil {
+			fmt.Fprintf(h, "%v\x00", f.multi[f.multiOff[i]:f.multiOff[i+1]])
 		}
 	}
 	return fmt.Sprintf("%016x", h.Sum64()), nil

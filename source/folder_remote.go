@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -84,16 +83,20 @@ func (f *Folder) openRemote(i int) (*os.File, error) {
 	return fh, nil
 }
 
-// prefetch fetches every remote file into the cache in listing order, up
-// to the store's concurrency at once. The first failure stops it: a Read of
-// a file not yet there fetches it itself and reports its own error.
+// prefetch fetches every remote file, and its mask, into the cache in
+// listing order, up to the store's concurrency at once. The first failure
+// stops it: a Read of a file not yet there fetches it itself and reports
+// its own error.
 func (f *Folder) prefetch(progress func(done, total int64)) {
 	r := f.remote
 	r.stop = func() {}
 	if progress != nil {
-		objs := make([]remote.Object, len(f.files))
-		for i := range objs {
+		objs := make([]remote.Object, len(f.files), 2*len(f.files))
+		for i := range f.files {
 			objs[i] = f.object(i)
+			if f.masks != nil && f.masks[i].URL != "" {
+				objs = append(objs, f.masks[i])
+			}
 		}
 		r.stop = reportFetch(objs, progress)
 	}
@@ -103,12 +106,18 @@ func (f *Folder) prefetch(progress func(done, total int64)) {
 			if ctx.Err() != nil {
 				return
 			}
-			_, _, release, err := r.cache.Fetch(ctx, r.store, f.object(i))
-			if err != nil {
-				cancel()
-				return
+			objs := []remote.Object{f.object(i)}
+			if f.masks != nil && f.masks[i].URL != "" {
+				objs = append(objs, f.masks[i])
 			}
-			release()
+			for _, o := range objs {
+				_, _, release, err := r.cache.Fetch(ctx, r.store, o)
+				if err != nil {
+					cancel()
+					return
+				}
+				release()
+			}
 		})
 		cancel()
 		r.stop()
@@ -185,9 +194,6 @@ func openRemoteFolder(ctx context.Context, root string, cfg folderConfig) (*Fold
 		}
 	}
 	f.remote.ctx, f.remote.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if len(f.files) > 0 {
-		f.prefetch(cfg.remote.progress())
-	}
 	return f, classes, nil
 }
 
@@ -250,38 +256,52 @@ func flatObjects(ctx context.Context, store *remote.Store, root string, rows []c
 		}
 		return out, nil
 	}
-	names := make([]string, 0, len(rows))
+	var names, urls []string
 	for _, r := range rows {
-		if _, err := strconv.Atoi(r.fields[1]); err != nil && r.line == 1 {
-			continue // a header
-		}
-		names = append(names, r.fields[0])
-	}
-	objs := make([]remote.Object, len(names))
-	errs := make([]error, len(names))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	eachIndex(len(names), store.Options().Concurrency, func(i int) {
-		if ctx.Err() != nil {
-			return
-		}
-		objs[i], errs[i] = store.Stat(ctx, root+"/"+names[i])
-		if errs[i] != nil && !errors.Is(errs[i], remote.ErrNotFound) {
-			cancel() // the store is failing; a missing file is the CSV's error, reported in order
-		}
-	})
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, remote.ErrNotFound) {
-			return nil, err
+		if !r.head {
+			names = append(names, r.fields[0])
+			urls = append(urls, root+"/"+r.fields[0])
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	objs, found, err := statAll(ctx, store, urls)
+	if err != nil {
 		return nil, err
 	}
 	for i, n := range names {
-		if errs[i] == nil {
+		if found[i] {
 			out[n] = objs[i]
 		}
 	}
 	return out, nil
+}
+
+// statAll asks for the objects urls name, the store's concurrency at once:
+// found[i] says whether urls[i] exists. A missing object is the caller's
+// to report, in its order; any other failure is the error, and stops the
+// asking.
+func statAll(ctx context.Context, store *remote.Store, urls []string) (objs []remote.Object, found []bool, err error) {
+	objs = make([]remote.Object, len(urls))
+	errs := make([]error, len(urls))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	eachIndex(len(urls), store.Options().Concurrency, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		objs[i], errs[i] = store.Stat(ctx, urls[i])
+		if errs[i] != nil && !errors.Is(errs[i], remote.ErrNotFound) {
+			cancel() // the store is failing
+		}
+	})
+	found = make([]bool, len(urls))
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, remote.ErrNotFound) {
+			return nil, nil, err
+		}
+		found[i] = err == nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return objs, found, nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/internal/shareddata"
 )
 
@@ -282,6 +283,54 @@ func FuzzLabelsCSV(f *testing.F) {
 					t.Fatalf("sample %q: outside the folder, or named twice", name)
 				}
 				seen[filepath.Clean(name)] = true
+			}
+			checkSkipAll(t, src, -1)
+		})
+	})
+}
+
+// FuzzLabelsJSON fuzzes an image folder's JSON labels file, read for a
+// label and multi-labels: it opens or is refused, never panics, allocates
+// within bounds, and every sample it yields is a distinct file under the
+// folder with its multi-labels below the field's classes.
+func FuzzLabelsJSON(f *testing.F) {
+	f.Add([]byte(`[{"file": "a.jpg", "label": 0, "labels": [1, 2]}, {"file": "b.jpg", "label": 1}]`))
+	f.Add([]byte("{\"a.jpg\": {\"label\": 0, \"labels\": null},\n\"b.jpg\": {\"label\": \"x\", \"labels\": [9]}}"))
+	f.Add([]byte(`[{"file": "a.jpg", "label": 0}, {"file": "./a.jpg", "label": 1}, {"file": "../x.jpg"}]`))
+	f.Add([]byte(`[{"file": "c.png", "labels": [-1, 1e3, "2", [3]]}, null, 7]`))
+	f.Add([]byte(`{"a.jpg": 3}`))
+	f.Add([]byte(`[`))
+	root := f.TempDir()
+	for _, name := range []string{"a.jpg", "b.jpg", "c.png"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte("\xff\xd8\xff"), 0o644); err != nil {
+			f.Fatal(err)
+		}
+	}
+	dir := f.TempDir()
+	schema := &fields.Schema{Fields: []fields.Field{{Kind: fields.Image}, {Kind: fields.Label}, {Kind: fields.Labels, Classes: 4}}}
+	f.Fuzz(func(t *testing.T, labels []byte) {
+		p := filepath.Join(dir, "labels.json")
+		os.WriteFile(p, labels, 0o644)
+		checkBoundedAlloc(t, fuzzAllocLimit(len(labels)), func() {
+			src, err := OpenFolder(t.Context(), root, WithLabels(p), WithFields(schema))
+			if err != nil {
+				return
+			}
+			seen := map[string]bool{}
+			var rec Record
+			for i, name := range src.files {
+				if !filepath.IsLocal(name) || seen[filepath.Clean(name)] {
+					t.Fatalf("sample %q: outside the folder, or named twice", name)
+				}
+				seen[filepath.Clean(name)] = true
+				if src.Read(i, &rec) != nil {
+					continue
+				}
+				for _, l := range rec.Fields[2].Ints {
+					if l < 0 || l >= 4 {
+						t.Fatalf("sample %q: multi-label %d, want 0..3", name, l)
+					}
+				}
 			}
 			checkSkipAll(t, src, -1)
 		})

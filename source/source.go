@@ -52,6 +52,9 @@ type Info struct {
 	// name's extension is not an image format's (image_folder's class
 	// folders: a notes.txt), which summaries report.
 	NonImages int
+	// Fields is the schema the source was opened with (WithFields),
+	// whose values Read gives in Record.Fields; nil without one.
+	Fields *fields.Schema
 	// Args are the parameters of a .pipe source line, after Name, that
 	// open this source again (path=..., split=...), so that a pipeline
 	// built in Go is written as a file that parses back. A source of the

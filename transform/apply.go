@@ -19,7 +19,7 @@ func NewChain(ops []Op) *Chain {
 // Apply runs the chain on src, drawing every random parameter from r in stage
 // order, and returns the result: src itself when no op changed it, otherwise
 // one of the chain's scratch images, valid until the next Apply.
-func (c *Chain) Apply(src *Image, r Rand) *Image { return c.run(src, r, nil, 0) }
+func (c *Chain) Apply(src *Image, r Rand) *Image { return c.run(src, r, nil, 0, nil) }
 
 // Rand is the generator as the last Apply or ApplyTo left it.
 func (c *Chain) Rand() Rand { return c.r }
@@ -30,10 +30,40 @@ func (c *Chain) Rand() Rand { return c.r }
 // capacity of the output; where the last operation leaves its input as it
 // is, the result is copied into dst.
 func (c *Chain) ApplyTo(dst, src *Image, r Rand) {
-	if out := c.run(src, r, dst, 0); out != dst {
+	if out := c.run(src, r, dst, 0, nil); out != dst {
 		dst.Resize(out.C, out.H, out.W)
 		copy(dst.Pix, out.Pix)
 	}
+}
+
+// ApplySample is Apply for a sample with fields: the same image from the
+// same draws, with f moved by every [Spatial] operation as the image is
+// (see [Fields.Move]), handed to every [FieldsOp], and left alone by the
+// other operations; the boxes too small to keep are dropped at the end
+// ([Fields.DropBoxes]). Before the first operation it checks that a mask
+// is the image's size (an error wrapping fields.ErrValue, a corrupt
+// record, otherwise) and scales normalized boxes to its pixels. f is not
+// nil; the chain's operations are to have passed [CheckFields].
+func (c *Chain) ApplySample(src *Image, f *Fields, r Rand) (*Image, error) {
+	if err := f.check(src.Shape()); err != nil {
+		return nil, err
+	}
+	out := c.run(src, r, nil, 0, f)
+	f.DropBoxes()
+	return out, nil
+}
+
+// ApplySampleTo is ApplySample with the result in dst, as ApplyTo.
+func (c *Chain) ApplySampleTo(dst, src *Image, f *Fields, r Rand) error {
+	if err := f.check(src.Shape()); err != nil {
+		return err
+	}
+	if out := c.run(src, r, dst, 0, f); out != dst {
+		dst.Resize(out.C, out.H, out.W)
+		copy(dst.Pix, out.Pix)
+	}
+	f.DropBoxes()
+	return nil
 }
 
 // ApplyEncoded decodes data with d and runs the chain on the image, as
@@ -42,12 +72,12 @@ func (c *Chain) ApplyTo(dst, src *Image, r Rand) {
 // d's; the result is valid until the next call, and d's next call or
 // Release.
 func (c *Chain) ApplyEncoded(d *Decoder, data []byte, r Rand) (*Image, error) {
-	return c.runEncoded(d, data, r, nil)
+	return c.runEncoded(d, data, r, nil, nil)
 }
 
 // ApplyEncodedTo is ApplyEncoded with the result in dst, as ApplyTo.
 func (c *Chain) ApplyEncodedTo(d *Decoder, dst *Image, data []byte, r Rand) error {
-	out, err := c.runEncoded(d, data, r, dst)
+	out, err := c.runEncoded(d, data, r, dst, nil)
 	if err == nil && out != dst {
 		dst.Resize(out.C, out.H, out.W)
 		copy(dst.Pix, out.Pix)
@@ -55,7 +85,39 @@ func (c *Chain) ApplyEncodedTo(d *Decoder, dst *Image, data []byte, r Rand) erro
 	return err
 }
 
-func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image) (*Image, error) {
+// ApplyEncodedSample is ApplyEncoded for a sample with fields, moving them
+// as ApplySample does: the checks and scaling before the first operation
+// are against the decoded image's size, and where the decoder does the
+// first operation's work ([Decoder.DecodeFor]), f is moved by the region
+// it drew. The mask is the whole image's size, not that of a window or
+// scale the decoder reads.
+func (c *Chain) ApplyEncodedSample(d *Decoder, data []byte, f *Fields, r Rand) (*Image, error) {
+	out, err := c.runEncoded(d, data, r, nil, f)
+	if err != nil {
+		return nil, err
+	}
+	f.DropBoxes()
+	return out, nil
+}
+
+// ApplyEncodedSampleTo is ApplyEncodedSample with the result in dst, as
+// ApplyTo.
+func (c *Chain) ApplyEncodedSampleTo(d *Decoder, dst *Image, data []byte, f *Fields, r Rand) error {
+	out, err := c.runEncoded(d, data, r, dst, f)
+	if err != nil {
+		return err
+	}
+	if out != dst {
+		dst.Resize(out.C, out.H, out.W)
+		copy(dst.Pix, out.Pix)
+	}
+	f.DropBoxes()
+	return nil
+}
+
+// runEncoded decodes data and runs the chain on it, the last op into last
+// when it is not nil, moving f when it is not nil.
+func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image, f *Fields) (*Image, error) {
 	c.r = r
 	op, ok := RegionOp(nil), false
 	if len(c.ops) > 0 {
@@ -69,15 +131,26 @@ func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image) (*Image
 		if err := c.fits(d, img.Shape(), 0); err != nil {
 			return nil, err
 		}
-		return c.run(img, c.r, last, 0), nil
+		if f != nil {
+			if err := f.check(img.Shape()); err != nil {
+				return nil, err
+			}
+		}
+		return c.run(img, c.r, last, 0, f), nil
 	}
 	next := &c.a
 	if last != nil && len(c.ops) == 1 {
 		next = last
 	}
-	applied, err := d.DecodeFor(next, data, op, &c.r)
+	in, reg, applied, err := d.decodeFor(next, data, op, &c.r)
 	if err != nil {
 		return nil, err
+	}
+	if f != nil {
+		if err := f.check(in); err != nil {
+			return nil, err
+		}
+		f.Move(reg.geometry(in.H, in.W))
 	}
 	cur := next
 	if !applied {
@@ -86,7 +159,7 @@ func (c *Chain) runEncoded(d *Decoder, data []byte, r Rand, last *Image) (*Image
 	if err := c.fits(d, cur.Shape(), 1); err != nil {
 		return nil, err
 	}
-	return c.run(cur, c.r, last, 1), nil
+	return c.run(cur, c.r, last, 1, f), nil
 }
 
 // fits checks, from an image of shape s, the outputs of the ops from the
@@ -108,8 +181,8 @@ func (c *Chain) fits(d *Decoder, s Shape, first int) error {
 }
 
 // run applies the ops from the first'th on, the last one into last when it
-// is not nil.
-func (c *Chain) run(src *Image, r Rand, last *Image, first int) *Image {
+// is not nil, moving f when it is not nil.
+func (c *Chain) run(src *Image, r Rand, last *Image, first int, f *Fields) *Image {
 	c.r = r
 	cur := src
 	for i := first; i < len(c.ops); i++ {
@@ -121,9 +194,25 @@ func (c *Chain) run(src *Image, r Rand, last *Image, first int) *Image {
 		if last != nil && i == len(c.ops)-1 {
 			next = last
 		}
-		if op.Apply(next, cur, &c.r) {
+		if c.apply(op, next, cur, f) {
 			cur = next
 		}
 	}
 	return cur
+}
+
+// apply runs op from src into dst, as Apply, moving f with it when f is
+// not nil.
+func (c *Chain) apply(op Op, dst, src *Image, f *Fields) bool {
+	if f != nil {
+		switch op := op.(type) {
+		case FieldsOp:
+			return op.ApplyFields(dst, src, f, &c.r)
+		case Spatial:
+			g := op.Geometry(src.Shape(), &c.r)
+			f.Move(g)
+			return op.ApplyGeometry(dst, src, g)
+		}
+	}
+	return op.Apply(dst, src, &c.r)
 }

@@ -59,3 +59,43 @@ func BenchmarkToTensor(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSampleFields is a segmentation and detection sample (a VOC-sized
+// 500×375 image with a uint8 mask and 10 boxes) through random_resized_crop
+// 224 and a horizontal flip: "image" is the image alone (Apply), "fields"
+// moves the mask and boxes with it (ApplySample), so their difference is
+// what the fields cost.
+func BenchmarkSampleFields(b *testing.B) {
+	src := testImage(3, 375, 500)
+	rrc, _ := RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, Bilinear)
+	flip, _ := Flip(Horizontal, 0.5)
+	chain := NewChain([]Op{rrc, flip})
+	mask := Mask{Pix: make([]byte, 375*500), H: 375, W: 500, Size: 1}
+	boxes := make([]Box, 10)
+	for i := range boxes {
+		boxes[i] = Box{X0: float32(40 * i), Y0: float32(30 * i), X1: float32(40*i + 60), Y1: float32(30*i + 50), Class: int64(i)}
+	}
+	for _, withFields := range []bool{false, true} {
+		name := "image"
+		if withFields {
+			name = "fields"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			var f Fields
+			i := int64(0)
+			for b.Loop() {
+				r := NewRand(42, 0, i)
+				if withFields {
+					f.Mask, f.Boxes = mask, append(f.Boxes[:0], boxes...)
+					if _, err := chain.ApplySample(src, &f, r); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					chain.Apply(src, r)
+				}
+				i++
+			}
+		})
+	}
+}

@@ -57,9 +57,19 @@ func (o *RandomCropOp) OutShape(in Shape) (Shape, error) {
 }
 
 func (o *RandomCropOp) Apply(dst, src *Image, r *Rand) bool {
-	oy, ox, h, w, f := o.draw(src, r)
-	window(dst, src, oy, ox, h, w, f, false)
-	return true
+	return o.ApplyGeometry(dst, src, o.Geometry(src.Shape(), r))
+}
+
+// Geometry is the Size×Size window at a uniformly random position of the
+// padded image.
+func (o *RandomCropOp) Geometry(in Shape, r *Rand) Geometry {
+	oy := r.Intn(in.H+2*o.Pad-o.Size+1) - o.Pad
+	ox := r.Intn(in.W+2*o.Pad-o.Size+1) - o.Pad
+	return Geometry{Kind: GeomWindow, OH: o.Size, OW: o.Size, Y: oy, X: ox, Fill: o.Fill}
+}
+
+func (o *RandomCropOp) ApplyGeometry(dst, src *Image, g Geometry) bool {
+	return applyWindow(dst, src, g)
 }
 
 // ShiftOp translates the image by a random whole number of pixels, drawn
@@ -99,7 +109,25 @@ func maxShift(r float64, n int) int {
 }
 
 func (o *ShiftOp) Apply(dst, src *Image, r *Rand) bool {
-	oy, ox, h, w, f := o.draw(src, r)
-	window(dst, src, oy, ox, h, w, f, false)
+	return o.ApplyGeometry(dst, src, o.Geometry(src.Shape(), r))
+}
+
+// Geometry is the image's own size, its content moved by the drawn shift.
+func (o *ShiftOp) Geometry(in Shape, r *Rand) Geometry {
+	my, mx := maxShift(o.Height, in.H), maxShift(o.Width, in.W)
+	dy := r.Intn(2*my+1) - my
+	dx := r.Intn(2*mx+1) - mx
+	// Content moves by (dy, dx): output (y, x) shows source (y-dy, x-dx).
+	return Geometry{Kind: GeomWindow, OH: in.H, OW: in.W, Y: -dy, X: -dx, Fill: o.Fill}
+}
+
+func (o *ShiftOp) ApplyGeometry(dst, src *Image, g Geometry) bool {
+	return applyWindow(dst, src, g)
+}
+
+// applyWindow makes the image of a GeomWindow geometry that does not
+// mirror rows.
+func applyWindow(dst, src *Image, g Geometry) bool {
+	window(dst, src, g.Y, g.X, g.OH, g.OW, g.Fill, g.MirrorX)
 	return true
 }

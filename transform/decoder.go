@@ -403,31 +403,42 @@ func checkSize(w, h, limit int) error {
 // It reports whether dst holds the result; false means op left the decoded
 // image as it was, and the result is in Decoded.
 func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool, error) {
+	_, _, applied, err := d.decodeFor(dst, data, op, r)
+	return applied, err
+}
+
+// decodeFor is DecodeFor that also returns the whole image's size and the
+// region op drew for it.
+func (d *Decoder) decodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (Shape, Region, bool, error) {
 	d.Release()
 	if !isJPEG(data) {
 		img, err := d.decodeWhole(data)
 		if err != nil {
-			return false, err
+			return Shape{}, Region{}, false, err
 		}
 		if s, err := op.OutShape(img.Shape()); err == nil {
 			if err := d.fits(op, img.W, img.H, s.W, s.H); err != nil {
-				return false, err
+				return Shape{}, Region{}, false, err
 			}
 		}
-		return op.Apply(dst, img, r), nil
+		// Region draws as Apply does, from a copy of the generator.
+		rr := *r
+		reg := op.Region(img.H, img.W, &rr)
+		return img.Shape(), reg, op.Apply(dst, img, r), nil
 	}
 	t, W, H, err := d.header(data)
 	if err != nil {
-		return false, err
+		return Shape{}, Region{}, false, err
 	}
+	in := Shape{C: 3, H: H, W: W}
 	reg := op.Region(H, W, r)
 	if err := d.fits(op, W, H, reg.OW, reg.OH); err != nil {
 		t.Abort()
-		return false, err
+		return Shape{}, Region{}, false, err
 	}
 	if reg.H == H && reg.W == W && reg.OH == H && reg.OW == W {
 		// The op changes nothing: decode the whole image, as Decode would.
-		return false, d.decodeJPEG(t, nil, 8, 0, 0, W, H)
+		return in, reg, false, d.decodeJPEG(t, nil, 8, 0, 0, W, H)
 	}
 	num := 8
 	if d.Reduce {
@@ -439,7 +450,7 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	wh, ww := float64(reg.H)*fy, float64(reg.W)*fx
 	if num == 8 && reg.OH == reg.H && reg.OW == reg.W {
 		// A crop at full scale: decode the window straight into dst.
-		return true, d.decodeJPEG(t, dst, 8, reg.X, reg.Y, reg.W, reg.H)
+		return in, reg, true, d.decodeJPEG(t, dst, 8, reg.X, reg.Y, reg.W, reg.H)
 	}
 	// The filter reads support·scale pixels either side of an output
 	// pixel's centre; with that margin (and one for rounding), every tap
@@ -450,10 +461,10 @@ func (d *Decoder) DecodeFor(dst *Image, data []byte, op RegionOp, r *Rand) (bool
 	y0, y1 := max(0, int(math.Floor(wy))-my), min(sh, int(math.Ceil(wy+wh))+my)
 	x0, x1 := max(0, int(math.Floor(wx))-mx), min(sw, int(math.Ceil(wx+ww))+mx)
 	if err := d.decodeJPEG(t, nil, num, x0, y0, x1-x0, y1-y0); err != nil {
-		return false, err
+		return Shape{}, Region{}, false, err
 	}
 	resample(dst, &d.win, wy-float64(y0), wx-float64(x0), wh, ww, reg.OH, reg.OW, f)
-	return true, nil
+	return in, reg, true, nil
 }
 
 // fits refuses an operation's output of ow×oh from a w×h image that is

@@ -15,6 +15,16 @@
 // Allocation: operations write into a destination image whose buffer the
 // caller owns and reuses; in steady state nothing is allocated per sample.
 //
+// Fields: a sample's mask and boxes ([Fields]) move with its image. Every
+// operation that moves pixels is [Spatial]: it draws a [Geometry] (a
+// window, possibly mirrored; a resampled window; an affine map) once, and
+// that one draw makes the image and moves the fields
+// ([Chain.ApplySample]): the mask by its nearest pixels, as torchvision
+// moves a mask with InterpolationMode.NEAREST, the boxes by their corners,
+// as torchvision.transforms.v2 moves them, clipped to the image, and
+// dropped after the last operation when smaller than a minimum area.
+// Colour operations leave the fields alone.
+//
 // JPEGs decode to libjpeg-turbo's pixels, byte for byte, in every build:
 // with pipe's own decoder (internal/jpegdec, Go with AVX2 kernels), or with
 // libjpeg-turbo itself in the jpegturbo build (internal/jpegturbo), the

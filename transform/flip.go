@@ -53,12 +53,26 @@ func (o *FlipOp) String() string                   { return fmt.Sprintf("flip di
 func (o *FlipOp) OutShape(in Shape) (Shape, error) { return in, nil }
 
 func (o *FlipOp) Apply(dst, src *Image, r *Rand) bool {
-	if r.Float64() >= o.P {
-		return false
+	return o.ApplyGeometry(dst, src, o.Geometry(src.Shape(), r))
+}
+
+// Geometry mirrors the whole image when the flip fires, and is the
+// identity otherwise.
+func (o *FlipOp) Geometry(in Shape, r *Rand) Geometry {
+	g := Geometry{Kind: GeomIdentity, OH: in.H, OW: in.W}
+	if r.Float64() < o.P {
+		g.Kind = GeomWindow
+		g.MirrorX, g.MirrorY = o.Direction == Horizontal, o.Direction == Vertical
 	}
-	if o.Direction == Horizontal {
-		window(dst, src, 0, 0, src.H, src.W, FillZero, true)
-		return true
+	return g
+}
+
+func (o *FlipOp) ApplyGeometry(dst, src *Image, g Geometry) bool {
+	switch {
+	case g.Kind == GeomIdentity:
+		return false
+	case !g.MirrorY:
+		return applyWindow(dst, src, g)
 	}
 	dst.Resize(src.C, src.H, src.W)
 	w := src.W

@@ -308,11 +308,40 @@ func (o *ResizeOp) Region(h, w int, r *Rand) Region {
 func (o *ResizeOp) Filter() Interp { return o.Interp }
 
 func (o *ResizeOp) Apply(dst, src *Image, r *Rand) bool {
-	h, w := o.size(src.H, src.W)
-	if h == src.H && w == src.W {
+	return o.ApplyGeometry(dst, src, o.Geometry(src.Shape(), r))
+}
+
+// Geometry resamples the whole image to the resized size; it is the
+// identity where that is the image's size.
+func (o *ResizeOp) Geometry(in Shape, r *Rand) Geometry {
+	return o.Region(in.H, in.W, r).geometry(in.H, in.W)
+}
+
+func (o *ResizeOp) ApplyGeometry(dst, src *Image, g Geometry) bool {
+	return applyResample(dst, src, g, o.Interp)
+}
+
+// geometry is the resampling of the region of an h×w input, or the
+// identity where it is the whole input at its own size.
+func (reg Region) geometry(h, w int) Geometry {
+	if reg.H == h && reg.W == w && reg.OH == h && reg.OW == w {
+		return Geometry{Kind: GeomIdentity, OH: reg.OH, OW: reg.OW}
+	}
+	return reg.resample()
+}
+
+// resample is the resampling of the region.
+func (reg Region) resample() Geometry {
+	return Geometry{Kind: GeomResample, OH: reg.OH, OW: reg.OW,
+		SY: float64(reg.Y), SX: float64(reg.X), SH: float64(reg.H), SW: float64(reg.W)}
+}
+
+// applyResample makes the image of a GeomResample geometry with filter f.
+func applyResample(dst, src *Image, g Geometry, f Interp) bool {
+	if g.Kind == GeomIdentity {
 		return false
 	}
-	resample(dst, src, 0, 0, float64(src.H), float64(src.W), h, w, o.Interp)
+	resample(dst, src, g.SY, g.SX, g.SH, g.SW, g.OH, g.OW, f)
 	return true
 }
 
@@ -338,12 +367,20 @@ func (o *CenterCropOp) OutShape(in Shape) (Shape, error) {
 }
 
 func (o *CenterCropOp) Apply(dst, src *Image, r *Rand) bool {
+	return o.ApplyGeometry(dst, src, o.Geometry(src.Shape(), r))
+}
+
+// Geometry is the central window; it draws nothing.
+func (o *CenterCropOp) Geometry(in Shape, r *Rand) Geometry {
 	s := o.Size
 	// torchvision: int(round((H - s) / 2.0)), rounding half to even.
-	oy := int(math.RoundToEven(float64(src.H-s) / 2))
-	ox := int(math.RoundToEven(float64(src.W-s) / 2))
-	window(dst, src, oy, ox, s, s, FillZero, false)
-	return true
+	oy := int(math.RoundToEven(float64(in.H-s) / 2))
+	ox := int(math.RoundToEven(float64(in.W-s) / 2))
+	return Geometry{Kind: GeomWindow, OH: s, OW: s, Y: oy, X: ox, Fill: FillZero}
+}
+
+func (o *CenterCropOp) ApplyGeometry(dst, src *Image, g Geometry) bool {
+	return applyWindow(dst, src, g)
 }
 
 // RandomResizedCropOp crops a random window of random area and aspect ratio
@@ -428,9 +465,18 @@ func (o *RandomResizedCropOp) Region(h, w int, r *Rand) Region {
 func (o *RandomResizedCropOp) Filter() Interp { return o.Interp }
 
 func (o *RandomResizedCropOp) Apply(dst, src *Image, r *Rand) bool {
-	y, x, h, w := o.Window(src.H, src.W, r)
-	resample(dst, src, float64(y), float64(x), float64(h), float64(w), o.Size, o.Size, o.Interp)
-	return true
+	return o.ApplyGeometry(dst, src, o.Geometry(src.Shape(), r))
+}
+
+// Geometry resamples the drawn window to Size×Size. It is never the
+// identity, even where the window is the whole image at its size: the
+// resampling is done anyway, as Apply always did.
+func (o *RandomResizedCropOp) Geometry(in Shape, r *Rand) Geometry {
+	return o.Region(in.H, in.W, r).resample()
+}
+
+func (o *RandomResizedCropOp) ApplyGeometry(dst, src *Image, g Geometry) bool {
+	return applyResample(dst, src, g, o.Interp)
 }
 
 // ColorJitterOp changes brightness, contrast and saturation by random

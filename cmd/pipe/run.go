@@ -267,6 +267,23 @@ func describe(p *pipe.Pipeline) string {
 		fmt.Fprintf(&b, "; crosses to the devices as %s (%d bytes) and is normalized there", h.DType, s.BatchSize*h.SampleBytes())
 	}
 	b.WriteString("\n")
+	if s.Fields != nil {
+		fmt.Fprintf(&b, "fields   %s", s.Fields)
+		for i, r := range s.FieldRegions {
+			sep := "; "
+			if i > 0 {
+				sep = ", "
+			}
+			fmt.Fprintf(&b, "%s%s %s %v", sep, r.Kind, r.DType, r.Shape)
+			if r.Counts >= 0 {
+				b.WriteString(" with counts")
+			}
+		}
+		if s.FieldBytes > 0 {
+			fmt.Fprintf(&b, "; %d bytes per batch", s.FieldBytes)
+		}
+		b.WriteString("\n")
+	}
 	if s.Decode != "" {
 		fmt.Fprintf(&b, "decode   %s\n", s.Decode)
 		fmt.Fprintf(&b, "memory   decode budget %s\n", transform.DescribeDecodeMemory())
