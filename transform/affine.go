@@ -10,9 +10,9 @@ import (
 type Sampling int
 
 const (
-	// SampleNearest reads the pixel nearest to the sampled point, as
-	// torch's grid_sample with mode="nearest" (a point exactly between
-	// two pixels reads the right or lower one).
+	// SampleNearest reads the pixel nearest to the sampled point (ties to
+	// even), as torch's grid_sample with mode="nearest" and as a mask
+	// moves (Fields.Move).
 	SampleNearest Sampling = iota
 	// SampleBilinear blends the four pixels around the sampled point, as
 	// torch's grid_sample with mode="bilinear" (no antialiasing).
@@ -111,10 +111,11 @@ func expandedSize(m [6]float64, h, w int) (oh, ow int) {
 // output pixel whose neighbours are partly outside is torchvision's blend
 // for a given fill: v·m + (1-m)·fill, where m is the weight of the
 // neighbours inside and v their weighted sum. Bilinear results round to
-// the nearest integer, ties to even, as torchvision's cast back to uint8;
-// nearest sampling rounds the point's coordinates half up (a point
-// exactly between two pixels reads the right or lower one; torch's
-// float32 grid falls to either side there).
+// the nearest integer, ties to even, as torchvision's cast back to uint8.
+// Nearest sampling rounds the point's coordinates to even, computed as
+// Fields.Move computes a mask's, so an image and its mask always read the
+// same pixel (torch's float32 grid puts a point exactly between two
+// pixels on either side).
 //
 // Rows are done in runs of warpRun pixels: the source offsets (and
 // bilinear weights) of a run are computed once, then each channel is a
@@ -146,18 +147,19 @@ func warpNearest(dst, src *Image, m *[6]float64, fill uint8) {
 	fw, fh := float64(src.W), float64(src.H)
 	var off [warpRun]int32 // source offset in a plane, -1 for fill
 	for y := range dst.H {
-		bx, by := rowStart(m, y)
+		cy := float64(y) + 0.5
 		for x0 := 0; x0 < dst.W; x0 += warpRun {
 			n := min(warpRun, dst.W-x0)
-			// Truncating t = coordinate + 0.5 ≥ 0 rounds to the nearest.
-			tx, ty := bx+0.5+m[0]*float64(x0), by+0.5+m[3]*float64(x0)
 			for i := range off[:n] {
+				// The expression of Fields.Move's mask, so that the image
+				// and its mask read the same pixel, ties included.
+				cx := float64(x0+i) + 0.5
+				sx := math.RoundToEven(m[0]*cx + m[1]*cy + m[2] - 0.5)
+				sy := math.RoundToEven(m[3]*cx + m[4]*cy + m[5] - 0.5)
 				off[i] = -1
-				if tx >= 0 && ty >= 0 && tx < fw && ty < fh {
-					off[i] = int32(int(ty)*w + int(tx))
+				if sx >= 0 && sy >= 0 && sx < fw && sy < fh {
+					off[i] = int32(int(sy)*w + int(sx))
 				}
-				tx += m[0]
-				ty += m[3]
 			}
 			o := y*dst.W + x0
 			for c := range src.C {

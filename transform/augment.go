@@ -139,13 +139,17 @@ func (a *augment) geometry(k augOp, mag float64, in Shape) Geometry {
 
 // apply writes operation k with the signed magnitude mag on src into dst,
 // as torchvision's _apply_op on a uint8 tensor with fill given, or
-// returns false when the result is src (dst untouched).
-func (a *augment) apply(dst, src *Image, k augOp, mag float64) bool {
+// returns false when the result is src (dst untouched). A geometric
+// operation moves f (when not nil) as it moves the image.
+func (a *augment) apply(dst, src *Image, k augOp, mag float64, f *Fields) bool {
 	switch k {
 	case augIdentity:
 		return false
 	case augShearX, augShearY, augTranslateX, augTranslateY, augRotate:
 		g := a.geometry(k, mag, src.Shape())
+		if f != nil {
+			f.Move(g)
+		}
 		warp(dst, src, &g, a.interp, a.fill)
 	case augBrightness:
 		var lut [1][256]uint8
@@ -208,9 +212,10 @@ func (a *augment) apply(dst, src *Image, k augOp, mag float64) bool {
 }
 
 // chain applies the operations ks with their signed magnitudes mags to
-// src, the result in dst, through a scratch image from the pool; it
-// returns false when every operation left the image as it was.
-func (a *augment) chain(dst, src *Image, ks []augOp, mags []float64) bool {
+// src, the result in dst, through a scratch image from the pool, moving f
+// with them (when not nil); it returns false when every operation left
+// the image as it was.
+func (a *augment) chain(dst, src *Image, ks []augOp, mags []float64, f *Fields) bool {
 	tmp := a.scratch.Get().(*Image)
 	defer a.scratch.Put(tmp)
 	cur := src
@@ -219,7 +224,7 @@ func (a *augment) chain(dst, src *Image, ks []augOp, mags []float64) bool {
 		if cur == dst {
 			next = tmp
 		}
-		if a.apply(next, cur, k, mags[i]) {
+		if a.apply(next, cur, k, mags[i], f) {
 			cur = next
 		}
 	}
@@ -429,12 +434,19 @@ func augShape(op string, in Shape) (Shape, error) {
 // Apply draws twice per operation, in turn: the operation, then its sign
 // (drawn for every operation, used by those that take one).
 func (o *RandAugmentOp) Apply(dst, src *Image, r *Rand) bool {
+	return o.ApplyFields(dst, src, nil, r)
+}
+
+// ApplyFields is Apply moving f with the geometric operations (shears,
+// translations, rotations) and leaving it through the others; f nil is
+// Apply.
+func (o *RandAugmentOp) ApplyFields(dst, src *Image, f *Fields, r *Rand) bool {
 	var ks [maxAugOps]augOp
 	var mags [maxAugOps]float64
 	for i := range o.N {
 		ks[i], mags[i] = o.draw(r, src.H, src.W)
 	}
-	return o.chain(dst, src, ks[:o.N], mags[:o.N])
+	return o.chain(dst, src, ks[:o.N], mags[:o.N], f)
 }
 
 func (o *RandAugmentOp) draw(r *Rand, h, w int) (augOp, float64) {
@@ -481,8 +493,14 @@ func (o *TrivialAugmentOp) OutShape(in Shape) (Shape, error) { return augShape("
 // Apply draws three times: the operation, its bin, its sign (the last
 // two whether or not the operation uses them).
 func (o *TrivialAugmentOp) Apply(dst, src *Image, r *Rand) bool {
+	return o.ApplyFields(dst, src, nil, r)
+}
+
+// ApplyFields is Apply moving f when the operation is geometric; f nil is
+// Apply.
+func (o *TrivialAugmentOp) ApplyFields(dst, src *Image, f *Fields, r *Rand) bool {
 	k, mag := o.draw(r, src.H, src.W)
-	return o.apply(dst, src, k, mag)
+	return o.apply(dst, src, k, mag, f)
 }
 
 func (o *TrivialAugmentOp) draw(r *Rand, h, w int) (augOp, float64) {

@@ -75,7 +75,7 @@ func TestAugmentOpsMatchTorchvision(t *testing.T) {
 		a := newAugment(c.s, c.fill)
 		got := src.Pix
 		dst.Resize(0, 0, 0)
-		if a.apply(&dst, src, k, c.mag) {
+		if a.apply(&dst, src, k, c.mag, nil) {
 			got = dst.Pix
 		}
 		if k.geometric() {
@@ -301,7 +301,7 @@ func TestAugmentSmallImages(t *testing.T) {
 			for k := range numAugOps {
 				for _, mag := range []float64{magnitude(k, 30, 31, s.H, s.W, true), -magnitude(k, 30, 31, s.H, s.W, true)} {
 					var dst Image
-					if a.apply(&dst, src, k, mag) && dst.Shape() != s {
+					if a.apply(&dst, src, k, mag, nil) && dst.Shape() != s {
 						t.Errorf("%s %g on %v: shape %v", k, mag, s, dst.Shape())
 					}
 				}
@@ -322,6 +322,133 @@ func TestAugmentSmallImages(t *testing.T) {
 	for _, op := range []Op{ra, ta, rot, aff} {
 		if ops, err := EvalOps(op, Shape{3, 32, 32}); err != nil || len(ops) != 0 {
 			t.Errorf("%s: evaluation runs %v (%v), want nothing", op, ops, err)
+		}
+	}
+}
+
+// objectSample is a 1-channel h×w image whose pixels are the class ids of
+// its mask (a rectangle of class 1 over [x0, x1)×[y0, y1) on class 0),
+// with the rectangle's box.
+func objectSample(h, w, x0, y0, x1, y1 int) (*Image, Fields) {
+	img := &Image{}
+	img.Resize(1, h, w)
+	for y := y0; y < y1; y++ {
+		for x := x0; x < x1; x++ {
+			img.Pix[y*w+x] = 1
+		}
+	}
+	f := Fields{
+		Mask:     Mask{Pix: append([]byte(nil), img.Pix...), H: h, W: w, Size: 1},
+		Boxes:    []Box{{X0: float32(x0), Y0: float32(y0), X1: float32(x1), Y1: float32(y1), Class: 1}},
+		HasBoxes: true,
+	}
+	return img, f
+}
+
+// TestAugmentMovesFields: with only geometric operations drawn,
+// rand_augment moves a mask exactly as the image (nearest sampling reads
+// the same pixel, ties included), and the box drawn into the mask stays
+// around the moved object, within a pixel of its extent where at most one
+// operation turns or shears the box (after two, the box holds the box of
+// a parallelogram, as torchvision's does). Colour operations leave the
+// fields as they were.
+func TestAugmentMovesFields(t *testing.T) {
+	ra, _ := RandAugment(2, 9, 31, SampleNearest, 0)
+	for _, c := range []struct {
+		ks    []augOp
+		mags  []float64
+		tight bool
+	}{
+		{[]augOp{augShearX, augRotate}, []float64{0.3, 30}, false},
+		{[]augOp{augTranslateX, augShearY}, []float64{13, -0.2}, true},
+		{[]augOp{augRotate, augTranslateY}, []float64{-17, 5}, true},
+		{[]augOp{augRotate, augRotate}, []float64{90, 45}, true},
+		{[]augOp{augShearY, augTranslateX, augRotate}, []float64{0.25, -6.7, -30}, false},
+	} {
+		src, f := objectSample(37, 41, 12, 10, 28, 23)
+		var dst Image
+		if !ra.chain(&dst, src, c.ks, c.mags, &f) {
+			t.Fatalf("%v: the image did not move", c.ks)
+		}
+		if f.Mask.H != dst.H || f.Mask.W != dst.W || string(f.Mask.Pix) != string(dst.Pix) {
+			t.Errorf("%v %v: the mask moved otherwise than the image", c.ks, c.mags)
+		}
+		// The object's extent, in pixel edges.
+		x0, y0, x1, y1 := dst.W, dst.H, 0, 0
+		for i, v := range f.Mask.Pix {
+			if v == 1 {
+				x, y := i%dst.W, i/dst.W
+				x0, y0, x1, y1 = min(x0, x), min(y0, y), max(x1, x+1), max(y1, y+1)
+			}
+		}
+		b := f.Boxes[0]
+		// How far each side of the box lies outside the object's.
+		for _, d := range []float64{float64(x0) - float64(b.X0), float64(y0) - float64(b.Y0), float64(b.X1) - float64(x1), float64(b.Y1) - float64(y1)} {
+			if d < -1 || c.tight && d > 1 {
+				t.Errorf("%v %v: box %+v, the object spans [%d, %d)×[%d, %d)", c.ks, c.mags, b, x0, x1, y0, y1)
+				break
+			}
+		}
+	}
+	src, f := objectSample(37, 41, 12, 10, 28, 23)
+	before := append([]byte(nil), f.Mask.Pix...)
+	var dst Image
+	ra.chain(&dst, src, []augOp{augBrightness, augEqualize, augSharpness, augSolarize}, []float64{0.5, 0, 0.9, 0}, &f)
+	if string(f.Mask.Pix) != string(before) || f.Boxes[0] != (Box{X0: 12, Y0: 10, X1: 28, Y1: 23, Class: 1}) {
+		t.Errorf("colour operations moved the fields: box %+v", f.Boxes[0])
+	}
+}
+
+// TestAugmentFieldsInChain: in a chain, rand_augment and trivial_augment
+// pass CheckFields, draw as Apply does and make the same image, and for
+// every sample the mask follows the image's geometry.
+func TestAugmentFieldsInChain(t *testing.T) {
+	ra, _ := RandAugment(2, 15, 31, SampleNearest, 0)
+	ta, _ := TrivialAugment(31, SampleNearest, 0)
+	for _, op := range []Op{ra, ta} {
+		if err := CheckFields([]Op{op}); err != nil {
+			t.Fatal(err)
+		}
+		c, plain := NewChain([]Op{op}), NewChain([]Op{op})
+		moved := 0
+		for i := range 300 {
+			src, f := objectSample(37, 41, 12, 10, 28, 23)
+			r := NewRand(5, 0, int64(i))
+			out, err := c.ApplySample(src, &f, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := plain.Apply(src, r)
+			if string(out.Pix) != string(want.Pix) || c.Rand() != plain.Rand() {
+				t.Fatalf("%s sample %d: ApplySample differs from Apply", op, i)
+			}
+			if string(f.Mask.Pix) != string(src.Pix) {
+				moved++
+			}
+		}
+		if moved < 50 {
+			t.Errorf("%s moved the mask of %d samples in 300", op, moved)
+		}
+	}
+}
+
+// TestRotateAffineMoveMasks: in a chain, rotate and affine with nearest
+// sampling move a mask to exactly the pixels they move the image to.
+func TestRotateAffineMoveMasks(t *testing.T) {
+	rot, _ := Rotate(45, SampleNearest, 0, true, 1)
+	aff, _ := Affine(30, [2]float64{0.2, 0.1}, [2]float64{0.7, 1.3}, [4]float64{-20, 20, -10, 10}, SampleNearest, 0)
+	c := NewChain([]Op{rot, aff})
+	if err := CheckFields([]Op{rot, aff}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		src, f := objectSample(37, 41, 12, 10, 28, 23)
+		out, err := c.ApplySample(src, &f, NewRand(6, 0, int64(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Mask.H != out.H || f.Mask.W != out.W || string(f.Mask.Pix) != string(out.Pix) {
+			t.Fatalf("sample %d: the mask moved otherwise than the image", i)
 		}
 	}
 }
