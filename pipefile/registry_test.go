@@ -50,6 +50,14 @@ var goStages = map[string]struct {
 	"random_erasing": {"random_erasing", func() Stage {
 		return Map(must(transform.RandomErasing(0.5, [2]float64{0.02, 0.33}, [2]float64{0.3, 3.3}, transform.EraseValue{Levels: []float64{0}})))
 	}},
+	"rotate": {"rotate 30", func() Stage { return Map(must(transform.Rotate(30, transform.SampleNearest, 0, false, 1))) }},
+	"affine": {"affine 10", func() Stage {
+		return Map(must(transform.Affine(10, [2]float64{}, [2]float64{1, 1}, [4]float64{}, transform.SampleNearest, 0)))
+	}},
+	"rand_augment": {"rand_augment", func() Stage { return Map(must(transform.RandAugment(2, 9, 31, transform.SampleNearest, 0))) }},
+	"trivial_augment": {"trivial_augment", func() Stage {
+		return Map(must(transform.TrivialAugment(31, transform.SampleNearest, 0)))
+	}},
 	"normalize": {"normalize mean=0.5 std=0.25", func() Stage {
 		return Normalize(must(transform.Normalize([]float64{0.5}, []float64{0.25})))
 	}},
