@@ -11,6 +11,7 @@ import (
 
 	"github.com/alitto/pond/v2"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/prefetch"
 )
 
@@ -112,10 +113,13 @@ type DeviceBatch struct {
 	// N is the number of samples: the global batch's N / devices.
 	N int
 	// Buffer is the device memory holding the N samples, laid out as the
-	// pipeline's Tensor(); Labels and Samples are host copies.
+	// pipeline's Tensor(); Labels and Samples are host copies, and so are
+	// Targets, the [N, classes] soft targets of a pipeline that mixes
+	// (Spec.Mix; nil without).
 	Buffer  prefetch.Buffer
 	Labels  []int32
 	Samples []int
+	Targets []float32
 
 	owner *DeviceEpoch
 	slot  *devSlot
@@ -163,6 +167,7 @@ type devSlot struct {
 	staging prefetch.Buffer
 	labels  []int32
 	samples []int
+	targets []float32
 	ev      prefetch.Event
 	batch   DeviceBatch
 }
@@ -255,6 +260,9 @@ func (e *Engine) DeviceEpochFrom(ctx context.Context, n, first int) (*DeviceEpoc
 
 func (e *Engine) newSlot(dev prefetch.Device, per int) (*devSlot, error) {
 	s := &devSlot{labels: make([]int32, per), samples: make([]int, per)}
+	if m := e.s.Mix; m != nil {
+		s.targets = make([]float32, per*m.Classes)
+	}
 	var err error
 	if s.buf, err = dev.Alloc(per * e.s.Out.SampleBytes()); err != nil {
 		return nil, err
@@ -333,6 +341,12 @@ func (x *DeviceEpoch) produce() {
 			copy(slot.samples, hb.Samples[lo:hi])
 			slot.batch = DeviceBatch{Epoch: hb.Epoch, Index: hb.Index, Device: d, Name: dev.Name(), N: per,
 				Buffer: slot.buf, Labels: slot.labels[:per], Samples: slot.samples[:per]}
+			if v, ok := hb.Field(fields.Targets); ok {
+				k := v.Shape[0]
+				t, _ := v.Float32()
+				slot.batch.Targets = slot.targets[:per*k]
+				copy(slot.batch.Targets, t[lo*k:hi*k])
+			}
 			if err := x.queues[d].Put(x.ctx, slot); err != nil {
 				x.free[d] <- slot
 				x.toRelease(pendingHost{hb, evs})
