@@ -334,6 +334,9 @@ func (e *Engine) Buffers() Buffers {
 // are the caller's.
 func (e *Engine) Close() error {
 	err := e.closeDevices()
+	if e.mix != nil {
+		e.mix.pool.StopAndWait()
+	}
 	if e.slabs != nil {
 		err = errors.Join(err, e.slabs.Close())
 		e.slabs = nil

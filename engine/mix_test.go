@@ -169,9 +169,9 @@ func TestMixMatchesTorchvision(t *testing.T) {
 			if got := []float64{float64(d.x1), float64(d.y1), float64(d.x2), float64(d.y2), d.lam}; !slices.Equal(got, c.box) {
 				t.Errorf("%s: box and λ %v, torchvision %v", name, got, c.box)
 			}
-			mx.cutmix(data, c.n, d)
-		} else {
-			mx.mixup(data, c.n, d.lam)
+		}
+		if err := mx.apply(data, c.n, d); err != nil {
+			t.Fatal(err)
 		}
 		var got []uint64
 		for i := range len(c.pixels) {
@@ -320,7 +320,9 @@ func TestMixBatches(t *testing.T) {
 			sawMix = sawMix || d.mixed
 			want := slices.Clone(b0.Data)
 			if d.mixed {
-				newMixer(s.Mix, s.Host).mixup(want, b0.N, d.lam)
+				if err := newMixer(s.Mix, s.Host).apply(want, b0.N, d); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if b0.N != b1.N || !slices.Equal(b1.Data, want) || !slices.Equal(b0.Labels, b1.Labels) {
 				t.Fatalf("p=%g batch %d (%d samples): pixels are not the unmixed batch's mixup with λ=%g", p, bi, b1.N, d.lam)
@@ -446,5 +448,86 @@ func TestMixDevices(t *testing.T) {
 			db.Release()
 		}
 		hb.Release()
+	}
+}
+
+// TestMixParallel: a batch over mixSerialBytes, mixed in parts on several
+// goroutines, comes out as mixed on one, for MixUp and CutMix, in float32
+// NCHW and uint8 NHWC.
+func TestMixParallel(t *testing.T) {
+	for _, dt := range []transform.DType{transform.Float32, transform.Uint8} {
+		layout := transform.NCHW
+		if dt == transform.Uint8 {
+			layout = transform.NHWC
+		}
+		tw, err := transform.ToTensor(layout, dt, nil, transform.Shape{C: 3, H: 100, W: 90})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 2*mixSerialBytes/tw.SampleBytes() + 7
+		in := make([]byte, n*tw.SampleBytes())
+		r := transform.NewRand(1, 2, 3)
+		for i := range in {
+			in[i] = byte(r.Uint64() >> 58) // small values: valid float32s
+		}
+		for _, d := range []mixDraw{{mixed: true, lam: 0.35}, {mixed: true, cut: true, x1: 13, y1: 7, x2: 80, y2: 71}} {
+			var out [2][]byte
+			for i, parts := range []int{1, 4} {
+				mx := newMixer(&Mix{MixUp: &MixOp{Alpha: 1, P: 1}, Classes: 2}, tw)
+				mx.parts = parts
+				out[i] = slices.Clone(in)
+				if err := mx.apply(out[i], n, d); err != nil {
+					t.Fatal(err)
+				}
+				mx.pool.StopAndWait()
+			}
+			if !slices.Equal(out[0], out[1]) || slices.Equal(out[0], in) {
+				t.Errorf("%s %s cut=%v: parts differ from one goroutine's mixing (or nothing mixed)", dt, layout, d.cut)
+			}
+		}
+	}
+}
+
+// BenchmarkMix times one batch's mixing as Next does it, for a CIFAR
+// batch and an ImageNet-sized one of 256 float32 samples, on Next's
+// goroutine alone (one) and as Next splits it (split: the same for CIFAR,
+// which is under mixSerialBytes).
+func BenchmarkMix(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		sh   transform.Shape
+	}{{"cifar", transform.Shape{C: 3, H: 32, W: 32}}, {"imagenet", transform.Shape{C: 3, H: 224, W: 224}}} {
+		tw, err := transform.ToTensor(transform.NCHW, transform.Float32, nil, c.sh)
+		if err != nil {
+			b.Fatal(err)
+		}
+		const n = 256
+		data := make([]byte, n*tw.SampleBytes())
+		for _, op := range []string{"mixup", "cutmix"} {
+			for _, split := range []bool{false, true} {
+				mx := newMixer(&Mix{MixUp: &MixOp{Alpha: 1, P: 1}, Classes: 1000}, tw)
+				name := c.name + "/" + op + "/one"
+				if split {
+					name = c.name + "/" + op + "/split"
+				} else {
+					mx.parts = 1
+				}
+				d := mixDraw{mixed: true, lam: 0.3}
+				if op == "cutmix" {
+					d.cut = true
+					d.x1, d.y1, d.x2, d.y2, d.lam = cutBox(0.5, c.sh.W/2, c.sh.H/2, c.sh.H, c.sh.W)
+				}
+				b.Run(name, func(b *testing.B) {
+					b.SetBytes(int64(len(data)))
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := mx.apply(data, n, d); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				mx.pool.StopAndWait()
+			}
+		}
 	}
 }
