@@ -224,8 +224,8 @@ func (l *fieldLayout) moveFields(mem []byte, to, from int) {
 
 // FieldLayout is where a batch's fields lie in each host slab: from byte
 // offset on, laid out by regions (fields.Schema.Layout for the slabs'
-// rows); no regions without a fields stage, or with only an image and a
-// label.
+// rows, then the targets of Spec.Mix); no regions without a fields stage
+// or a mix, or with only an image and a label.
 func (e *Engine) FieldLayout() (offset int, regions []fields.Region) {
 	return e.fl.at, e.fl.regions
 }
