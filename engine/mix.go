@@ -296,9 +296,7 @@ func (mx *mixer) mixup(data []byte, n int, lam float64, lo, hi int) {
 			}
 			cur := x[i*e+lo : i*e+hi]
 			cur = cur[:len(prev)]
-			for j, p := range prev {
-				cur[j] = float32(p*m) + float32(cur[j]*l)
-			}
+			blend32(cur, prev, m, l)
 		}
 	case transform.Float16:
 		// PyTorch's CPU kernels round the factors to float16 too.
@@ -330,6 +328,21 @@ func (mx *mixer) mixup(data []byte, n int, lam float64, lo, hi int) {
 				cur[j] = uint8(float32(float32(p)*m) + float32(float32(cur[j])*l) + 0.5)
 			}
 		}
+	}
+}
+
+// blend32 sets cur[j] = prev[j]·m + cur[j]·l, each product rounded to
+// float32, then the sum: with the AVX2 kernel where it runs, which rounds
+// the same.
+func blend32(cur, prev []float32, m, l float32) {
+	cur = cur[:len(prev)]
+	k := 0
+	if blendKernel && len(prev) >= 8 {
+		k = len(prev) &^ 7
+		blend32AVX2(&cur[0], &prev[0], k, m, l)
+	}
+	for j := k; j < len(prev); j++ {
+		cur[j] = float32(prev[j]*m) + float32(cur[j]*l)
 	}
 }
 

@@ -488,6 +488,32 @@ func TestMixParallel(t *testing.T) {
 	}
 }
 
+// TestBlendKernel: the AVX2 blend gives the Go loop's bits, for lengths
+// around its steps of 8 and 32 (the Go loop finishes the tail).
+func TestBlendKernel(t *testing.T) {
+	if !blendKernel {
+		t.Skip("no AVX2 kernel in this build or on this CPU")
+	}
+	r := transform.NewRand(5, 0, 0)
+	for _, n := range []int{8, 9, 31, 32, 33, 64, 100, 1003} {
+		prev, cur := make([]float32, n), make([]float32, n)
+		for i := range n {
+			prev[i] = float32(normalRand(&r) * 3)
+			cur[i] = float32(normalRand(&r) * 3)
+		}
+		want := slices.Clone(cur)
+		for j := range want {
+			want[j] = float32(prev[j]*0.7) + float32(want[j]*0.3)
+		}
+		blend32(cur, prev, 0.7, 0.3)
+		for j := range cur {
+			if math.Float32bits(cur[j]) != math.Float32bits(want[j]) {
+				t.Fatalf("n=%d: value %d is %g, the Go loop's %g", n, j, cur[j], want[j])
+			}
+		}
+	}
+}
+
 // BenchmarkMix times one batch's mixing as Next does it, for a CIFAR
 // batch and an ImageNet-sized one of 256 float32 samples, on Next's
 // goroutine alone (one) and as Next splits it (split: the same for CIFAR,
