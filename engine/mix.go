@@ -48,6 +48,7 @@ type MixOp struct {
 // maxMixClasses bounds Mix.Classes, as source.MaxClasses bounds labels.
 const maxMixClasses = 1 << 20
 
+// check reports the first setting of m that cannot be used.
 func (m *Mix) check() error {
 	if m.MixUp == nil && m.CutMix == nil {
 		return errors.New("engine: a Mix needs MixUp, CutMix or both")
