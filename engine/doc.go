@@ -43,7 +43,8 @@
 // Output is a pure function of the spec, the epoch and the source's bytes:
 // a sample's random draws come from a generator keyed by (seed, epoch,
 // sample index), so neither the worker count nor the timing changes a
-// byte.
+// byte. Batch-level mixing (Spec.Mix: MixUp, CutMix) runs in Next on a
+// complete batch, with draws keyed by (seed, epoch, batch index).
 //
 // Errors begin "pipe:", not "engine:": the engine's Epoch, Batch and
 // DeviceEpoch are what package pipe hands its users (type aliases there),

@@ -25,17 +25,18 @@ type fieldLayout struct {
 	// spatial says the chain moves fields (a mask or boxes).
 	spatial bool
 	// index maps a kind to its field's position in the schema (-1: none).
-	index [fields.Tensor + 1]int
+	index [fields.Targets + 1]int
 }
 
-// layoutFields lays out s's schema in slabs of rows samples of sb bytes.
+// layoutFields lays out s's schema in slabs of rows samples of sb bytes,
+// and after it the targets of its mix stages.
 func layoutFields(s *Spec, rows, sb int) (fieldLayout, error) {
 	l := fieldLayout{images: rows * sb, at: alignSlab(rows * sb)}
 	for i := range l.index {
 		l.index[i] = -1
 	}
 	if s.Schema == nil {
-		return l, nil
+		return l.addTargets(s.Mix, rows), nil
 	}
 	for i, f := range s.Schema.Fields {
 		l.index[f.Kind] = i
@@ -43,7 +44,7 @@ func layoutFields(s *Spec, rows, sb int) (fieldLayout, error) {
 	var err error
 	l.regions, l.bytes, err = s.Schema.Layout(rows, s.Out.Shape.H, s.Out.Shape.W)
 	l.spatial = s.Schema.Has(fields.Mask) || s.Schema.Has(fields.Boxes)
-	return l, err
+	return l.addTargets(s.Mix, rows), err
 }
 
 func alignSlab(n int) int { return (n + 63) &^ 63 }
@@ -346,8 +347,8 @@ func (l *fieldLayout) moveFields(mem []byte, to, from int) {
 
 // FieldLayout is where a batch's fields lie in each host slab: from byte
 // offset on, laid out by regions (fields.Schema.Layout for the slabs'
-// rows); no regions without a fields stage, or with only an image and a
-// label.
+// rows, then the targets of Spec.Mix); no regions without a fields stage
+// or a mix, or with only an image and a label.
 func (e *Engine) FieldLayout() (offset int, regions []fields.Region) {
 	return e.fl.at, e.fl.regions
 }

@@ -67,6 +67,8 @@ var goStages = map[string]struct {
 	"train":     {"train mlp", func() Stage { return Train(DefaultTrain("mlp")) }},
 	"eval":      {"eval", func() Stage { return Eval(EvalConfig{}) }},
 	"pipeline":  {"pipeline", func() Stage { return Pipeline(Settings{OnError: engine.Fail}) }},
+	"mixup":     {"mixup", func() Stage { return MixUp(1, 1, 0) }},
+	"cutmix":    {"cutmix", func() Stage { return CutMix(1, 1, 0) }},
 	"fields": {"fields image", func() Stage {
 		return Fields(&fields.Schema{Fields: []fields.Field{{Kind: fields.Image}}, MinArea: 1})
 	}},
