@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"image"
-	"image/png"
 	"io"
 	"math"
 	"strings"
@@ -226,7 +224,7 @@ func TestFieldValueOverItsBound(t *testing.T) {
 }
 
 // withMasks is a synthetic source whose 32×32 samples are a grey
-// rectangle on black, with a PNG mask of that rectangle in class 1 + i%7,
+// rectangle on black, with a mask of that rectangle in class 1 + i%7,
 // and the rectangle as a box.
 type withMasks struct{ source.Source }
 
@@ -256,12 +254,8 @@ func (s withMasks) Read(i int, rec *source.Record) error {
 			}
 		}
 	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, m); err != nil {
-		return err
-	}
 	rec.Fields = append(rec.Fields[:0], make([]fields.Value, 5)...)
-	rec.Fields[1].Bytes = b.Bytes()
+	rec.Fields[1].Bytes = m.Pix // a source of pixels gives a mask's values
 	rec.Fields[2].Floats = []float32{float32(x0), float32(y0), float32(x1), float32(y1)}
 	rec.Fields[3].Ints = []int64{int64(1 + i%7)}
 	return nil
