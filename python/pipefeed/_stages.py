@@ -738,6 +738,94 @@ STAGES = json.loads(r'''
     ]
   },
   {
+    "name": "affine",
+    "kind": "stage",
+    "doc": "a random rotation, translation, scale and shear about the centre (torchvision RandomAffine)",
+    "params": [
+      {
+        "name": "degrees",
+        "type": "float",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 180,
+        "why": "",
+        "doc": "the angle is uniform in [-degrees, degrees], clockwise positive (as torchvision's affine)"
+      },
+      {
+        "name": "translate",
+        "type": "floats",
+        "default": "0,0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "largest shifts tx,ty as fractions of the width and height, each in [0, 1]; the shift is a whole number of pixels"
+      },
+      {
+        "name": "scale",
+        "type": "floats",
+        "default": "1,1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "range min,max the scale is drawn from uniformly, 0 < min ≤ max ≤ 100"
+      },
+      {
+        "name": "shear",
+        "type": "floats",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "shear angles in degrees: s (x in [-s, s]), x_min,x_max, or x_min,x_max,y_min,y_max; each in (-90, 90)"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "nearest",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "nearest",
+          "bilinear"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "nearest or bilinear sampling (torch grid_sample), torchvision's default nearest"
+      },
+      {
+        "name": "fill",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 255,
+        "why": "",
+        "doc": "pixel value of the area the image no longer covers"
+      }
+    ]
+  },
+  {
     "name": "batch",
     "kind": "stage",
     "doc": "group samples into batches written straight into reusable slabs",
@@ -909,6 +997,52 @@ STAGES = json.loads(r'''
     ]
   },
   {
+    "name": "cutmix",
+    "kind": "stage",
+    "doc": "paste a box of the previous sample of a batch into each sample, sized by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision CutMix)",
+    "params": [
+      {
+        "name": "alpha",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "λ ~ Beta(alpha, alpha), alpha > 0 (torchvision's default 1; its reference recipes use 0.2 for mixup, 1 for cutmix)"
+      },
+      {
+        "name": "p",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1,
+        "why": "",
+        "doc": "probability that a batch is mixed (one that is not gets one-hot targets)"
+      },
+      {
+        "name": "num_classes",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "labels are below source.MaxClasses",
+        "doc": "length of the targets; 0: the source's classes"
+      }
+    ]
+  },
+  {
     "name": "decode",
     "kind": "stage",
     "doc": "JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding",
@@ -987,6 +1121,247 @@ STAGES = json.loads(r'''
         "max": 16777216,
         "why": "256 times the largest batch trained on ImageNet",
         "doc": "evaluation batch size"
+      }
+    ]
+  },
+  {
+    "name": "fields",
+    "kind": "stage",
+    "doc": "the fields every sample carries (image, mask, boxes, classes, label, labels, tokens, tensor) and the source's key for each; right after the source",
+    "params": [
+      {
+        "name": "image",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the image (every sample has one): its key, or the source's image"
+      },
+      {
+        "name": "mask",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "a segmentation mask of class ids (PNG), moved with the image by nearest-neighbour: its key (WebDataset mask.png, a sibling folder masks)"
+      },
+      {
+        "name": "boxes",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "object boxes moved with the image (clipped, dropped below min_area): their key (WebDataset json:boxes; TFRecord the OD API's bbox lists)"
+      },
+      {
+        "name": "classes",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the boxes' classes, one int each: their key (json:classes, image/object/class/label)"
+      },
+      {
+        "name": "label",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "one int label: its key (cls, image/class/label, a labels column)"
+      },
+      {
+        "name": "labels",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "several int labels (multi-label), batched as a multi-hot float32 vector of num_labels: their key"
+      },
+      {
+        "name": "tokens",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "an int sequence (caption tokens), batched as int32 padded with zeros to max_tokens, with lengths: its key"
+      },
+      {
+        "name": "tensor",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "a raw tensor of tensor_dtype and tensor_shape (an .npy member): its key"
+      },
+      {
+        "name": "mask_dtype",
+        "type": "enum",
+        "default": "uint8",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "uint8",
+          "uint16"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the mask's class ids: uint8, or uint16 past 255 classes"
+      },
+      {
+        "name": "max_boxes",
+        "type": "int",
+        "default": "100",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 65536,
+        "why": "a batch holds max_boxes for every sample",
+        "doc": "boxes a batch holds per sample, padded; a sample with more is a corrupt record"
+      },
+      {
+        "name": "box_format",
+        "type": "enum",
+        "default": "xyxy",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "xyxy",
+          "xywh",
+          "cxcywh"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "how boxes are read and written: xyxy (torchvision), xywh (COCO) or cxcywh"
+      },
+      {
+        "name": "normalized",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the source's boxes are fractions of the image's size (TFRecords of the OD API); batches hold pixels"
+      },
+      {
+        "name": "min_area",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "after the last operation, drop boxes of smaller area in pixels (and any of zero width or height)"
+      },
+      {
+        "name": "num_labels",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "the vector is batched for every sample",
+        "doc": "length of the labels vector (needed with labels): every label is below it"
+      },
+      {
+        "name": "max_tokens",
+        "type": "int",
+        "default": "77",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 1048576,
+        "why": "a batch holds max_tokens for every sample",
+        "doc": "tokens a batch holds per sample, padded; a longer sequence is a corrupt record"
+      },
+      {
+        "name": "tensor_dtype",
+        "type": "enum",
+        "default": "float32",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "uint8",
+          "uint16",
+          "int32",
+          "int64",
+          "float32"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the tensor's element type"
+      },
+      {
+        "name": "tensor_shape",
+        "type": "string",
+        "default": null,
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "the tensor's shape, comma-separated (needed with tensor)"
       }
     ]
   },
@@ -1076,6 +1451,52 @@ STAGES = json.loads(r'''
         "max": 1,
         "why": "",
         "doc": "probability of turning the image grey"
+      }
+    ]
+  },
+  {
+    "name": "mixup",
+    "kind": "stage",
+    "doc": "blend each sample of a batch with the previous one by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision MixUp)",
+    "params": [
+      {
+        "name": "alpha",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "λ ~ Beta(alpha, alpha), alpha > 0 (torchvision's default 1; its reference recipes use 0.2 for mixup, 1 for cutmix)"
+      },
+      {
+        "name": "p",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1,
+        "why": "",
+        "doc": "probability that a batch is mixed (one that is not gets one-hot targets)"
+      },
+      {
+        "name": "num_classes",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "labels are below source.MaxClasses",
+        "doc": "length of the targets; 0: the source's classes"
       }
     ]
   },
@@ -1259,6 +1680,81 @@ STAGES = json.loads(r'''
         "max": null,
         "why": "",
         "doc": "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"
+      }
+    ]
+  },
+  {
+    "name": "rand_augment",
+    "kind": "stage",
+    "doc": "n operations drawn from torchvision's 14 (shears, translations, rotation, colour, posterize, solarize, autocontrast, equalize) at magnitude bin m (torchvision RandAugment)",
+    "params": [
+      {
+        "name": "n",
+        "type": "int",
+        "default": "2",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 16,
+        "why": "",
+        "doc": "operations applied in turn"
+      },
+      {
+        "name": "m",
+        "type": "int",
+        "default": "9",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "magnitude bin, below num_bins"
+      },
+      {
+        "name": "num_bins",
+        "type": "int",
+        "default": "31",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 2,
+        "max": 1024,
+        "why": "",
+        "doc": "number of magnitude bins spanning each operation's range"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "nearest",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "nearest",
+          "bilinear"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "nearest or bilinear sampling (torch grid_sample), torchvision's default nearest"
+      },
+      {
+        "name": "fill",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 255,
+        "why": "",
+        "doc": "pixel value of the area the image no longer covers"
       }
     ]
   },
@@ -1469,6 +1965,81 @@ STAGES = json.loads(r'''
         "max": null,
         "why": "",
         "doc": "resampling filter, antialiased when shrinking (as PIL)"
+      }
+    ]
+  },
+  {
+    "name": "rotate",
+    "kind": "stage",
+    "doc": "with probability p rotate by an angle uniform in [-degrees, degrees] about the centre (torchvision RandomRotation)",
+    "params": [
+      {
+        "name": "degrees",
+        "type": "float",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 180,
+        "why": "",
+        "doc": "largest angle in degrees, counter-clockwise positive"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "nearest",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "nearest",
+          "bilinear"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "nearest or bilinear sampling (torch grid_sample), torchvision's default nearest"
+      },
+      {
+        "name": "fill",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 255,
+        "why": "",
+        "doc": "pixel value of the area the image no longer covers"
+      },
+      {
+        "name": "expand",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "true: the output is the rotated image's bounding box, so its size varies with the angle; false: the input's size"
+      },
+      {
+        "name": "p",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1,
+        "why": "",
+        "doc": "probability of rotating"
       }
     ]
   },
@@ -1909,6 +2480,55 @@ STAGES = json.loads(r'''
         "doc": "write every Nth step's loss, accuracy, lr and images/s to out/steps.jsonl (0: none)"
       }
     ]
+  },
+  {
+    "name": "trivial_augment",
+    "kind": "stage",
+    "doc": "one operation drawn from torchvision's 14 at a random magnitude bin (torchvision TrivialAugmentWide)",
+    "params": [
+      {
+        "name": "num_bins",
+        "type": "int",
+        "default": "31",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 2,
+        "max": 1024,
+        "why": "",
+        "doc": "number of magnitude bins spanning each operation's range"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "nearest",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "nearest",
+          "bilinear"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "nearest or bilinear sampling (torch grid_sample), torchvision's default nearest"
+      },
+      {
+        "name": "fill",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 255,
+        "why": "",
+        "doc": "pixel value of the area the image no longer covers"
+      }
+    ]
   }
 ]
 ''')
@@ -2059,6 +2679,27 @@ class Stages:
         """
         return self._source(name, args, params)
 
+    def affine(self: _P, degrees: Optional[float] = None, *, translate: Optional[Union[float, Sequence[float]]] = None, scale: Optional[Union[float, Sequence[float]]] = None, shear: Optional[Union[float, Sequence[float]]] = None, interpolation: Optional[Literal["nearest", "bilinear"]] = None, fill: Optional[int] = None, **unknown: Any) -> _P:
+        """a random rotation, translation, scale and shear about the centre (torchvision RandomAffine)
+
+        The .pipe stage affine; an argument left None is not written.
+
+        Args:
+            degrees: float (required) in [0, 180] [positional]
+                the angle is uniform in [-degrees, degrees], clockwise positive (as torchvision's affine)
+            translate: floats = 0,0
+                largest shifts tx,ty as fractions of the width and height, each in [0, 1]; the shift is a whole number of pixels
+            scale: floats = 1,1
+                range min,max the scale is drawn from uniformly, 0 < min ≤ max ≤ 100
+            shear: floats = 0
+                shear angles in degrees: s (x in [-s, s]), x_min,x_max, or x_min,x_max,y_min,y_max; each in (-90, 90)
+            interpolation: nearest|bilinear = nearest
+                nearest or bilinear sampling (torch grid_sample), torchvision's default nearest
+            fill: int = 0 in [0, 255]
+                pixel value of the area the image no longer covers
+        """
+        return self._stage('affine', {'degrees': degrees, 'translate': translate, 'scale': scale, 'shear': shear, 'interpolation': interpolation, 'fill': fill, **unknown})
+
     def batch(self: _P, size: Optional[int] = None, *, drop_last: Optional[bool] = None, **unknown: Any) -> _P:
         """group samples into batches written straight into reusable slabs
 
@@ -2123,6 +2764,22 @@ class Stages:
         """
         return self._stage('color_jitter', {'brightness': brightness, 'contrast': contrast, 'saturation': saturation, **unknown})
 
+    def cutmix(self: _P, *, alpha: Optional[float] = None, p: Optional[float] = None, num_classes: Optional[int] = None, **unknown: Any) -> _P:
+        """paste a box of the previous sample of a batch into each sample, sized by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision CutMix)
+
+        The .pipe stage cutmix; an argument left None is not written.
+
+        Args:
+            alpha: float = 1 in [0, ]
+                λ ~ Beta(alpha, alpha), alpha > 0 (torchvision's default 1; its reference recipes use 0.2 for mixup, 1 for cutmix)
+            p: float = 1 in [0, 1]
+                probability that a batch is mixed (one that is not gets one-hot targets)
+            num_classes: int = 0 in [0, 1048576]
+                length of the targets; 0: the source's classes
+                (at most 1048576: labels are below source.MaxClasses)
+        """
+        return self._stage('cutmix', {'alpha': alpha, 'p': p, 'num_classes': num_classes, **unknown})
+
     def decode(self: _P, *, reduce: Optional[bool] = None, max_pixels: Optional[int] = None, **unknown: Any) -> _P:
         """JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding
 
@@ -2153,6 +2810,52 @@ class Stages:
                 (at most 16777216: 256 times the largest batch trained on ImageNet)
         """
         return self._stage('eval', {'split': split, 'every': every, 'batch': batch, **unknown})
+
+    def fields(self: _P, *, image: Optional[Union[str, os.PathLike]] = None, mask: Optional[Union[str, os.PathLike]] = None, boxes: Optional[Union[str, os.PathLike]] = None, classes: Optional[Union[str, os.PathLike]] = None, label: Optional[Union[str, os.PathLike]] = None, labels: Optional[Union[str, os.PathLike]] = None, tokens: Optional[Union[str, os.PathLike]] = None, tensor: Optional[Union[str, os.PathLike]] = None, mask_dtype: Optional[Literal["uint8", "uint16"]] = None, max_boxes: Optional[int] = None, box_format: Optional[Literal["xyxy", "xywh", "cxcywh"]] = None, normalized: Optional[bool] = None, min_area: Optional[float] = None, num_labels: Optional[int] = None, max_tokens: Optional[int] = None, tensor_dtype: Optional[Literal["uint8", "uint16", "int32", "int64", "float32"]] = None, tensor_shape: Optional[Union[str, os.PathLike]] = None, **unknown: Any) -> _P:
+        """the fields every sample carries (image, mask, boxes, classes, label, labels, tokens, tensor) and the source's key for each; right after the source
+
+        The .pipe stage fields; an argument left None is not written.
+
+        Args:
+            image: string
+                the image (every sample has one): its key, or the source's image
+            mask: string
+                a segmentation mask of class ids (PNG), moved with the image by nearest-neighbour: its key (WebDataset mask.png, a sibling folder masks)
+            boxes: string
+                object boxes moved with the image (clipped, dropped below min_area): their key (WebDataset json:boxes; TFRecord the OD API's bbox lists)
+            classes: string
+                the boxes' classes, one int each: their key (json:classes, image/object/class/label)
+            label: string
+                one int label: its key (cls, image/class/label, a labels column)
+            labels: string
+                several int labels (multi-label), batched as a multi-hot float32 vector of num_labels: their key
+            tokens: string
+                an int sequence (caption tokens), batched as int32 padded with zeros to max_tokens, with lengths: its key
+            tensor: string
+                a raw tensor of tensor_dtype and tensor_shape (an .npy member): its key
+            mask_dtype: uint8|uint16 = uint8
+                the mask's class ids: uint8, or uint16 past 255 classes
+            max_boxes: int = 100 in [1, 65536]
+                boxes a batch holds per sample, padded; a sample with more is a corrupt record
+                (at most 65536: a batch holds max_boxes for every sample)
+            box_format: xyxy|xywh|cxcywh = xyxy
+                how boxes are read and written: xyxy (torchvision), xywh (COCO) or cxcywh
+            normalized: bool = false
+                the source's boxes are fractions of the image's size (TFRecords of the OD API); batches hold pixels
+            min_area: float = 1 in [0, ]
+                after the last operation, drop boxes of smaller area in pixels (and any of zero width or height)
+            num_labels: int = 0 in [0, 1048576]
+                length of the labels vector (needed with labels): every label is below it
+                (at most 1048576: the vector is batched for every sample)
+            max_tokens: int = 77 in [1, 1048576]
+                tokens a batch holds per sample, padded; a longer sequence is a corrupt record
+                (at most 1048576: a batch holds max_tokens for every sample)
+            tensor_dtype: uint8|uint16|int32|int64|float32 = float32
+                the tensor's element type
+            tensor_shape: string
+                the tensor's shape, comma-separated (needed with tensor)
+        """
+        return self._stage('fields', {'image': image, 'mask': mask, 'boxes': boxes, 'classes': classes, 'label': label, 'labels': labels, 'tokens': tokens, 'tensor': tensor, 'mask_dtype': mask_dtype, 'max_boxes': max_boxes, 'box_format': box_format, 'normalized': normalized, 'min_area': min_area, 'num_labels': num_labels, 'max_tokens': max_tokens, 'tensor_dtype': tensor_dtype, 'tensor_shape': tensor_shape, **unknown})
 
     def flip(self: _P, direction: Optional[Literal["horizontal", "vertical"]] = None, *, p: Optional[float] = None, **unknown: Any) -> _P:
         """mirror the image with probability p
@@ -2191,6 +2894,22 @@ class Stages:
                 probability of turning the image grey
         """
         return self._stage('grayscale', {'p': p, **unknown})
+
+    def mixup(self: _P, *, alpha: Optional[float] = None, p: Optional[float] = None, num_classes: Optional[int] = None, **unknown: Any) -> _P:
+        """blend each sample of a batch with the previous one by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision MixUp)
+
+        The .pipe stage mixup; an argument left None is not written.
+
+        Args:
+            alpha: float = 1 in [0, ]
+                λ ~ Beta(alpha, alpha), alpha > 0 (torchvision's default 1; its reference recipes use 0.2 for mixup, 1 for cutmix)
+            p: float = 1 in [0, 1]
+                probability that a batch is mixed (one that is not gets one-hot targets)
+            num_classes: int = 0 in [0, 1048576]
+                length of the targets; 0: the source's classes
+                (at most 1048576: labels are below source.MaxClasses)
+        """
+        return self._stage('mixup', {'alpha': alpha, 'p': p, 'num_classes': num_classes, **unknown})
 
     def normalize(self: _P, *, mean: Optional[Union[float, Sequence[float]]] = None, std: Optional[Union[float, Sequence[float]]] = None, where: Optional[Literal["host", "device"]] = None, **unknown: Any) -> _P:
         """(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype
@@ -2247,6 +2966,25 @@ class Stages:
                 cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)
         """
         return self._stage('prefetch', {'depth': depth, 'devices': devices, **unknown})
+
+    def rand_augment(self: _P, *, n: Optional[int] = None, m: Optional[int] = None, num_bins: Optional[int] = None, interpolation: Optional[Literal["nearest", "bilinear"]] = None, fill: Optional[int] = None, **unknown: Any) -> _P:
+        """n operations drawn from torchvision's 14 (shears, translations, rotation, colour, posterize, solarize, autocontrast, equalize) at magnitude bin m (torchvision RandAugment)
+
+        The .pipe stage rand_augment; an argument left None is not written.
+
+        Args:
+            n: int = 2 in [1, 16]
+                operations applied in turn
+            m: int = 9 in [0, ]
+                magnitude bin, below num_bins
+            num_bins: int = 31 in [2, 1024]
+                number of magnitude bins spanning each operation's range
+            interpolation: nearest|bilinear = nearest
+                nearest or bilinear sampling (torch grid_sample), torchvision's default nearest
+            fill: int = 0 in [0, 255]
+                pixel value of the area the image no longer covers
+        """
+        return self._stage('rand_augment', {'n': n, 'm': m, 'num_bins': num_bins, 'interpolation': interpolation, 'fill': fill, **unknown})
 
     def random_crop(self: _P, size: Optional[int] = None, *, pad: Optional[int] = None, fill: Optional[Literal["zero", "reflect", "edge", "wrap"]] = None, **unknown: Any) -> _P:
         """crop size×size at a random place of the image padded by pad (torchvision RandomCrop)
@@ -2313,6 +3051,25 @@ class Stages:
                 resampling filter, antialiased when shrinking (as PIL)
         """
         return self._stage('resize', {'shorter': shorter, 'interpolation': interpolation, **unknown})
+
+    def rotate(self: _P, degrees: Optional[float] = None, *, interpolation: Optional[Literal["nearest", "bilinear"]] = None, fill: Optional[int] = None, expand: Optional[bool] = None, p: Optional[float] = None, **unknown: Any) -> _P:
+        """with probability p rotate by an angle uniform in [-degrees, degrees] about the centre (torchvision RandomRotation)
+
+        The .pipe stage rotate; an argument left None is not written.
+
+        Args:
+            degrees: float (required) in [0, 180] [positional]
+                largest angle in degrees, counter-clockwise positive
+            interpolation: nearest|bilinear = nearest
+                nearest or bilinear sampling (torch grid_sample), torchvision's default nearest
+            fill: int = 0 in [0, 255]
+                pixel value of the area the image no longer covers
+            expand: bool = false
+                true: the output is the rotated image's bounding box, so its size varies with the angle; false: the input's size
+            p: float = 1 in [0, 1]
+                probability of rotating
+        """
+        return self._stage('rotate', {'degrees': degrees, 'interpolation': interpolation, 'fill': fill, 'expand': expand, 'p': p, **unknown})
 
     def shift(self: _P, *, width: Optional[float] = None, height: Optional[float] = None, fill: Optional[Literal["zero", "reflect", "edge", "wrap"]] = None, **unknown: Any) -> _P:
         """translate by a random whole number of pixels (Keras ImageDataGenerator width/height_shift_range)
@@ -2419,3 +3176,18 @@ class Stages:
                 (at most 2147483648: a step counter's range)
         """
         return self._stage('train', {'model': model, 'depth': depth, 'width': width, 'epochs': epochs, 'steps_per_epoch': steps_per_epoch, 'optimizer': optimizer, 'lr': lr, 'base_batch': base_batch, 'scale_lr': scale_lr, 'momentum': momentum, 'nesterov': nesterov, 'weight_decay': weight_decay, 'schedule': schedule, 'warmup': warmup, 'step_every': step_every, 'gamma': gamma, 'label_smoothing': label_smoothing, 'mode': mode, 'average_every': average_every, 'threads': threads, 'out': out, 'log_every': log_every, **unknown})
+
+    def trivial_augment(self: _P, *, num_bins: Optional[int] = None, interpolation: Optional[Literal["nearest", "bilinear"]] = None, fill: Optional[int] = None, **unknown: Any) -> _P:
+        """one operation drawn from torchvision's 14 at a random magnitude bin (torchvision TrivialAugmentWide)
+
+        The .pipe stage trivial_augment; an argument left None is not written.
+
+        Args:
+            num_bins: int = 31 in [2, 1024]
+                number of magnitude bins spanning each operation's range
+            interpolation: nearest|bilinear = nearest
+                nearest or bilinear sampling (torch grid_sample), torchvision's default nearest
+            fill: int = 0 in [0, 255]
+                pixel value of the area the image no longer covers
+        """
+        return self._stage('trivial_augment', {'num_bins': num_bins, 'interpolation': interpolation, 'fill': fill, **unknown})
