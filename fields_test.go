@@ -284,3 +284,42 @@ func TestFieldsFromObjectStore(t *testing.T) {
 		t.Errorf("from S3: %s, from disk %s", got, want)
 	}
 }
+
+// TestAugmentedFields: the preview's sample carries the mask and boxes
+// the batch holds for it.
+func TestAugmentedFields(t *testing.T) {
+	dir := t.TempDir()
+	segData(t, dir, 12, 2)
+	p := fieldsPipeline(t, segWDS+"batch 6\nto_tensor dtype=uint8\n", dir, 2)
+	defer p.Close()
+	x, err := p.Epoch(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	b, err := x.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	mv, _ := b.Field(fields.Mask)
+	bv, _ := b.Field(fields.Boxes)
+	boxes, _ := bv.Float32()
+	for k := range b.N {
+		img, f, _, idx, err := p.AugmentedFields(0, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if idx != b.Samples[k] || !bytes.Equal(img.Pix, b.Data[k*img.C*48*48:(k+1)*img.C*48*48]) || !bytes.Equal(f.Mask.Pix, mv.Data[k*48*48:(k+1)*48*48]) {
+			t.Fatalf("sample %d: the preview's image or mask is not the batch's", idx)
+		}
+		if len(f.Boxes) != int(bv.Counts[k]) {
+			t.Fatalf("sample %d: %d boxes in the preview, %d in the batch", idx, len(f.Boxes), bv.Counts[k])
+		}
+		for j, q := range f.Boxes {
+			if got := boxes[(k*4+j)*4 : (k*4+j)*4+4]; got[0] != q.X0 || got[1] != q.Y0 || got[2] != q.X1 || got[3] != q.Y1 {
+				t.Fatalf("sample %d box %d: %v in the preview, %v in the batch", idx, j, q, got)
+			}
+		}
+	}
+}
