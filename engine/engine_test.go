@@ -257,7 +257,7 @@ func TestCloseBeforeTheProducerStarts(t *testing.T) {
 // TestGreyAndBlurIndependentOfWorkers: grayscale and gaussian_blur draw
 // only from each sample's generator, so their output is the same whatever
 // the pool's size, and differs between epochs.
-func TestGreyAndBlurIndependentOfWorkers(t *testing.T) {
+func TestColourOpsIndependentOfWorkers(t *testing.T) {
 	src := synthetic(t, 300)
 	grey, err := transform.Grayscale(0.5)
 	if err != nil {
@@ -267,7 +267,11 @@ func TestGreyAndBlurIndependentOfWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sameForWorkers(t, src, []transform.Op{grey, blur}); got[0] == got[1] {
+	jitter, err := transform.ColorJitter(0.2, 0.2, 0.2, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sameForWorkers(t, src, []transform.Op{jitter, grey, blur}); got[0] == got[1] {
 		t.Fatalf("epochs 0 and 1 gave the same stream %s", got[0])
 	}
 }

@@ -230,14 +230,15 @@ var opSpecs = []*StageSpec{
 			}
 			return Map(op), nil
 		}},
-	{Name: "color_jitter", Kind: "stage", Summary: "random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)",
+	{Name: "color_jitter", Kind: "stage", Summary: "random brightness, contrast, saturation and hue in a random order (torchvision ColorJitter)",
 		Params: []Param{
 			{Name: "brightness", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v]"},
 			{Name: "contrast", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v], around the mean grey"},
 			{Name: "saturation", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v], around each pixel's grey"},
+			{Name: "hue", Type: Float, Default: "0", Min: bound(0), Max: bound(0.5), Doc: "shift of each pixel's hue drawn from [-v, v] of the colour wheel (torchvision's adjust_hue)"},
 		},
 		Build: func(a Args) (Stage, error) {
-			op, err := transform.ColorJitter(a.Float("brightness"), a.Float("contrast"), a.Float("saturation"))
+			op, err := transform.ColorJitter(a.Float("brightness"), a.Float("contrast"), a.Float("saturation"), a.Float("hue"))
 			if err != nil {
 				return Stage{}, err
 			}

@@ -42,7 +42,7 @@ var goStages = map[string]struct {
 	"random_resized_crop": {"random_resized_crop 224", func() Stage {
 		return Map(must(transform.RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3.0 / 4, 4.0 / 3}, transform.Bilinear)))
 	}},
-	"color_jitter": {"color_jitter", func() Stage { return Map(must(transform.ColorJitter(0, 0, 0))) }},
+	"color_jitter": {"color_jitter", func() Stage { return Map(must(transform.ColorJitter(0, 0, 0, 0))) }},
 	"grayscale":    {"grayscale", func() Stage { return Map(must(transform.Grayscale(0.1))) }},
 	"gaussian_blur": {"gaussian_blur 23", func() Stage {
 		return Map(must(transform.GaussianBlur(23, [2]float64{0.1, 2})))

@@ -953,7 +953,7 @@ STAGES = json.loads(r'''
   {
     "name": "color_jitter",
     "kind": "stage",
-    "doc": "random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)",
+    "doc": "random brightness, contrast, saturation and hue in a random order (torchvision ColorJitter)",
     "params": [
       {
         "name": "brightness",
@@ -993,6 +993,19 @@ STAGES = json.loads(r'''
         "max": null,
         "why": "",
         "doc": "factor drawn from [max(0, 1-v), 1+v], around each pixel's grey"
+      },
+      {
+        "name": "hue",
+        "type": "float",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 0.5,
+        "why": "",
+        "doc": "shift of each pixel's hue drawn from [-v, v] of the colour wheel (torchvision's adjust_hue)"
       }
     ]
   },
@@ -2749,8 +2762,8 @@ class Stages:
         """
         return self._stage('center_crop', {'size': size, **unknown})
 
-    def color_jitter(self: _P, *, brightness: Optional[float] = None, contrast: Optional[float] = None, saturation: Optional[float] = None, **unknown: Any) -> _P:
-        """random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)
+    def color_jitter(self: _P, *, brightness: Optional[float] = None, contrast: Optional[float] = None, saturation: Optional[float] = None, hue: Optional[float] = None, **unknown: Any) -> _P:
+        """random brightness, contrast, saturation and hue in a random order (torchvision ColorJitter)
 
         The .pipe stage color_jitter; an argument left None is not written.
 
@@ -2761,8 +2774,10 @@ class Stages:
                 factor drawn from [max(0, 1-v), 1+v], around the mean grey
             saturation: float = 0 in [0, ]
                 factor drawn from [max(0, 1-v), 1+v], around each pixel's grey
+            hue: float = 0 in [0, 0.5]
+                shift of each pixel's hue drawn from [-v, v] of the colour wheel (torchvision's adjust_hue)
         """
-        return self._stage('color_jitter', {'brightness': brightness, 'contrast': contrast, 'saturation': saturation, **unknown})
+        return self._stage('color_jitter', {'brightness': brightness, 'contrast': contrast, 'saturation': saturation, 'hue': hue, **unknown})
 
     def cutmix(self: _P, *, alpha: Optional[float] = None, p: Optional[float] = None, num_classes: Optional[int] = None, **unknown: Any) -> _P:
         """paste a box of the previous sample of a batch into each sample, sized by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision CutMix)
