@@ -198,31 +198,19 @@ func quote(tok []byte) string {
 // appendTextInts appends the integers of a .cls-style text (separated by
 // white space or commas) to dst, at most limit of them.
 func appendTextInts(dst []int64, b []byte, limit int) ([]int64, error) {
-	for i := 0; i < len(b); {
-		if isSpace(b[i]) {
-			i++
-			continue
-		}
-		j := i
-		for j < len(b) && !isSpace(b[j]) {
-			j++
-		}
-		v, ok := parseInt(b[i:j])
-		if !ok {
-			return dst, fmt.Errorf("%w: %s is not an integer", ErrFormat, quote(b[i:j]))
-		}
-		if limit--; limit < 0 {
-			return dst, errTooMany
-		}
-		dst = append(dst, v)
-		i = j
-	}
-	return dst, nil
+	return appendText(dst, b, limit, parseInt, "an integer")
 }
 
 // appendTextFloats appends the numbers of a text (separated by white space
 // or commas) to dst, at most limit of them.
 func appendTextFloats(dst []float32, b []byte, limit int) ([]float32, error) {
+	return appendText(dst, b, limit, parseFloat, "a number")
+}
+
+// appendText appends the values parse reads from the words of b (separated
+// by white space or commas) to dst, at most limit of them; a word parse
+// refuses is not what (its error says so).
+func appendText[T any](dst []T, b []byte, limit int, parse func([]byte) (T, bool), what string) ([]T, error) {
 	for i := 0; i < len(b); {
 		if isSpace(b[i]) {
 			i++
@@ -232,9 +220,9 @@ func appendTextFloats(dst []float32, b []byte, limit int) ([]float32, error) {
 		for j < len(b) && !isSpace(b[j]) {
 			j++
 		}
-		v, ok := parseFloat(b[i:j])
+		v, ok := parse(b[i:j])
 		if !ok {
-			return dst, fmt.Errorf("%w: %s is not a number", ErrFormat, quote(b[i:j]))
+			return dst, fmt.Errorf("%w: %s is not %s", ErrFormat, quote(b[i:j]), what)
 		}
 		if limit--; limit < 0 {
 			return dst, errTooMany
