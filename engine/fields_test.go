@@ -70,6 +70,37 @@ func fieldsSpec(t *testing.T, src source.Source, workers int) Spec {
 	return s
 }
 
+// engineOf is New(s), closed when the test ends.
+func engineOf(t *testing.T, s Spec) *Engine {
+	t.Helper()
+	e, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// eachBatch runs epoch n of e, calls f on each of its batches (released
+// afterwards), and returns the epoch's checksum.
+func eachBatch(t *testing.T, e *Engine, n int, f func(*Batch)) string {
+	t.Helper()
+	x, err := e.Epoch(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	sum := NewChecksum()
+	for b, err := range x.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum.Add(b)
+		f(b)
+	}
+	return sum.String()
+}
+
 // TestFieldsInBatches: every field of every sample is in its region, in
 // the batch's order, with its count, for any number of workers, and the
 // checksum covers them.
@@ -77,32 +108,10 @@ func TestFieldsInBatches(t *testing.T) {
 	src := withFields{Source: synthetic(t, 230), bad: -1, broken: -1}
 	var first string
 	for _, w := range []int{1, 3, 8} {
-		e, err := New(fieldsSpec(t, src, w))
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, err := e.Epoch(context.Background(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := NewChecksum()
-		for {
-			b, err := x.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum.Add(b)
-			checkFields(t, src, b)
-			b.Release()
-		}
-		x.Close()
-		e.Close()
+		sum := eachBatch(t, engineOf(t, fieldsSpec(t, src, w)), 0, func(b *Batch) { checkFields(t, src, b) })
 		if first == "" {
-			first = sum.String()
-		} else if sum.String() != first {
+			first = sum
+		} else if sum != first {
 			t.Fatalf("workers=%d: checksum %s, want %s", w, sum, first)
 		}
 	}
@@ -176,29 +185,12 @@ func TestFieldsOfSkippedSamples(t *testing.T) {
 	src := withFields{Source: synthetic(t, 120), bad: 17, broken: 40}
 	s := fieldsSpec(t, src, 3)
 	s.OnError = Skip
-	e, err := New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	x, err := e.Epoch(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	e := engineOf(t, s)
 	n := 0
-	for {
-		b, err := x.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachBatch(t, e, 0, func(b *Batch) {
 		checkFields(t, src, b)
 		n += b.N
-		b.Release()
-	}
+	})
 	if n != 118 {
 		t.Fatalf("%d samples, want 118 of 120 (two skipped)", n)
 	}
@@ -278,24 +270,7 @@ func TestMasksAndBoxesMoveWithImages(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Ops[0] = crop
-		e, err := New(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, err := e.Epoch(context.Background(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := NewChecksum()
-		for {
-			b, err := x.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum.Add(b)
+		sum := eachBatch(t, engineOf(t, s), 1, func(b *Batch) {
 			mv, _ := b.Field(fields.Mask)
 			bv, _ := b.Field(fields.Boxes)
 			cv, _ := b.Field(fields.Classes)
@@ -336,13 +311,10 @@ func TestMasksAndBoxesMoveWithImages(t *testing.T) {
 					}
 				}
 			}
-			b.Release()
-		}
-		x.Close()
-		e.Close()
+		})
 		if first == "" {
-			first = sum.String()
-		} else if sum.String() != first {
+			first = sum
+		} else if sum != first {
 			t.Fatalf("workers=%d: checksum %s, want %s", workers, sum, first)
 		}
 	}
