@@ -3,12 +3,14 @@ package pipe
 import (
 	"context"
 	"fmt"
+	"image/jpeg"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/internal/shareddata"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
@@ -202,6 +204,100 @@ func BenchmarkImageNet(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			benchEpochs(b, p, 0)
+		})
+	}
+}
+
+// imagenetMaskCopies is imagenetCopies with a mask for every image: the
+// images in dir/images, their masks in dir/masks (segMask's two
+// rectangles, PNG, at each image's size), as bench/torch/imagenet.py seg
+// makes them.
+func imagenetMaskCopies(b *testing.B, n int) (dir, labels string) {
+	src := shareddata.Path(b, "imagenet-sample")
+	rows, err := os.ReadFile(filepath.Join(src, "labels.csv"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir = b.TempDir()
+	for _, d := range []string{"images", "masks"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var csv strings.Builder
+	csv.WriteString("file,label\n")
+	for k, line := range strings.Split(strings.TrimSpace(string(rows)), "\n")[1:] {
+		file, label, _ := strings.Cut(line, ",")
+		f, err := os.Open(filepath.Join(src, file))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg, err := jpeg.DecodeConfig(f)
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		mask := segMask(cfg.Width, cfg.Height, k)
+		for i := range n {
+			name := fmt.Sprintf("%d_%s", i, file)
+			if err := os.Symlink(filepath.Join(src, file), filepath.Join(dir, "images", name)); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "masks", strings.TrimSuffix(name, filepath.Ext(name))+".png"), mask, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			fmt.Fprintf(&csv, "%s,%s\n", name, label)
+		}
+	}
+	labels = filepath.Join(b.TempDir(), "labels.csv")
+	if err := os.WriteFile(labels, []byte(csv.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Join(dir, "images"), labels
+}
+
+// BenchmarkImageNetAugment runs BenchmarkImageNet's live recipe with
+// more: "randaugment" adds rand_augment n=2 m=9 after the flip (compare
+// bench/torch/imagenet.py loader --randaugment); "mask" reads a mask
+// beside every image (fields image mask label), which the crop and flip
+// move, and batches it (compare bench/torch/imagenet.py seg; against
+// BenchmarkImageNet/live it is the cost of the added field).
+func BenchmarkImageNetAugment(b *testing.B) {
+	rrc, _ := transform.RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3.0 / 4, 4.0 / 3}, transform.Bilinear)
+	flip, _ := transform.Flip(transform.Horizontal, 0.5)
+	norm, _ := transform.Normalize([]float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225})
+	ra, _ := transform.RandAugment(2, 9, 31, transform.SampleNearest, 0)
+	schema := &fields.Schema{Fields: []fields.Field{{Kind: fields.Image}, {Kind: fields.Mask}, {Kind: fields.Label}}, MinArea: 1}
+	for _, c := range []struct {
+		name string
+		mask bool
+		ops  []Stage
+	}{
+		{"randaugment", false, []Stage{Map(rrc), Map(flip), Map(ra)}},
+		{"mask", true, []Stage{Map(rrc), Map(flip)}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var src source.Source
+			var err error
+			stages := []Stage{}
+			if c.mask {
+				dir, labels := imagenetMaskCopies(b, 10)
+				src, err = source.OpenFolder(context.Background(), dir, source.WithLabels(labels), source.WithFields(schema))
+				stages = append(stages, Source(src), Fields(schema))
+			} else {
+				dir, labels := imagenetCopies(b, 10)
+				src, err = source.OpenFolder(context.Background(), dir, source.WithLabels(labels))
+				stages = append(stages, Source(src))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			stages = append(stages, Decode(DecodeConfig{}), Shuffle(1))
+			stages = append(stages, c.ops...)
+			stages = append(stages, Normalize(norm), Batching(64, false), ToTensor(transform.NCHW, transform.Float32))
+			p := mustBench(b, stages...)
+			defer p.Close()
 			benchEpochs(b, p, 0)
 		})
 	}

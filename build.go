@@ -161,6 +161,10 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 			return pipefile.Errorf(stages, i, "%w", err)
 		}
 	}
+	mix, err := p.mixing(stages)
+	if err != nil {
+		return err
+	}
 	if err := p.checkTrain(); err != nil {
 		i := pipefile.Index(stages, "train")
 		if i < 0 {
@@ -177,7 +181,7 @@ func (p *Pipeline) resolve(stages []Stage, cacheClosed bool) error {
 		Source: cfg.Source, Schema: cfg.Schema, InShape: in, Ops: cfg.Ops, CacheAt: cfg.CacheAt, Reduce: cfg.Reduce, MaxPixels: cfg.MaxPixels,
 		Host: p.host, Out: p.out, DevNorm: devNorm, Seed: cfg.Seed, Plan: p.plan,
 		Batch: at.batch, DropLast: cfg.DropLast, Workers: cfg.Workers, OnError: cfg.OnError,
-		Cache: p.cache, Devices: p.devs, Auto: p.auto(),
+		Cache: p.cache, Devices: p.devs, Auto: p.auto(), Mix: mix,
 	})
 	if err != nil {
 		return err
@@ -399,6 +403,26 @@ func WithRank(rank, world int) LoadOption {
 	return func(o *loadOptions) { o.rank, o.world = rank, world }
 }
 
+// mixing is the mixup and cutmix stages' engine.Mix, with the source's
+// classes where they give no num_classes; nil without them.
+func (p *Pipeline) mixing(stages []Stage) (*engine.Mix, error) {
+	if p.cfg.Mix == nil {
+		return nil, nil
+	}
+	m := *p.cfg.Mix
+	if m.Classes == 0 {
+		m.Classes = len(p.cfg.Source.Info().Classes)
+	}
+	if m.Classes == 0 {
+		i := pipefile.Index(stages, "mixup")
+		if i < 0 {
+			i = pipefile.Index(stages, "cutmix")
+		}
+		return nil, pipefile.Errorf(stages, i, "source %s names no classes, and the targets need their number: give num_classes=", p.cfg.Source.Info().Name)
+	}
+	return &m, nil
+}
+
 // checkTrain checks the train and eval stages against the pipeline they
 // end.
 func (p *Pipeline) checkTrain() error {
@@ -408,6 +432,14 @@ func (p *Pipeline) checkTrain() error {
 	}
 	if p.out.DType != transform.Float32 || p.out.Layout != transform.NCHW {
 		return fmt.Errorf("train needs NCHW float32 batches, not %s %s: use to_tensor layout=nchw dtype=float32", p.out.Layout, p.out.DType)
+	}
+	if m := p.cfg.Mix; m != nil {
+		if p.devs != nil && len(p.devs.GPUs) > 0 {
+			return errors.New("the GPU trainer does not learn from soft targets yet: mixup and cutmix train on the CPU (prefetch devices=cpu:N, or no prefetch)")
+		}
+		if k := len(p.cfg.Source.Info().Classes); m.Classes != 0 && m.Classes != k {
+			return fmt.Errorf("mixup and cutmix make targets over num_classes=%d, and the model has the source's %d classes", m.Classes, k)
+		}
 	}
 	if e != nil && e.Source != nil {
 		if i, ei := p.cfg.Source.Info(), e.Source.Info(); i.C != ei.C || i.H != ei.H || i.W != ei.W || len(i.Classes) != len(ei.Classes) {

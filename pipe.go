@@ -354,6 +354,12 @@ func (p *Pipeline) Augmented(e, i int) (img *transform.Image, label, index int, 
 	return p.eng.Augmented(e, i)
 }
 
+// AugmentedFields is Augmented with the sample's mask and boxes as the
+// pipeline moves them with the image (nil without either), for previews.
+func (p *Pipeline) AugmentedFields(e, i int) (img *transform.Image, f *transform.Fields, label, index int, err error) {
+	return p.eng.AugmentedFields(e, i)
+}
+
 // CacheInfo returns the pipeline's cache, with the warnings met so far, or
 // nil without a cache stage.
 func (p *Pipeline) CacheInfo() *CacheInfo {

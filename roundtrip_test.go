@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipefeed/pipe/engine"
 	"github.com/pipefeed/pipe/internal/golden"
 	"github.com/pipefeed/pipe/internal/shareddata"
 	"github.com/pipefeed/pipe/pipefile"
@@ -42,9 +43,19 @@ func summaryText(p *Pipeline) string {
 		e.Source = nil
 		eval = fmt.Sprintf("%+v", e)
 	}
-	c.Train, c.Cache, c.Prefetch, c.Eval = nil, nil, nil, nil
-	return fmt.Sprintf("%+v tensor=%s host=%s\nconfig %+v ops=%q train=%s cache=%s prefetch=%s eval=%s",
-		s, t, h, c, ops, train, cache, pf, eval)
+	mix := ""
+	if m := c.Mix; m != nil {
+		op := func(o *engine.MixOp) string {
+			if o == nil {
+				return "none"
+			}
+			return fmt.Sprintf("%+v", *o)
+		}
+		mix = fmt.Sprintf("classes=%d mixup=%s cutmix=%s", m.Classes, op(m.MixUp), op(m.CutMix))
+	}
+	c.Train, c.Cache, c.Prefetch, c.Eval, c.Mix = nil, nil, nil, nil, nil
+	return fmt.Sprintf("%+v tensor=%s host=%s\nconfig %+v ops=%q train=%s cache=%s prefetch=%s eval=%s mix=%s",
+		s, t, h, c, ops, train, cache, pf, eval, mix)
 }
 
 // roundTrip checks that p's String parses back to a pipeline equal to p:

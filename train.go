@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/fit"
 	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/trainer"
@@ -91,7 +92,7 @@ func (f *deviceFeed) Next(r int) (trainer.Batch, error) {
 		return trainer.Batch{}, err
 	}
 	if data := db.Data(); data != nil {
-		return trainer.Batch{X: batchTensor(f.p, data, db.N), Labels: db.Labels, Samples: db.Samples, Release: db.Release}, nil
+		return trainer.Batch{X: batchTensor(f.p, data, db.N), Labels: db.Labels, Targets: db.Targets, Samples: db.Samples, Release: db.Release}, nil
 	}
 	// A GPU's slice: the replica on that GPU reads it where it is.
 	ptr, ok := prefetch.DevicePointer(db.Buffer)
@@ -101,7 +102,7 @@ func (f *deviceFeed) Next(r int) (trainer.Batch, error) {
 	}
 	s := f.p.out.Shape
 	dev := &trainer.DeviceTensor{Shape: []int{db.N, s.C, s.H, s.W}, Ptr: ptr}
-	return trainer.Batch{Dev: dev, Labels: db.Labels, Samples: db.Samples, Release: db.Release}, nil
+	return trainer.Batch{Dev: dev, Labels: db.Labels, Targets: db.Targets, Samples: db.Samples, Release: db.Release}, nil
 }
 
 func (f *deviceFeed) Stall(r int) time.Duration { return f.x.Stall(r) }
@@ -124,7 +125,11 @@ func (f *hostFeed) Next(r int) (trainer.Batch, error) {
 	if err != nil {
 		return trainer.Batch{}, err
 	}
-	return trainer.Batch{X: batchTensor(f.p, b.Data, b.N), Labels: b.Labels, Samples: b.Samples, Release: b.Release}, nil
+	tb := trainer.Batch{X: batchTensor(f.p, b.Data, b.N), Labels: b.Labels, Samples: b.Samples, Release: b.Release}
+	if v, ok := b.Field(fields.Targets); ok {
+		tb.Targets, _ = v.Float32()
+	}
+	return tb, nil
 }
 
 func (f *hostFeed) Stall(int) time.Duration {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alitto/pond/v2"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/prefetch"
 )
 
@@ -112,10 +113,19 @@ type DeviceBatch struct {
 	// N is the number of samples: the global batch's N / devices.
 	N int
 	// Buffer is the device memory holding the N samples, laid out as the
-	// pipeline's Tensor(); Labels and Samples are host copies.
+	// pipeline's Tensor(); Labels and Samples are host copies, and so are
+	// Targets, the [N, classes] soft targets of a pipeline that mixes
+	// (Spec.Mix; nil without).
 	Buffer  prefetch.Buffer
 	Labels  []int32
 	Samples []int
+	Targets []float32
+	// Fields and Regions are the slice's fields other than the image and
+	// the int label (targets included), in host memory (as Labels), laid
+	// out for the slice's samples; nil without a fields or mix stage.
+	// Field gives a view.
+	Fields  []byte
+	Regions []fields.Region
 
 	owner *DeviceEpoch
 	slot  *devSlot
@@ -163,6 +173,10 @@ type devSlot struct {
 	staging prefetch.Buffer
 	labels  []int32
 	samples []int
+	// fields holds the slice's fields (host memory), laid out by regions
+	// for the slot's samples; nil without a fields or mix stage.
+	fields  []byte
+	regions []fields.Region
 	ev      prefetch.Event
 	batch   DeviceBatch
 }
@@ -256,6 +270,13 @@ func (e *Engine) DeviceEpochFrom(ctx context.Context, n, first int) (*DeviceEpoc
 func (e *Engine) newSlot(dev prefetch.Device, per int) (*devSlot, error) {
 	s := &devSlot{labels: make([]int32, per), samples: make([]int, per)}
 	var err error
+	if len(e.fl.regions) > 0 {
+		l, err := layoutFields(&e.s, per, 0)
+		if err != nil {
+			return nil, err
+		}
+		s.regions, s.fields = l.regions, make([]byte, l.bytes)
+	}
 	if s.buf, err = dev.Alloc(per * e.s.Out.SampleBytes()); err != nil {
 		return nil, err
 	}
@@ -331,8 +352,12 @@ func (x *DeviceEpoch) produce() {
 			}
 			copy(slot.labels, hb.Labels[lo:hi])
 			copy(slot.samples, hb.Samples[lo:hi])
+			copySlice(slot.fields, slot.regions, hb.Fields, hb.Regions, lo, hi)
 			slot.batch = DeviceBatch{Epoch: hb.Epoch, Index: hb.Index, Device: d, Name: dev.Name(), N: per,
-				Buffer: slot.buf, Labels: slot.labels[:per], Samples: slot.samples[:per]}
+				Buffer: slot.buf, Labels: slot.labels[:per], Samples: slot.samples[:per], Fields: slot.fields, Regions: slot.regions}
+			if v, ok := slot.batch.Field(fields.Targets); ok {
+				slot.batch.Targets, _ = v.Float32()
+			}
 			if err := x.queues[d].Put(x.ctx, slot); err != nil {
 				x.free[d] <- slot
 				x.toRelease(pendingHost{hb, evs})

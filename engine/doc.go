@@ -21,6 +21,14 @@
 // it will read (source.OrderChecker), so an order the shard cache cannot
 // stream is refused before the first batch rather than as its epoch starts.
 //
+// With a fields stage (Spec.Schema), a sample carries more than an image
+// and an int label: each slab holds, after the batch's images, one region
+// per field (fields.Schema.Layout), which the workers write beside the
+// image; a mask and boxes move through the chain with the image
+// (transform's Chain.ApplySample), and Batch.Field views a field. A cache
+// entry holds a sample's fields as its cached stages left them, and each
+// device's slice carries its samples' fields in host memory.
+//
 // With a cache, the operations before the cache come from its entries
 // (package cache), read in place where the cache is ordered and through
 // the shared shard memory otherwise, and only the operations after it run.
@@ -43,7 +51,8 @@
 // Output is a pure function of the spec, the epoch and the source's bytes:
 // a sample's random draws come from a generator keyed by (seed, epoch,
 // sample index), so neither the worker count nor the timing changes a
-// byte.
+// byte. Batch-level mixing (Spec.Mix: MixUp, CutMix) runs in Next on a
+// complete batch, with draws keyed by (seed, epoch, batch index).
 //
 // Errors begin "pipe:", not "engine:": the engine's Epoch, Batch and
 // DeviceEpoch are what package pipe hands its users (type aliases there),

@@ -76,6 +76,9 @@ type Spec struct {
 	Cache *cache.Cache
 	// Devices configures the prefetch stage; nil without one.
 	Devices *Devices
+	// Mix mixes each batch's samples and gives them soft targets (the
+	// mixup and cutmix stages); nil without them.
+	Mix *Mix
 }
 
 // Devices says which devices batches go to and how far ahead.
@@ -134,6 +137,7 @@ type Engine struct {
 	s       Spec
 	direct  bool // uint8 NCHW: images are written into slabs as they are
 	fl      fieldLayout
+	mix     *mixer // nil without Spec.Mix
 	workers atomic.Int64
 	running atomic.Bool
 	slabs   *prefetch.SlabPool
@@ -169,11 +173,18 @@ func New(s Spec) (*Engine, error) {
 	case s.Devices != nil && (s.Devices.N() < 1 || s.Devices.Depth < 1):
 		return nil, errors.New("engine: devices need at least one device and depth ≥ 1")
 	}
-	if s.Schema != nil && s.Devices != nil {
-		return nil, fmt.Errorf("engine: %w: a prefetch stage does not copy fields (%s) to devices yet", fields.ErrSchema, s.Schema)
+	if s.Mix != nil {
+		if err := s.Mix.check(); err != nil {
+			return nil, err
+		}
+		m := *s.Mix
+		s.Mix = &m
 	}
 	s.Ops = append([]transform.Op(nil), s.Ops...)
 	e := &Engine{s: s, rows: max(1, min(s.Batch, s.Plan.Len()))}
+	if s.Mix != nil {
+		e.mix = newMixer(s.Mix, s.Host)
+	}
 	var err error
 	if e.fl, err = layoutFields(&e.s, e.rows, s.Host.SampleBytes()); err != nil {
 		return nil, err
@@ -319,6 +330,9 @@ func (e *Engine) Buffers() Buffers {
 // are the caller's.
 func (e *Engine) Close() error {
 	err := e.closeDevices()
+	if e.mix != nil {
+		e.mix.pool.StopAndWait()
+	}
 	if e.slabs != nil {
 		err = errors.Join(err, e.slabs.Close())
 		e.slabs = nil

@@ -257,7 +257,7 @@ func TestCloseBeforeTheProducerStarts(t *testing.T) {
 // TestGreyAndBlurIndependentOfWorkers: grayscale and gaussian_blur draw
 // only from each sample's generator, so their output is the same whatever
 // the pool's size, and differs between epochs.
-func TestGreyAndBlurIndependentOfWorkers(t *testing.T) {
+func TestColourOpsIndependentOfWorkers(t *testing.T) {
 	src := synthetic(t, 300)
 	grey, err := transform.Grayscale(0.5)
 	if err != nil {
@@ -267,7 +267,36 @@ func TestGreyAndBlurIndependentOfWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sameForWorkers(t, src, []transform.Op{grey, blur}); got[0] == got[1] {
+	jitter, err := transform.ColorJitter(0.2, 0.2, 0.2, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sameForWorkers(t, src, []transform.Op{jitter, grey, blur}); got[0] == got[1] {
+		t.Fatalf("epochs 0 and 1 gave the same stream %s", got[0])
+	}
+}
+
+// TestAugmentIndependentOfWorkers: rotate, affine, rand_augment and
+// trivial_augment draw only from each sample's generator, so their output
+// is the same whatever the pool's size, and differs between epochs.
+func TestAugmentIndependentOfWorkers(t *testing.T) {
+	rot, err := transform.Rotate(30, transform.SampleBilinear, 0, false, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aff, err := transform.Affine(10, [2]float64{0.1, 0.1}, [2]float64{0.9, 1.1}, [4]float64{-5, 5, 0, 0}, transform.SampleNearest, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, err := transform.RandAugment(2, 9, 31, transform.SampleNearest, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta, err := transform.TrivialAugment(31, transform.SampleBilinear, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sameForWorkers(t, synthetic(t, 300), []transform.Op{rot, aff, ra, ta}); got[0] == got[1] {
 		t.Fatalf("epochs 0 and 1 gave the same stream %s", got[0])
 	}
 }

@@ -47,9 +47,10 @@ type Batch struct {
 	// Samples holds the N global sample indices the batch was made from.
 	Samples []int
 	// Fields holds the fields of a pipeline with a fields stage other
-	// than the image and the int label (masks, boxes, …), laid out by
-	// Regions (fields.Schema.Layout for the batch size, not N: a region's
-	// first N samples are set); nil without one. Field gives a field's view.
+	// than the image and the int label (masks, boxes, …), and the targets
+	// of a pipeline that mixes (Spec.Mix), laid out by Regions
+	// (fields.Schema.Layout for the batch size, not N: a region's first N
+	// samples are set); nil without either. Field gives a field's view.
 	Fields  []byte
 	Regions []fields.Region
 
@@ -486,6 +487,12 @@ func (x *Epoch) Next() (*Batch, error) {
 	nskip := 0
 	if len(j.skipped) > 0 {
 		nskip = x.compact(j, sb)
+	}
+	if err := x.mix(b); err != nil {
+		x.fail(err)
+		x.Close()
+		x.slabs.Put(j.slab)
+		return nil, err
 	}
 	x.statsMu.Lock()
 	x.stats.StallSeconds += stall

@@ -25,17 +25,18 @@ type fieldLayout struct {
 	// spatial says the chain moves fields (a mask or boxes).
 	spatial bool
 	// index maps a kind to its field's position in the schema (-1: none).
-	index [fields.Tensor + 1]int
+	index [fields.Targets + 1]int
 }
 
-// layoutFields lays out s's schema in slabs of rows samples of sb bytes.
+// layoutFields lays out s's schema in slabs of rows samples of sb bytes,
+// and after it the targets of its mix stages.
 func layoutFields(s *Spec, rows, sb int) (fieldLayout, error) {
 	l := fieldLayout{images: rows * sb, at: alignSlab(rows * sb)}
 	for i := range l.index {
 		l.index[i] = -1
 	}
 	if s.Schema == nil {
-		return l, nil
+		return l.addTargets(s.Mix, rows), nil
 	}
 	for i, f := range s.Schema.Fields {
 		l.index[f.Kind] = i
@@ -43,7 +44,7 @@ func layoutFields(s *Spec, rows, sb int) (fieldLayout, error) {
 	var err error
 	l.regions, l.bytes, err = s.Schema.Layout(rows, s.Out.Shape.H, s.Out.Shape.W)
 	l.spatial = s.Schema.Has(fields.Mask) || s.Schema.Has(fields.Boxes)
-	return l, err
+	return l.addTargets(s.Mix, rows), err
 }
 
 func alignSlab(n int) int { return (n + 63) &^ 63 }
@@ -69,22 +70,43 @@ type FieldView struct {
 // int32), or false where the pipeline has none. Its memory is the batch's,
 // valid until Release.
 func (b *Batch) Field(k fields.Kind) (FieldView, bool) {
+	return fieldView(k, b.N, b.Labels, b.Fields, b.Regions)
+}
+
+// Field returns the slice's field of kind k, as Batch.Field does, in host
+// memory valid until Release.
+func (b *DeviceBatch) Field(k fields.Kind) (FieldView, bool) {
+	return fieldView(k, b.N, b.Labels, b.Fields, b.Regions)
+}
+
+func fieldView(k fields.Kind, n int, labels []int32, mem []byte, regions []fields.Region) (FieldView, bool) {
 	if k == fields.Label {
 		return FieldView{Region: fields.Region{Kind: k, DType: fields.Int32, Counts: -1},
-			Data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.Labels))), 4*len(b.Labels))}, true
+			Data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(labels))), 4*len(labels))}, true
 	}
-	for _, r := range b.Regions {
+	for _, r := range regions {
 		if r.Kind != k {
 			continue
 		}
-		n := r.SampleBytes()
-		v := FieldView{Region: r, Data: b.Fields[r.Offset : r.Offset+b.N*n]}
+		v := FieldView{Region: r, Data: mem[r.Offset : r.Offset+n*r.SampleBytes()]}
 		if r.Counts >= 0 {
-			v.Counts = int32s(b.Fields[r.Counts : r.Counts+4*b.N])
+			v.Counts = int32s(mem[r.Counts : r.Counts+4*n])
 		}
 		return v, true
 	}
 	return FieldView{}, false
+}
+
+// copySlice copies samples [lo, hi) of the fields in src (laid out by
+// from) to the start of dst's regions (laid out by to, the same fields).
+func copySlice(dst []byte, to []fields.Region, src []byte, from []fields.Region, lo, hi int) {
+	for i, r := range from {
+		n := r.SampleBytes()
+		copy(dst[to[i].Offset:], src[r.Offset+lo*n:r.Offset+hi*n])
+		if r.Counts >= 0 {
+			copy(dst[to[i].Counts:], src[r.Counts+4*lo:r.Counts+4*hi])
+		}
+	}
 }
 
 func int32s(b []byte) []int32 {
@@ -124,7 +146,8 @@ func (v FieldView) Uint16() ([]uint16, error) {
 }
 
 // moving makes the fields the chain moves from a record's values: the mask
-// decoded, the boxes as corners with their classes. Its errors are about
+// decoded (or, from a source of pixels, as it is), the boxes as corners
+// with their classes. Its errors are about
 // the record.
 func (w *worker) moving(s *Spec, l *fieldLayout, rec *source.Record) (*transform.Fields, error) {
 	if s.Schema == nil {
@@ -141,10 +164,19 @@ func (w *worker) moving(s *Spec, l *fieldLayout, rec *source.Record) (*transform
 	f.Boxes, f.HasBoxes = f.Boxes[:0], false
 	f.MinArea, f.Normalized = s.Schema.MinArea, s.Schema.Normalized
 	if i := l.index[fields.Mask]; i >= 0 {
-		if err := w.dec.DecodeMask(&w.mask, rec.Fields[i].Bytes, s.Schema.Fields[i].DType.Size()); err != nil {
-			return nil, fmt.Errorf("mask: %w", err)
+		b, size := rec.Fields[i].Bytes, s.Schema.Fields[i].DType.Size()
+		switch {
+		case rec.Enc != nil:
+			if err := w.dec.DecodeMask(&w.mask, b, size); err != nil {
+				return nil, fmt.Errorf("mask: %w", err)
+			}
+			f.Mask = w.mask
+		case len(b) != rec.H*rec.W*size:
+			return nil, fmt.Errorf("%w: a mask of %d bytes for a %dx%d image of %s class ids", fields.ErrValue, len(b), rec.W, rec.H, s.Schema.Fields[i].DType)
+		default:
+			// A source of pixels gives its masks' values.
+			f.Mask = transform.Mask{Pix: b, H: rec.H, W: rec.W, Size: size}
 		}
-		f.Mask = w.mask
 	}
 	if i := l.index[fields.Boxes]; i >= 0 {
 		f.HasBoxes = true
@@ -315,8 +347,8 @@ func (l *fieldLayout) moveFields(mem []byte, to, from int) {
 
 // FieldLayout is where a batch's fields lie in each host slab: from byte
 // offset on, laid out by regions (fields.Schema.Layout for the slabs'
-// rows); no regions without a fields stage, or with only an image and a
-// label.
+// rows, then the targets of Spec.Mix); no regions without a fields stage
+// or a mix, or with only an image and a label.
 func (e *Engine) FieldLayout() (offset int, regions []fields.Region) {
 	return e.fl.at, e.fl.regions
 }

@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"image"
-	"image/png"
 	"io"
 	"math"
 	"strings"
@@ -72,6 +70,37 @@ func fieldsSpec(t *testing.T, src source.Source, workers int) Spec {
 	return s
 }
 
+// engineOf is New(s), closed when the test ends.
+func engineOf(t *testing.T, s Spec) *Engine {
+	t.Helper()
+	e, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// eachBatch runs epoch n of e, calls f on each of its batches (released
+// afterwards), and returns the epoch's checksum.
+func eachBatch(t *testing.T, e *Engine, n int, f func(*Batch)) string {
+	t.Helper()
+	x, err := e.Epoch(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	sum := NewChecksum()
+	for b, err := range x.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum.Add(b)
+		f(b)
+	}
+	return sum.String()
+}
+
 // TestFieldsInBatches: every field of every sample is in its region, in
 // the batch's order, with its count, for any number of workers, and the
 // checksum covers them.
@@ -79,32 +108,10 @@ func TestFieldsInBatches(t *testing.T) {
 	src := withFields{Source: synthetic(t, 230), bad: -1, broken: -1}
 	var first string
 	for _, w := range []int{1, 3, 8} {
-		e, err := New(fieldsSpec(t, src, w))
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, err := e.Epoch(context.Background(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := NewChecksum()
-		for {
-			b, err := x.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum.Add(b)
-			checkFields(t, src, b)
-			b.Release()
-		}
-		x.Close()
-		e.Close()
+		sum := eachBatch(t, engineOf(t, fieldsSpec(t, src, w)), 0, func(b *Batch) { checkFields(t, src, b) })
 		if first == "" {
-			first = sum.String()
-		} else if sum.String() != first {
+			first = sum
+		} else if sum != first {
 			t.Fatalf("workers=%d: checksum %s, want %s", w, sum, first)
 		}
 	}
@@ -178,29 +185,12 @@ func TestFieldsOfSkippedSamples(t *testing.T) {
 	src := withFields{Source: synthetic(t, 120), bad: 17, broken: 40}
 	s := fieldsSpec(t, src, 3)
 	s.OnError = Skip
-	e, err := New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	x, err := e.Epoch(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	e := engineOf(t, s)
 	n := 0
-	for {
-		b, err := x.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachBatch(t, e, 0, func(b *Batch) {
 		checkFields(t, src, b)
 		n += b.N
-		b.Release()
-	}
+	})
 	if n != 118 {
 		t.Fatalf("%d samples, want 118 of 120 (two skipped)", n)
 	}
@@ -225,8 +215,9 @@ func TestFieldValueOverItsBound(t *testing.T) {
 	}
 }
 
-// withMasks is a synthetic source whose 32×32 samples carry a PNG mask
-// with one rectangle of class 1 + i%7, and that rectangle as a box.
+// withMasks is a synthetic source whose 32×32 samples are a grey
+// rectangle on black, with a mask of that rectangle in class 1 + i%7,
+// and the rectangle as a box.
 type withMasks struct{ source.Source }
 
 var maskSchema = &fields.Schema{Fields: []fields.Field{
@@ -244,17 +235,19 @@ func (s withMasks) Read(i int, rec *source.Record) error {
 	}
 	m := image.NewGray(image.Rect(0, 0, 32, 32))
 	x0, y0, x1, y1 := s.rect(i)
+	// The image is the mask's rectangle in grey 200 on black.
+	rec.Buf = append(rec.Buf[:0], make([]byte, 3*32*32)...)
+	rec.Pix = rec.Buf
 	for y := y0; y < y1; y++ {
 		for x := x0; x < x1; x++ {
 			m.Pix[y*32+x] = uint8(1 + i%7)
+			for c := range 3 {
+				rec.Pix[(c*32+y)*32+x] = 200
+			}
 		}
 	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, m); err != nil {
-		return err
-	}
 	rec.Fields = append(rec.Fields[:0], make([]fields.Value, 5)...)
-	rec.Fields[1].Bytes = b.Bytes()
+	rec.Fields[1].Bytes = m.Pix // a source of pixels gives a mask's values
 	rec.Fields[2].Floats = []float32{float32(x0), float32(y0), float32(x1), float32(y1)}
 	rec.Fields[3].Ints = []int64{int64(1 + i%7)}
 	return nil
@@ -262,7 +255,8 @@ func (s withMasks) Read(i int, rec *source.Record) error {
 
 // TestMasksAndBoxesMoveWithImages: through a zero-padded random crop (a
 // reflecting pad would mirror the rectangle into the padding, outside its
-// box, as torchvision does) and a flip, every pixel of a sample's class in its mask lies inside its moved
+// box, as torchvision does) and a flip, the mask's class covers the
+// image's rectangle exactly, every pixel of a sample's class in its mask lies inside its moved
 // box, the box keeps its class, and the batches are the same for any
 // number of workers.
 func TestMasksAndBoxesMoveWithImages(t *testing.T) {
@@ -276,24 +270,7 @@ func TestMasksAndBoxesMoveWithImages(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Ops[0] = crop
-		e, err := New(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, err := e.Epoch(context.Background(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := NewChecksum()
-		for {
-			b, err := x.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum.Add(b)
+		sum := eachBatch(t, engineOf(t, s), 1, func(b *Batch) {
 			mv, _ := b.Field(fields.Mask)
 			bv, _ := b.Field(fields.Boxes)
 			cv, _ := b.Field(fields.Classes)
@@ -302,6 +279,12 @@ func TestMasksAndBoxesMoveWithImages(t *testing.T) {
 			for k, idx := range b.Samples {
 				class := uint8(1 + idx%7)
 				mask := mv.Data[k*32*32 : (k+1)*32*32]
+				img, _ := b.Float32()
+				for p, v := range mask {
+					if lit := img[k*3*32*32+p] > 1; lit != (v == class) {
+						t.Fatalf("sample %d: pixel %d is %v in the image but class %d in the mask", idx, p, img[k*3*32*32+p], v)
+					}
+				}
 				seen := 0
 				for p, v := range mask {
 					if v == class {
@@ -328,14 +311,50 @@ func TestMasksAndBoxesMoveWithImages(t *testing.T) {
 					}
 				}
 			}
-			b.Release()
-		}
-		x.Close()
-		e.Close()
+		})
 		if first == "" {
-			first = sum.String()
-		} else if sum.String() != first {
+			first = sum
+		} else if sum != first {
 			t.Fatalf("workers=%d: checksum %s, want %s", workers, sum, first)
 		}
+	}
+}
+
+// TestFieldsOnDevices: each device's slice of a batch carries its
+// samples' fields.
+func TestFieldsOnDevices(t *testing.T) {
+	src := withFields{Source: synthetic(t, 200), bad: -1, broken: -1}
+	s := fieldsSpec(t, src, 2)
+	s.Devices = &Devices{CPU: 2, Depth: 2}
+	e, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	x, err := e.DeviceEpoch(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	n := 0
+	// Each device's queue is read in turn, as consumers do: a queue read
+	// alone to its end would hold back the others.
+	for done := false; !done; {
+		for d := range 2 {
+			b, err := x.Next(d)
+			if err == io.EOF {
+				done = true
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFields(t, src, &Batch{N: b.N, Samples: b.Samples, Labels: b.Labels, Fields: b.Fields, Regions: b.Regions})
+			n += b.N
+			b.Release()
+		}
+	}
+	if n != 200 {
+		t.Fatalf("%d samples on the devices, want 200", n)
 	}
 }

@@ -332,31 +332,55 @@ func (c *Checksum) String() string {
 // global index: what a batch holds, as a picture. It is meant for previews
 // and debugging, not for throughput.
 func (e *Engine) Augmented(n, i int) (img *transform.Image, label, index int, err error) {
+	img, _, label, index, err = e.augmented(n, i)
+	return img, label, index, err
+}
+
+// AugmentedFields is Augmented with the sample's mask and boxes as the
+// pipeline moves them (nil where it has neither), for previews.
+func (e *Engine) AugmentedFields(n, i int) (img *transform.Image, f *transform.Fields, label, index int, err error) {
+	return e.augmented(n, i)
+}
+
+func (e *Engine) augmented(n, i int) (*transform.Image, *transform.Fields, int, int, error) {
 	s := &e.s
 	if i < 0 || i >= s.Plan.Len() {
-		return nil, 0, 0, fmt.Errorf("pipe: position %d outside the epoch's %d samples", i, s.Plan.Len())
+		return nil, nil, 0, 0, fmt.Errorf("pipe: position %d outside the epoch's %d samples", i, s.Plan.Len())
 	}
-	index = s.Plan.At(e.planEpoch(n), i)
+	index := s.Plan.At(e.planEpoch(n), i)
 	var rec source.Record
 	if err := s.Source.Read(index, &rec); err != nil {
-		return nil, 0, 0, err
+		return nil, nil, 0, 0, err
 	}
 	w := e.newWorker()
 	defer w.dec.Release()
+	f, err := w.moving(s, &e.fl, &rec)
+	if err != nil {
+		return nil, nil, 0, 0, &source.RecordError{File: rec.Path, Index: index, Err: err}
+	}
 	var out *transform.Image
 	if c := s.Cache; c != nil {
 		// As a cached pipeline computes it: the stages before the cache
 		// for the cache epoch, then the rest.
 		ce := c.Epoch(n)
-		mid, err := apply(w.pre, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, ce, int64(index)), nil)
+		mid, err := apply(w.pre, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, ce, int64(index)), f)
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, nil, 0, 0, err
 		}
 		mid = &transform.Image{Pix: append([]byte(nil), mid.Pix...), C: mid.C, H: mid.H, W: mid.W}
-		out = w.chain.Apply(mid, c.PostRand(s.Seed, n, ce, index, w.pre.Rand().State()))
-	} else if out, err = apply(w.chain, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, n, int64(index)), nil); err != nil {
-		return nil, 0, 0, err
+		if f != nil {
+			f.Mask.Pix = append([]byte(nil), f.Mask.Pix...)
+		}
+		if out, err = runChain(w.chain, w.dec, mid, nil, c.PostRand(s.Seed, n, ce, index, w.pre.Rand().State()), nil, f); err != nil {
+			return nil, nil, 0, 0, &source.RecordError{File: rec.Path, Index: index, Err: err}
+		}
+	} else if out, err = apply(w.chain, w.dec, &w.img, index, &rec, transform.NewRand(s.Seed, n, int64(index)), f); err != nil {
+		return nil, nil, 0, 0, err
 	}
 	cp := &transform.Image{Pix: append([]byte(nil), out.Pix...), C: out.C, H: out.H, W: out.W}
-	return cp, rec.Label, index, nil
+	if f != nil {
+		f = &transform.Fields{Mask: f.Mask, Boxes: append([]transform.Box(nil), f.Boxes...), HasBoxes: f.HasBoxes}
+		f.Mask.Pix = append([]byte(nil), f.Mask.Pix...)
+	}
+	return cp, f, rec.Label, index, nil
 }

@@ -35,9 +35,14 @@ const (
 	Tokens
 	// Tensor is a raw tensor of a fixed DType and Shape.
 	Tensor
+	// Targets are the soft class targets that the mixup and cutmix stages
+	// make from the labels, float32 [classes] per sample. No source reads
+	// them: a schema has no Targets field, and a batch has one wherever
+	// its pipeline mixes.
+	Targets
 )
 
-var kindNames = [...]string{"image", "mask", "boxes", "classes", "label", "labels", "tokens", "tensor"}
+var kindNames = [...]string{"image", "mask", "boxes", "classes", "label", "labels", "tokens", "tensor", "targets"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -47,7 +52,7 @@ func (k Kind) String() string {
 }
 
 // Kinds lists the kinds' names, in order: each is also the name of its
-// field in batches and in the fields stage.
+// field in batches and, but targets, in the fields stage.
 func Kinds() []string { return kindNames[:] }
 
 // ParseKind returns the Kind called name.
@@ -195,6 +200,9 @@ const (
 func (s *Schema) Check() error {
 	seen := map[Kind]bool{}
 	for _, f := range s.Fields {
+		if f.Kind == Targets {
+			return fmt.Errorf("%w: targets are made by mixup and cutmix, not read", ErrSchema)
+		}
 		if f.Kind < Image || f.Kind > Tensor {
 			return fmt.Errorf("%w: unknown kind %d", ErrSchema, int(f.Kind))
 		}

@@ -10,7 +10,8 @@ type Region struct {
 	Kind  Kind
 	DType DType
 	// Shape is one sample's shape: [H, W] of a mask, [Max, 4] of boxes,
-	// [Max] of classes and tokens, [Classes] of labels, a tensor's own.
+	// [Max] of classes and tokens, [Classes] of labels, a tensor's own,
+	// [classes] of targets.
 	Shape []int
 	// Offset is the region's first byte in the batch's field memory, and
 	// Counts that of its counts (-1: it has none).

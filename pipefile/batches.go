@@ -1,17 +1,19 @@
 package pipefile
 
-// Batches: batch, to_tensor, cache and prefetch, their specs and
-// constructors.
+// Batches: batch, to_tensor, mixup, cutmix, cache and prefetch, their
+// specs and constructors.
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/pipefeed/pipe/cache"
 	"github.com/pipefeed/pipe/engine"
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/prefetch"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -37,6 +39,73 @@ func Batching(size int, dropLast bool) Stage {
 func ToTensor(layout transform.Layout, dtype transform.DType) Stage {
 	return Stage{name: "to_tensor", line: canonical("to_tensor", "layout", layout, "dtype", dtype), apply: func(c *Compiled) error {
 		c.haveTensor, c.Layout, c.DType = true, layout, dtype
+		return nil
+	}}
+}
+
+// MixUp blends the samples of every batch with their neighbours, as
+// torchvision's transforms.v2.MixUp: with probability p, λ ~ Beta(alpha,
+// alpha) is drawn for the batch, sample i becomes λ·x_i + (1−λ)·x_i−1 (for
+// sample 0, the batch's last), and its targets λ·onehot(y_i) +
+// (1−λ)·onehot(y_i−1); a batch not mixed keeps its pixels and gets one-hot
+// targets. Batches then carry the float32 targets ([N, classes], the field
+// "targets"), which the train stage learns from. classes is the targets'
+// length; 0 takes the source's classes. It comes after batch (and
+// to_tensor and normalize), before prefetch and train; with CutMix too,
+// each batch uses one of the two, chosen at random. Its draws are keyed by
+// the seed, the epoch and the batch's place in the plan (engine.Mix).
+func MixUp(alpha, p float64, classes int) Stage { return mixStage("mixup", alpha, p, classes) }
+
+// CutMix pastes a box of each batch's previous sample into every sample,
+// as torchvision's transforms.v2.CutMix: with probability p, λ ~
+// Beta(alpha, alpha) is drawn for the batch, a box of sqrt(1−λ) of the
+// image's width and height, centred at a uniform pixel and clipped to the
+// image, is copied from sample i−1 (for sample 0, the batch's last) into
+// sample i, and the targets are those of MixUp with λ = 1 − the box's
+// share of the image. Otherwise as MixUp.
+func CutMix(alpha, p float64, classes int) Stage { return mixStage("cutmix", alpha, p, classes) }
+
+func mixStage(name string, alpha, p float64, classes int) Stage {
+	line := canonical(name, "alpha", ftoa(alpha), "p", ftoa(p), "num_classes", classes)
+	return Stage{name: name, line: line, apply: func(c *Compiled) error {
+		switch {
+		case !(alpha > 0) || math.IsInf(alpha, 0):
+			return fmt.Errorf("alpha=%g: must be above 0", alpha)
+		case !(p >= 0 && p <= 1):
+			return fmt.Errorf("p=%g: must be in [0, 1]", p)
+		case classes < 0:
+			return fmt.Errorf("num_classes=%d: must be 0 (the source's classes) or more", classes)
+		case !c.afterBatch:
+			return fmt.Errorf("%s mixes the samples of a batch: it comes after batch (and to_tensor)", name)
+		}
+		if err := checkMax("num_classes", classes, labelBound); err != nil {
+			return err
+		}
+		if c.Schema != nil {
+			for _, f := range c.Schema.Fields {
+				if f.Kind != fields.Image && f.Kind != fields.Label {
+					return fmt.Errorf("%s mixes images and their int labels: the %s field would not be mixed with them", name, f.Kind)
+				}
+			}
+			if !c.Schema.Has(fields.Label) {
+				return fmt.Errorf("%s makes its targets from the int labels: the fields stage has no label", name)
+			}
+		}
+		if c.Mix == nil {
+			c.Mix = &engine.Mix{}
+		}
+		if classes != 0 && c.Mix.Classes != 0 && classes != c.Mix.Classes {
+			return fmt.Errorf("num_classes=%d conflicts with num_classes=%d of the other mixing stage", classes, c.Mix.Classes)
+		}
+		if classes != 0 {
+			c.Mix.Classes = classes
+		}
+		op := &engine.MixOp{Alpha: alpha, P: p}
+		if name == "mixup" {
+			c.Mix.MixUp = op
+		} else {
+			c.Mix.CutMix = op
+		}
 		return nil
 	}}
 }
@@ -176,6 +245,16 @@ var batchSpecs = []*StageSpec{
 			d, _ := transform.ParseDType(a.String("dtype"))
 			return ToTensor(l, d), nil
 		}},
+	{Name: "mixup", Kind: "stage", Summary: "blend each sample of a batch with the previous one by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision MixUp)",
+		Params: mixParams(),
+		Build: func(a Args) (Stage, error) {
+			return MixUp(a.Float("alpha"), a.Float("p"), a.Int("num_classes")), nil
+		}},
+	{Name: "cutmix", Kind: "stage", Summary: "paste a box of the previous sample of a batch into each sample, sized by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision CutMix)",
+		Params: mixParams(),
+		Build: func(a Args) (Stage, error) {
+			return CutMix(a.Float("alpha"), a.Float("p"), a.Int("num_classes")), nil
+		}},
 	{Name: "cache", Kind: "stage", Summary: "store the output of every stage before it in a Badger directory and read it back instead of recomputing it",
 		Params: []Param{
 			{Name: "dir", Type: String, Required: true, Doc: "cache directory (created if missing; one pipe process at a time)"},
@@ -199,4 +278,13 @@ var batchSpecs = []*StageSpec{
 			}
 			return Prefetch(PrefetchConfig{Depth: a.Int("depth"), Devices: a.String("devices")}), nil // auto: Depth 0
 		}},
+}
+
+// mixParams are the parameters of mixup and cutmix.
+func mixParams() []Param {
+	return []Param{
+		{Name: "alpha", Type: Float, Default: "1", Min: bound(0), Doc: "λ ~ Beta(alpha, alpha), alpha > 0 (torchvision's default 1; its reference recipes use 0.2 for mixup, 1 for cutmix)"},
+		{Name: "p", Type: Float, Default: "1", Min: bound(0), Max: bound(1), Doc: "probability that a batch is mixed (one that is not gets one-hot targets)"},
+		Param{Name: "num_classes", Type: Int, Default: "0", Min: bound(0), Doc: "length of the targets; 0: the source's classes"}.with(labelBound),
+	}
 }

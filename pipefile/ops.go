@@ -123,6 +123,15 @@ var fillParam = Param{Name: "fill", Type: Enum, Enum: transform.FillNames(), Def
 var interpParam = Param{Name: "interpolation", Type: Enum, Enum: []string{"bilinear", "bicubic", "lanczos"}, Default: "bilinear",
 	Doc: "resampling filter, antialiased when shrinking (as PIL)"}
 
+var warpInterpParam = Param{Name: "interpolation", Type: Enum, Enum: transform.SamplingNames(), Default: "nearest",
+	Doc: "nearest or bilinear sampling (torch grid_sample), torchvision's default nearest"}
+
+var warpFillParam = Param{Name: "fill", Type: Int, Default: "0", Min: bound(0), Max: bound(255),
+	Doc: "pixel value of the area the image no longer covers"}
+
+var augBinsParam = Param{Name: "num_bins", Type: Int, Default: "31", Min: bound(2), Max: bound(1024),
+	Doc: "number of magnitude bins spanning each operation's range"}
+
 // opSpecs are the shuffle and the image operations.
 var opSpecs = []*StageSpec{
 	{Name: "shuffle", Kind: "stage", Summary: "a new random order of the samples every epoch; seed also keys the augmentations",
@@ -221,14 +230,15 @@ var opSpecs = []*StageSpec{
 			}
 			return Map(op), nil
 		}},
-	{Name: "color_jitter", Kind: "stage", Summary: "random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)",
+	{Name: "color_jitter", Kind: "stage", Summary: "random brightness, contrast, saturation and hue in a random order (torchvision ColorJitter)",
 		Params: []Param{
 			{Name: "brightness", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v]"},
 			{Name: "contrast", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v], around the mean grey"},
 			{Name: "saturation", Type: Float, Default: "0", Min: bound(0), Doc: "factor drawn from [max(0, 1-v), 1+v], around each pixel's grey"},
+			{Name: "hue", Type: Float, Default: "0", Min: bound(0), Max: bound(0.5), Doc: "shift of each pixel's hue drawn from [-v, v] of the colour wheel (torchvision's adjust_hue)"},
 		},
 		Build: func(a Args) (Stage, error) {
-			op, err := transform.ColorJitter(a.Float("brightness"), a.Float("contrast"), a.Float("saturation"))
+			op, err := transform.ColorJitter(a.Float("brightness"), a.Float("contrast"), a.Float("saturation"), a.Float("hue"))
 			if err != nil {
 				return Stage{}, err
 			}
@@ -279,6 +289,76 @@ var opSpecs = []*StageSpec{
 				return Stage{}, fmt.Errorf("sigma takes one value or two: min,max")
 			}
 			op, err := transform.GaussianBlur(a.Int("kernel"), [2]float64{s[0], s[1]})
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "rotate", Kind: "stage", Summary: "with probability p rotate by an angle uniform in [-degrees, degrees] about the centre (torchvision RandomRotation)",
+		Params: []Param{
+			{Name: "degrees", Type: Float, Required: true, Positional: true, Min: bound(0), Max: bound(180), Doc: "largest angle in degrees, counter-clockwise positive"},
+			warpInterpParam, warpFillParam,
+			{Name: "expand", Type: Bool, Default: "false", Doc: "true: the output is the rotated image's bounding box, so its size varies with the angle; false: the input's size"},
+			{Name: "p", Type: Float, Default: "1", Min: bound(0), Max: bound(1), Doc: "probability of rotating"},
+		},
+		Build: func(a Args) (Stage, error) {
+			in, _ := transform.ParseSampling(a.String("interpolation"))
+			op, err := transform.Rotate(a.Float("degrees"), in, a.Int("fill"), a.Bool("expand"), a.Float("p"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "affine", Kind: "stage", Summary: "a random rotation, translation, scale and shear about the centre (torchvision RandomAffine)",
+		Params: []Param{
+			{Name: "degrees", Type: Float, Required: true, Positional: true, Min: bound(0), Max: bound(180), Doc: "the angle is uniform in [-degrees, degrees], clockwise positive (as torchvision's affine)"},
+			{Name: "translate", Type: Floats, Default: "0,0", Doc: "largest shifts tx,ty as fractions of the width and height, each in [0, 1]; the shift is a whole number of pixels"},
+			{Name: "scale", Type: Floats, Default: "1,1", Doc: "range min,max the scale is drawn from uniformly, 0 < min ≤ max ≤ 100"},
+			{Name: "shear", Type: Floats, Default: "0", Doc: "shear angles in degrees: s (x in [-s, s]), x_min,x_max, or x_min,x_max,y_min,y_max; each in (-90, 90)"},
+			warpInterpParam, warpFillParam,
+		},
+		Build: func(a Args) (Stage, error) {
+			tr, sc, sh := a.Floats("translate"), a.Floats("scale"), a.Floats("shear")
+			if len(tr) != 2 || len(sc) != 2 {
+				return Stage{}, fmt.Errorf("translate and scale take two values each: tx,ty and min,max")
+			}
+			var shear [4]float64
+			switch len(sh) {
+			case 1:
+				if sh[0] != 0 {
+					shear[0], shear[1] = -sh[0], sh[0]
+				}
+			case 2, 4:
+				copy(shear[:], sh)
+			default:
+				return Stage{}, fmt.Errorf("shear takes one value, two (x_min,x_max) or four (x_min,x_max,y_min,y_max)")
+			}
+			in, _ := transform.ParseSampling(a.String("interpolation"))
+			op, err := transform.Affine(a.Float("degrees"), [2]float64{tr[0], tr[1]}, [2]float64{sc[0], sc[1]}, shear, in, a.Int("fill"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "rand_augment", Kind: "stage", Summary: "n operations drawn from torchvision's 14 (shears, translations, rotation, colour, posterize, solarize, autocontrast, equalize) at magnitude bin m (torchvision RandAugment)",
+		Params: []Param{
+			{Name: "n", Type: Int, Default: "2", Min: bound(1), Max: bound(16), Doc: "operations applied in turn"},
+			{Name: "m", Type: Int, Default: "9", Min: bound(0), Doc: "magnitude bin, below num_bins"},
+			augBinsParam, warpInterpParam, warpFillParam,
+		},
+		Build: func(a Args) (Stage, error) {
+			in, _ := transform.ParseSampling(a.String("interpolation"))
+			op, err := transform.RandAugment(a.Int("n"), a.Int("m"), a.Int("num_bins"), in, a.Int("fill"))
+			if err != nil {
+				return Stage{}, err
+			}
+			return Map(op), nil
+		}},
+	{Name: "trivial_augment", Kind: "stage", Summary: "one operation drawn from torchvision's 14 at a random magnitude bin (torchvision TrivialAugmentWide)",
+		Params: []Param{augBinsParam, warpInterpParam, warpFillParam},
+		Build: func(a Args) (Stage, error) {
+			in, _ := transform.ParseSampling(a.String("interpolation"))
+			op, err := transform.TrivialAugment(a.Int("num_bins"), in, a.Int("fill"))
 			if err != nil {
 				return Stage{}, err
 			}

@@ -42,13 +42,21 @@ var goStages = map[string]struct {
 	"random_resized_crop": {"random_resized_crop 224", func() Stage {
 		return Map(must(transform.RandomResizedCrop(224, [2]float64{0.08, 1}, [2]float64{3.0 / 4, 4.0 / 3}, transform.Bilinear)))
 	}},
-	"color_jitter": {"color_jitter", func() Stage { return Map(must(transform.ColorJitter(0, 0, 0))) }},
+	"color_jitter": {"color_jitter", func() Stage { return Map(must(transform.ColorJitter(0, 0, 0, 0))) }},
 	"grayscale":    {"grayscale", func() Stage { return Map(must(transform.Grayscale(0.1))) }},
 	"gaussian_blur": {"gaussian_blur 23", func() Stage {
 		return Map(must(transform.GaussianBlur(23, [2]float64{0.1, 2})))
 	}},
 	"random_erasing": {"random_erasing", func() Stage {
 		return Map(must(transform.RandomErasing(0.5, [2]float64{0.02, 0.33}, [2]float64{0.3, 3.3}, transform.EraseValue{Levels: []float64{0}})))
+	}},
+	"rotate": {"rotate 30", func() Stage { return Map(must(transform.Rotate(30, transform.SampleNearest, 0, false, 1))) }},
+	"affine": {"affine 10", func() Stage {
+		return Map(must(transform.Affine(10, [2]float64{}, [2]float64{1, 1}, [4]float64{}, transform.SampleNearest, 0)))
+	}},
+	"rand_augment": {"rand_augment", func() Stage { return Map(must(transform.RandAugment(2, 9, 31, transform.SampleNearest, 0))) }},
+	"trivial_augment": {"trivial_augment", func() Stage {
+		return Map(must(transform.TrivialAugment(31, transform.SampleNearest, 0)))
 	}},
 	"normalize": {"normalize mean=0.5 std=0.25", func() Stage {
 		return Normalize(must(transform.Normalize([]float64{0.5}, []float64{0.25})))
@@ -59,6 +67,8 @@ var goStages = map[string]struct {
 	"train":     {"train mlp", func() Stage { return Train(DefaultTrain("mlp")) }},
 	"eval":      {"eval", func() Stage { return Eval(EvalConfig{}) }},
 	"pipeline":  {"pipeline", func() Stage { return Pipeline(Settings{OnError: engine.Fail}) }},
+	"mixup":     {"mixup", func() Stage { return MixUp(1, 1, 0) }},
+	"cutmix":    {"cutmix", func() Stage { return CutMix(1, 1, 0) }},
 	"fields": {"fields image", func() Stage {
 		return Fields(&fields.Schema{Fields: []fields.Field{{Kind: fields.Image}}, MinArea: 1})
 	}},

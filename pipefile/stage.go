@@ -83,6 +83,10 @@ type Compiled struct {
 	Train          *TrainConfig
 	Eval           *EvalConfig
 
+	// Mix is the mixup and cutmix stages, whose Classes is 0 where they
+	// take the source's classes; nil without them.
+	Mix *engine.Mix
+
 	afterBatch, haveTensor, afterPrefetch, afterTrain bool
 	given                                             map[string]bool // the stages seen, but image operations
 }
@@ -154,6 +158,8 @@ func (c *Compiled) add(i int, s Stage) error {
 		return errors.New("source must be the first stage")
 	case i == 0 && s.name != "source":
 		return fmt.Errorf("the first stage must be source, not %s", s.name)
+	case c.Mix != nil && (s.name == "to_tensor" || s.name == "normalize"):
+		return fmt.Errorf("%s must come before mixup and cutmix: they mix finished batches", s.name)
 	}
 	// Every stage but the image operations is given once: a second would
 	// merge with the first or override it without a word.

@@ -45,19 +45,6 @@ var carriers = map[fields.Kind]string{
 	fields.Tensor:  "webdataset (npy), tfrecord and synthetic",
 }
 
-// fieldValues returns rec.Fields holding n values, each reset, reusing the
-// slice and the values' memory.
-func fieldValues(rec *Record, n int) []fields.Value {
-	if cap(rec.Fields) < n {
-		rec.Fields = append(rec.Fields[:cap(rec.Fields)], make([]fields.Value, n-cap(rec.Fields))...)
-	}
-	rec.Fields = rec.Fields[:n]
-	for i := range rec.Fields {
-		rec.Fields[i].Reset()
-	}
-	return rec.Fields
-}
-
 // newFolderFields reads schema for an image folder; flat says it has a
 // labels file (WithLabels). It refuses the fields a folder does not hold
 // and the keys that cannot be read: a column of a labels file without

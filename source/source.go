@@ -24,7 +24,8 @@ type Record struct {
 	// Fields are the sample's fields when the source was opened
 	// WithFields: one Value per field of the schema, in its order, each
 	// holding what the file holds for it — a mask's encoded image (PNG) in
-	// Bytes, boxes as 4 Floats each in the schema's format and units,
+	// Bytes (from a source of pixels, Info.Encoded false, its H×W values,
+	// little-endian, as the image's H and W), boxes as 4 Floats each in the schema's format and units,
 	// classes, multi-labels and tokens as Ints, a tensor's raw
 	// little-endian values in Bytes (an .npy member's header checked and
 	// removed). The image's entry is empty (the image is Pix or Enc) and

@@ -1,11 +1,14 @@
 package source
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/internal/splitmix"
 )
 
@@ -19,12 +22,43 @@ var SyntheticClasses = []string{"disk", "square", "triangle", "cross", "ring", "
 // Synthetic is a generated dataset with CIFAR's shape (3×32×32, 10 classes).
 // Samples are made on demand from (seed, split, index), so it needs no files
 // or network and its memory does not grow with its length.
+//
+// WithFields makes every field of the schema too (a key is refused: there
+// is nothing to name), from the same (seed, split, index), after the
+// image's shape is drawn and from the same SplitMix64 stream:
+//
+//   - Rectangles: k = 1 + ⌊3u⌋ of them are drawn; each is a width and
+//     height of 6 to 14 pixels, a top-left corner where it fits in the
+//     32×32 image, and a class in 1..C-1, where C is the labels field's
+//     classes, else 10; one that does not keep a pixel clear of every
+//     earlier rectangle is drawn again, up to 16 draws in all, so a
+//     sample has 1 to 3 apart. With boxes, only the first max_boxes are
+//     kept. Each is painted over the image, every pixel the fully
+//     saturated, fully bright colour of hue 360°·(class-1)/(C-1).
+//   - mask: H×W class ids, the rectangles' on 0, one byte each for uint8
+//     and two (little-endian) for uint16: the raw values, not an encoded
+//     image, as the image is pixels (Info.Encoded is false).
+//   - boxes: each rectangle's, in drawing order, in the schema's format,
+//     in pixels (x0, y0, x0+w, y0+h for xyxy), or fractions of 32 when the
+//     schema says normalized; classes: each rectangle's class.
+//   - label: the int label, Record.Label, as without fields; labels: the
+//     rectangles' classes, each once, in increasing order.
+//   - tokens: a caption, 1+label then 10+class for each rectangle, cut to
+//     max_tokens.
+//   - tensor: its values in row-major order, each one draw: a float32
+//     its top 24 bits over 2^24 (uniform in [0, 1)), a uint8 or uint16
+//     its top bits, an int32 its top 31 bits, an int64 its top 63.
 type Synthetic struct {
 	n        int
 	seed     uint64
 	split    Split
 	shuffled bool
+	schema   *fields.Schema // from WithFields; else nil
+	classes  int            // C: rectangles take classes 1..C-1
 }
+
+// syntheticTries bounds the draws of a sample's rectangles.
+const syntheticTries = 16
 
 // WithShuffledLabels gives every sample a label drawn independently of its
 // image, a control for "can a model learn this?": nothing can be learned.
@@ -34,16 +68,35 @@ func WithShuffledLabels() Option {
 }
 
 // NewSynthetic returns n generated samples; the test split holds different
-// images from the train split for the same seed.
+// images from the train split for the same seed. It takes
+// WithShuffledLabels and WithFields (see [Synthetic] for what it makes).
 func NewSynthetic(n int, split Split, seed uint64, opts ...Option) (*Synthetic, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("synthetic: n=%d: must be at least 1", n)
 	}
-	o, err := apply("synthetic", opts, "WithShuffledLabels")
+	o, err := apply("synthetic", opts, "WithShuffledLabels", "WithFields")
 	if err != nil {
 		return nil, err
 	}
-	return &Synthetic{n: n, seed: seed, split: split, shuffled: o.shuffled}, nil
+	s := &Synthetic{n: n, seed: seed, split: split, shuffled: o.shuffled, schema: o.fields, classes: len(SyntheticClasses)}
+	if s.schema == nil {
+		return s, nil
+	}
+	for _, f := range s.schema.Fields {
+		if f.Key != "" {
+			return nil, fmt.Errorf("%w: synthetic: %s=%s: the synthetic source makes its fields and reads none: leave the key out", fields.ErrSchema, f.Kind, f.Key)
+		}
+	}
+	if f := s.schema.Field(fields.Labels); f != nil {
+		s.classes = f.Classes
+	}
+	if s.classes < 2 {
+		return nil, fmt.Errorf("%w: synthetic: labels classes=%d: the rectangles take classes 1..classes-1, so want at least 2", fields.ErrSchema, s.classes)
+	}
+	if f := s.schema.Field(fields.Mask); f != nil && s.classes > 1<<(8*f.DType.Size()) {
+		return nil, fmt.Errorf("%w: synthetic: labels classes=%d: a %s mask holds classes below %d", fields.ErrSchema, s.classes, f.DType, 1<<(8*f.DType.Size()))
+	}
+	return s, nil
 }
 
 func (s *Synthetic) Len() int { return s.n }
@@ -55,7 +108,7 @@ func (s *Synthetic) Info() Info {
 		id += " shuffled_labels=true"
 		args = append(args, Arg{"shuffle_labels", "true"})
 	}
-	return Info{Name: "synthetic", Identity: id, C: 3, H: 32, W: 32, Classes: SyntheticClasses, Args: args}
+	return Info{Name: "synthetic", Identity: id, C: 3, H: 32, W: 32, Classes: SyntheticClasses, Args: args, Fields: s.schema}
 }
 
 func (s *Synthetic) Close() error { return nil }
@@ -90,7 +143,122 @@ func (s *Synthetic) Read(i int, rec *Record) error {
 	pix := rec.Buf[:n]
 	draw(pix, class, &r)
 	rec.Pix, rec.C, rec.H, rec.W, rec.Label = pix, 3, 32, 32, label
+	if s.schema != nil {
+		s.drawFields(pix, label, &r, fieldValues(rec, len(s.schema.Fields)))
+	}
 	return nil
+}
+
+// rect is one of a sample's rectangles: pixels [x0, x0+w) × [y0, y0+h).
+type rect struct{ x0, y0, w, h, class int }
+
+// apart reports whether a and b keep a pixel between them.
+func (a rect) apart(b rect) bool {
+	return a.x0 > b.x0+b.w || b.x0 > a.x0+a.w || a.y0 > b.y0+b.h || b.y0 > a.y0+a.h
+}
+
+// drawFields draws a sample's rectangles from r, paints them into pix and
+// sets vals, as Synthetic's doc says.
+func (s *Synthetic) drawFields(pix []byte, label int, r *rng, vals []fields.Value) {
+	var rects [3]rect
+	want, n := 1+r.intn(3), 0
+	for try := 0; n < want && try < syntheticTries; try++ {
+		q := rect{w: 6 + r.intn(9), h: 6 + r.intn(9)}
+		q.x0, q.y0, q.class = r.intn(32-q.w+1), r.intn(32-q.h+1), 1+r.intn(s.classes-1)
+		apart := true
+		for _, p := range rects[:n] {
+			apart = apart && q.apart(p)
+		}
+		if apart {
+			rects[n] = q
+			n++
+		}
+	}
+	if f := s.schema.Field(fields.Boxes); f != nil {
+		n = min(n, f.Max)
+	}
+	for _, q := range rects[:n] {
+		col := hsv(360*float64(q.class-1)/float64(s.classes-1), 1, 1)
+		for c := range 3 {
+			for y := q.y0; y < q.y0+q.h; y++ {
+				row := pix[(c*32+y)*32:]
+				for x := q.x0; x < q.x0+q.w; x++ {
+					row[x] = uint8(col[c])
+				}
+			}
+		}
+	}
+	for k, f := range s.schema.Fields {
+		v := &vals[k]
+		switch f.Kind {
+		case fields.Mask:
+			size := f.DType.Size()
+			v.Bytes = grow(v.Bytes, 32*32*size)
+			clear(v.Bytes)
+			for _, q := range rects[:n] {
+				for y := q.y0; y < q.y0+q.h; y++ {
+					for x := q.x0; x < q.x0+q.w; x++ {
+						if size == 1 {
+							v.Bytes[y*32+x] = byte(q.class)
+						} else {
+							binary.LittleEndian.PutUint16(v.Bytes[2*(y*32+x):], uint16(q.class))
+						}
+					}
+				}
+			}
+		case fields.Boxes:
+			scale := float32(1)
+			if s.schema.Normalized {
+				scale = 32
+			}
+			for _, q := range rects[:n] {
+				x0, y0, w, h := float32(q.x0)/scale, float32(q.y0)/scale, float32(q.w)/scale, float32(q.h)/scale
+				switch s.schema.BoxFormat {
+				case fields.XYWH:
+					v.Floats = append(v.Floats, x0, y0, w, h)
+				case fields.CXCYWH:
+					v.Floats = append(v.Floats, x0+w/2, y0+h/2, w, h)
+				default:
+					v.Floats = append(v.Floats, x0, y0, x0+w, y0+h)
+				}
+			}
+		case fields.Classes:
+			for _, q := range rects[:n] {
+				v.Ints = append(v.Ints, int64(q.class))
+			}
+		case fields.Labels:
+			for _, q := range rects[:n] {
+				if !slices.Contains(v.Ints, int64(q.class)) {
+					v.Ints = append(v.Ints, int64(q.class))
+				}
+			}
+			slices.Sort(v.Ints)
+		case fields.Tokens:
+			v.Ints = append(v.Ints, int64(1+label))
+			for _, q := range rects[:n] {
+				v.Ints = append(v.Ints, int64(10+q.class))
+			}
+			v.Ints = v.Ints[:min(len(v.Ints), f.Max)]
+		case fields.Tensor:
+			size := f.DType.Size()
+			v.Bytes = grow(v.Bytes, tensorBytes(&f))
+			for i := 0; i < len(v.Bytes); i += size {
+				d := r.next()
+				switch f.DType {
+				case fields.Uint8:
+					v.Bytes[i] = byte(d >> 56)
+				case fields.Uint16:
+					binary.LittleEndian.PutUint16(v.Bytes[i:], uint16(d>>48))
+				case fields.Int32:
+					binary.LittleEndian.PutUint32(v.Bytes[i:], uint32(d>>33))
+				case fields.Int64:
+					binary.LittleEndian.PutUint64(v.Bytes[i:], d>>1)
+				default:
+					binary.LittleEndian.PutUint32(v.Bytes[i:], math.Float32bits(float32(d>>40)/(1<<24)))
+				}
+			}
+		}
+	}
 }
 
 // hsv converts hue (degrees), saturation and value in [0, 1] to RGB in [0, 255].

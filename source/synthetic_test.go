@@ -65,3 +65,17 @@ func BenchmarkSyntheticRead(b *testing.B) {
 		i++
 	}
 }
+
+func BenchmarkSyntheticReadFields(b *testing.B) {
+	s, err := NewSynthetic(1<<20, Train, 1, WithFields(detectionSchema()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r Record
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.Read(i&(1<<20-1), &r)
+		i++
+	}
+}

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -10,8 +11,10 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/internal/atomicfile"
 )
 
@@ -46,10 +50,16 @@ type TFRecord struct {
 	labelKey string
 	textKey  string
 	offset   int // subtracted from labels
-	corrupt  []*RecordError
-	bad      map[int]*RecordError // corrupt by index
-	info     Info
-	fp       string
+	// keys are the features parseExample finds: the image's, the
+	// label's, the class text's, then the fields' (see tfField).
+	keys      []string
+	schema    *fields.Schema // from WithFields; else nil
+	at        []tfField      // where each schema field is, by field index
+	needLabel bool           // a record without a label is corrupt
+	corrupt   []*RecordError
+	bad       map[int]*RecordError // corrupt by index
+	info      Info
+	fp        string
 }
 
 type tfFile struct {
@@ -65,6 +75,78 @@ type tfConfig struct {
 	indexDir                    string
 	labelOffset                 int
 	remote                      *Remote
+}
+
+// tfField is where a TFRecord's field is: the feature keys[key] (-1: the
+// image or int label, read as without fields), and for the TF Object
+// Detection API's boxes the four keys from key on.
+type tfField struct {
+	key  int
+	four bool
+}
+
+// maxTFKeys bounds the features a record is searched for: the image, the
+// label, the class text, and the fields' (at most 9: boxes take four).
+const maxTFKeys = 16
+
+// Default feature keys of the fields, where the TF Object Detection API
+// and the TF segmentation tools write them.
+const (
+	tfMaskKey    = "image/segmentation/class/encoded"
+	tfClassesKey = "image/object/class/label"
+	tfTokensKey  = "tokens"
+	tfTensorKey  = "tensor"
+)
+
+// tfBoxKeys are the TF Object Detection API's box corners: four float
+// lists, fractions of the image's width and height.
+var tfBoxKeys = [4]string{"image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax"}
+
+// compileFields sets the keys of the image, the label and every field of
+// schema, refusing boxes in the OD API's four lists unless the schema
+// takes them as they are (normalized, xyxy).
+func (t *TFRecord) compileFields(schema *fields.Schema, cfg *tfConfig) error {
+	t.schema, t.at, t.needLabel = schema, make([]tfField, len(schema.Fields)), schema.Has(fields.Label)
+	if f := schema.Field(fields.Image); f.Key != "" {
+		cfg.imageKey = f.Key
+	}
+	if f := schema.Field(fields.Label); f != nil && f.Key != "" {
+		cfg.labelKey = f.Key
+	}
+	keys := []string{cfg.imageKey, cfg.labelKey, cfg.textKey}
+	for k, f := range schema.Fields {
+		key := f.Key
+		switch f.Kind {
+		case fields.Image, fields.Label:
+			t.at[k] = tfField{key: -1}
+			continue
+		case fields.Boxes:
+			if key == "" {
+				if !schema.Normalized || schema.BoxFormat != fields.XYXY {
+					return fmt.Errorf("%w: tfrecord: boxes: the TF Object Detection API's %s, ymin, xmax and ymax are fractions of the image, "+
+						"left, top, right, bottom: set normalized=true (and box_format=xyxy), or name a float feature of 4 numbers a box in your format (boxes=KEY)",
+						fields.ErrSchema, tfBoxKeys[0])
+				}
+				t.at[k] = tfField{key: len(keys), four: true}
+				keys = append(keys, tfBoxKeys[:]...)
+				continue
+			}
+		case fields.Mask:
+			key = cmp.Or(key, tfMaskKey)
+		case fields.Classes:
+			key = cmp.Or(key, tfClassesKey)
+		case fields.Labels:
+			key = cmp.Or(key, cfg.labelKey)
+		case fields.Tokens:
+			key = cmp.Or(key, tfTokensKey)
+		case fields.Tensor:
+			key = cmp.Or(key, tfTensorKey)
+		}
+		t.at[k] = tfField{key: len(keys)}
+		keys = append(keys, key)
+	}
+	t.keys = keys
+	return nil
 }
 
 // WithFeatureKeys sets the Example features holding the encoded image and
@@ -118,8 +200,28 @@ func maskedCRC(b []byte) uint32 {
 // label below label_offset or not below MaxClasses, a corrupt tail) are
 // listed by Corrupt, and Read of one returns the same error. Cancelling ctx
 // stops opening within about a megabyte of reading; the error wraps ctx's.
+//
+// It takes WithFields. A field's key is then a feature's name (an image's
+// or label's replaces WithFeatureKeys'). Without a key: mask
+// image/segmentation/class/encoded, bytes; boxes the TF Object Detection
+// API's image/object/bbox/xmin, ymin, xmax and ymax float lists,
+// interleaved into one box each, left, top, right, bottom — fractions of
+// the image, so the schema must say normalized and xyxy (a named key is
+// one float or int64 list of 4 numbers a box, in the schema's format and
+// units); classes image/object/class/label, int64, as written (the OD API
+// numbers them from 1); labels an int64 list, by default the label's
+// feature (a multi-label record lists its labels where a single-label one
+// has one), label_offset subtracted from each; tokens "tokens", int64; tensor
+// "tensor": a bytes feature of exactly the tensor's bytes, or a float or
+// int64 list of its values, each converted to the field's dtype, which
+// must hold it exactly. A mask's bytes point into Record.Buf. A record
+// without a feature a field needs is corrupt (ErrFormat, naming it: an
+// image without objects has its lists, empty, as the OD API writes them),
+// as is one of another type, or holding what does not fit its field
+// (fields.ErrValue); records are checked as their labels are read at open.
+// Without a label field, a record needs no label (its Label is 0).
 func OpenTFRecord(ctx context.Context, pattern string, opts ...Option) (*TFRecord, error) {
-	o, err := apply("tfrecord", opts, "WithFeatureKeys", "WithLabelOffset", "WithIndexDir", "WithRemote")
+	o, err := apply("tfrecord", opts, "WithFeatureKeys", "WithLabelOffset", "WithIndexDir", "WithRemote", "WithFields")
 	if err != nil {
 		return nil, err
 	}
@@ -136,14 +238,25 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...Option) (*TFRecor
 		args = append(args, Arg{"index_dir", cfg.indexDir})
 	}
 	args = append(args, cfg.remote.args(pattern)...)
+	t := &TFRecord{offset: cfg.labelOffset, needLabel: true}
+	if o.fields != nil {
+		if err := t.compileFields(o.fields, &cfg); err != nil {
+			return nil, err
+		}
+	} else {
+		t.keys = []string{cfg.imageKey, cfg.labelKey, cfg.textKey}
+	}
+	t.imageKey, t.labelKey, t.textKey = cfg.imageKey, cfg.labelKey, cfg.textKey
 	files, err := shardFiles(ctx, "tfrecord", pattern, cfg.remote, &cfg.indexDir)
 	if err != nil {
 		return nil, err
 	}
 	defer files.close()
-	t := &TFRecord{imageKey: cfg.imageKey, labelKey: cfg.labelKey, textKey: cfg.textKey, offset: cfg.labelOffset}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", cfg.imageKey, cfg.labelKey, cfg.labelOffset)
+	if t.schema != nil {
+		fmt.Fprintf(h, "%s\x00%q\x00", t.schema, t.keys)
+	}
 	labs := make([]*tfLabels, files.len())
 	if files.stream != nil {
 		t.stream, files.stream = files.stream, nil
@@ -186,7 +299,7 @@ func OpenTFRecord(ctx context.Context, pattern string, opts ...Option) (*TFRecor
 		t.Close()
 		return nil, err
 	}
-	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
+	t.info = Info{Name: "tfrecord", Identity: fmt.Sprintf("tfrecord %s (%d files)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args, Fields: o.fields}
 	return t, nil
 }
 
@@ -205,7 +318,12 @@ func tfKey(name, fp string) string {
 func (t *TFRecord) openStreamed(ctx context.Context, files *shardList, cfg tfConfig, h io.StringWriter, labs []*tfLabels) error {
 	defer context.AfterFunc(ctx, t.stream.stopAll)()
 	n := files.len()
-	labelsKey := fmt.Sprintf("%016x", xxhash.Sum64String(fmt.Sprintf("%s\x00%s\x00%s\x00%d", cfg.imageKey, cfg.labelKey, cfg.textKey, cfg.labelOffset)))
+	what := fmt.Sprintf("%s\x00%s\x00%s\x00%d", cfg.imageKey, cfg.labelKey, cfg.textKey, cfg.labelOffset)
+	if t.schema != nil {
+		// The records were checked for the fields too.
+		what += fmt.Sprintf("\x00%s\x00%q", t.schema, t.keys)
+	}
+	labelsKey := fmt.Sprintf("%016x", xxhash.Sum64String(what))
 	// What is stored of each file, beside its other indexes: its offsets
 	// (stored[k].index, as openTFFile keeps them), then its labels, both
 	// made from bytes of checksum stored[k].sum.
@@ -573,10 +691,13 @@ func (t *TFRecord) Len() int { return t.n }
 func (t *TFRecord) Corrupt() []*RecordError { return t.corrupt }
 func (t *TFRecord) Info() Info              { return t.info }
 
-// Fingerprint covers every file and the feature keys.
+// Fingerprint covers every file, the feature keys and, with fields, the
+// schema.
 func (t *TFRecord) Fingerprint() (string, error) { return t.fp, nil }
 
-// Read sets rec.Enc to record i's image bytes and rec.Label to its label.
+// Read sets rec.Enc to record i's image bytes and rec.Label to its label,
+// and with fields rec.Fields to its fields' values (see [WithFields]): a
+// mask's or bytes tensor's bytes in rec.Buf, where the record is read.
 func (t *TFRecord) Read(i int, rec *Record) error {
 	if i < 0 || i >= t.n {
 		return fmt.Errorf("tfrecord: sample %d out of range [0, %d)", i, t.n)
@@ -599,22 +720,185 @@ func (t *TFRecord) Read(i int, rec *Record) error {
 	if err != nil {
 		return err
 	}
-	ex, err := parseExample(data, t.imageKey, t.labelKey, "")
+	var ex example
+	err = parseExample(data, t.keys, &ex)
 	if err == nil && ex.image == nil {
 		err = fmt.Errorf("%w: no bytes feature %q", ErrFormat, t.imageKey)
 	}
-	if err == nil && !ex.hasLabel {
+	if err == nil && !ex.hasLabel && t.needLabel {
 		err = fmt.Errorf("%w: no int64 feature %q", ErrFormat, t.labelKey)
 	}
-	label := int(ex.label) - t.offset
-	if err == nil && (label < 0 || label >= len(t.info.Classes)) {
-		err = fmt.Errorf("%w: %d (classes 0..%d, label_offset %d)", ErrLabel, ex.label, len(t.info.Classes)-1, t.offset)
+	label := 0
+	if ex.hasLabel && t.needLabel {
+		label = int(ex.label) - t.offset
+		if err == nil && (label < 0 || label >= len(t.info.Classes)) {
+			err = fmt.Errorf("%w: %d (classes 0..%d, label_offset %d)", ErrLabel, ex.label, len(t.info.Classes)-1, t.offset)
+		}
+	}
+	if err == nil && t.schema != nil {
+		err = t.fillFields(&ex, fieldValues(rec, len(t.schema.Fields)))
 	}
 	if err != nil {
 		return &RecordError{File: f.name, Offset: f.offsets[j], Index: i, Err: err}
 	}
-	*rec = Record{Enc: ex.image, Label: label, Buf: data[:cap(data)], Path: fmt.Sprintf("%s record %d", f.name, j)}
+	*rec = Record{Enc: ex.image, Label: label, Buf: data[:cap(data)], Path: fmt.Sprintf("%s record %d", f.name, j), Fields: rec.Fields}
 	return nil
+}
+
+// fillFields sets vals (reset, one per schema field) from the features
+// of a record.
+func (t *TFRecord) fillFields(ex *example, vals []fields.Value) error {
+	for k := range t.schema.Fields {
+		f, a, v := &t.schema.Fields[k], t.at[k], &vals[k]
+		if a.key < 0 {
+			continue
+		}
+		var err error
+		if a.four {
+			err = t.fourBoxes(ex, a.key, f, v)
+		} else {
+			err = t.fillField(ex.feats[a.key], t.keys[a.key], f, v)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Kind, err)
+		}
+		if err := checkValue(f, v); err != nil {
+			return fmt.Errorf("%s: %w", f.Kind, err)
+		}
+	}
+	return checkBoxClasses(t.schema, vals)
+}
+
+// fillField sets v from feat, the Feature of key.
+func (t *TFRecord) fillField(feat []byte, key string, f *fields.Field, v *fields.Value) error {
+	if feat == nil {
+		return fmt.Errorf("%w: no feature %q", ErrFormat, key)
+	}
+	kind, list := featureList(feat)
+	wrong := func(want string) error {
+		return fmt.Errorf("%w: feature %q is %s, not %s", ErrFormat, key, kind, want)
+	}
+	var n int
+	var err error
+	switch f.Kind {
+	case fields.Mask:
+		if kind != bytesList {
+			return wrong(bytesList.String())
+		}
+		var ok bool
+		if v.Bytes, ok = field(list, 1); !ok {
+			return fmt.Errorf("%w: feature %q holds no bytes", ErrFormat, key)
+		}
+		return nil
+	case fields.Boxes:
+		switch kind {
+		case floatList:
+			v.Floats, n, err = appendFeatureFloats(v.Floats, list, listBound(f))
+		case int64List:
+			v.Ints, n, err = appendFeatureInts(v.Ints, list, listBound(f))
+			if err == nil && n <= listBound(f) {
+				v.Floats = grow(v.Floats, n)
+				for i, x := range v.Ints {
+					v.Floats[i] = float32(x)
+				}
+				v.Ints = v.Ints[:0]
+			}
+		default:
+			return wrong("a float list")
+		}
+	case fields.Classes, fields.Labels, fields.Tokens:
+		if kind != int64List {
+			return wrong(int64List.String())
+		}
+		v.Ints, n, err = appendFeatureInts(v.Ints, list, listBound(f))
+		if f.Kind == fields.Labels {
+			for i := range v.Ints {
+				v.Ints[i] -= int64(t.offset)
+			}
+		}
+	case fields.Tensor:
+		return tensorFeature(kind, list, key, f, v)
+	}
+	if err == nil && n > listBound(f) {
+		err = fmt.Errorf("feature %q holds %d values: %w", key, n, tooMany(f))
+	}
+	return err
+}
+
+// fourBoxes sets v to the boxes of the TF Object Detection API's four
+// lists (features from key on: xmin, ymin, xmax, ymax), interleaved.
+func (t *TFRecord) fourBoxes(ex *example, key int, f *fields.Field, v *fields.Value) error {
+	n := -1
+	for c := range 4 {
+		feat := ex.feats[key+c]
+		if feat == nil {
+			return fmt.Errorf("%w: no feature %q", ErrFormat, t.keys[key+c])
+		}
+		kind, list := featureList(feat)
+		if kind != floatList {
+			return fmt.Errorf("%w: feature %q is %s, not %s", ErrFormat, t.keys[key+c], kind, floatList)
+		}
+		m, err := eachFloat(list, nil)
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			if m > f.Max {
+				return fmt.Errorf("%w: %d boxes, more than max_boxes=%d", fields.ErrValue, m, f.Max)
+			}
+			n = m
+			v.Floats = grow(v.Floats, 4*n)
+		}
+		if m != n {
+			return fmt.Errorf("%w: %d values in %q but %d in %q: want one per box in each", ErrFormat, n, t.keys[key], m, t.keys[key+c])
+		}
+		eachFloat(list, func(i int, x float32) { v.Floats[4*i+c] = x })
+	}
+	return nil
+}
+
+// tensorFeature sets v.Bytes to a tensor's values from a feature: a bytes
+// feature's raw bytes (exactly the tensor's size), or a float or int64
+// list of exactly its values, converted to its dtype.
+func tensorFeature(kind featureKind, list []byte, key string, f *fields.Field, v *fields.Value) error {
+	want := tensorBytes(f)
+	values := want / f.DType.Size()
+	switch kind {
+	case bytesList:
+		b, _ := field(list, 1)
+		if len(b) != want {
+			return fmt.Errorf("%w: feature %q holds %d bytes, want %d (%s %v)", fields.ErrValue, key, len(b), want, f.DType, f.Shape)
+		}
+		v.Bytes = append(v.Bytes[:0], b...)
+		return nil
+	case floatList:
+		n, err := eachFloat(list, nil)
+		if err == nil && n != values {
+			err = fmt.Errorf("%w: feature %q holds %d values, want %d (%s %v)", fields.ErrValue, key, n, values, f.DType, f.Shape)
+		}
+		if err != nil {
+			return err
+		}
+		v.Floats, _, _ = appendFeatureFloats(v.Floats[:0], list, n)
+		v.Bytes = grow(v.Bytes, want)
+		err = putTensor(v.Bytes, f.DType, n, func(i int) (int64, float64) { return int64(v.Floats[i]), float64(v.Floats[i]) })
+		v.Floats = v.Floats[:0]
+		return err
+	case int64List:
+		n, err := eachInt(list, nil)
+		if err == nil && n != values {
+			err = fmt.Errorf("%w: feature %q holds %d values, want %d (%s %v)", fields.ErrValue, key, n, values, f.DType, f.Shape)
+		}
+		if err != nil {
+			return err
+		}
+		v.Ints, _, _ = appendFeatureInts(v.Ints[:0], list, n)
+		v.Bytes = grow(v.Bytes, want)
+		err = putTensor(v.Bytes, f.DType, n, func(i int) (int64, float64) { return v.Ints[i], float64(v.Ints[i]) })
+		v.Ints = v.Ints[:0]
+		return err
+	}
+	return fmt.Errorf("%w: feature %q is empty: want bytes or a list", ErrFormat, key)
 }
 
 // tfLabels is what one file's records say of the classes: the labels they
@@ -635,6 +919,11 @@ func (t *TFRecord) fileLabels(p *poller, k int, fh io.ReaderAt, offset int) (*tf
 	lab := &tfLabels{Names: map[int]string{}}
 	seen := map[int]bool{}
 	var buf []byte
+	var ex example
+	var vals []fields.Value
+	if t.schema != nil {
+		vals = make([]fields.Value, len(t.schema.Fields))
+	}
 	for j := range f.offsets {
 		bad := func(err error) {
 			lab.corrupt = append(lab.corrupt, &RecordError{File: f.name, Offset: f.offsets[j], Index: t.starts[k] + j, Err: err})
@@ -652,7 +941,7 @@ func (t *TFRecord) fileLabels(p *poller, k int, fh io.ReaderAt, offset int) (*tf
 			continue
 		}
 		buf = data[:cap(data)]
-		ex, err := parseExample(data, t.imageKey, t.labelKey, t.textKey)
+		err = parseExample(data, t.keys, &ex)
 		switch {
 		case err != nil:
 			bad(err)
@@ -660,6 +949,7 @@ func (t *TFRecord) fileLabels(p *poller, k int, fh io.ReaderAt, offset int) (*tf
 		case ex.image == nil:
 			bad(fmt.Errorf("%w: no bytes feature %q", ErrFormat, t.imageKey))
 			continue
+		case !t.needLabel:
 		case !ex.hasLabel:
 			bad(fmt.Errorf("%w: no int64 feature %q", ErrFormat, t.labelKey))
 			continue
@@ -668,6 +958,18 @@ func (t *TFRecord) fileLabels(p *poller, k int, fh io.ReaderAt, offset int) (*tf
 			continue
 		case ex.label-int64(offset) >= MaxClasses:
 			bad(fmt.Errorf("%w: %d with label_offset %d is not below MaxClasses (%d)", ErrLabel, ex.label, offset, MaxClasses))
+			continue
+		}
+		if t.schema != nil {
+			for k := range vals {
+				vals[k].Reset()
+			}
+			if err := t.fillFields(&ex, vals); err != nil {
+				bad(err)
+				continue
+			}
+		}
+		if !t.needLabel {
 			continue
 		}
 		l := int(ex.label) - offset
@@ -744,24 +1046,29 @@ func (t *TFRecord) Close() error {
 	return errors.Join(errs...)
 }
 
-// example is what a record's tf.train.Example gives.
+// example is what a record's tf.train.Example gives: the image, label and
+// class text, and the Feature of each of the source's keys (nil where the
+// record has none).
 type example struct {
 	image    []byte
 	label    int64
 	hasLabel bool
 	text     []byte
+	feats    [maxTFKeys][]byte
 }
 
-// parseExample reads the wanted features of a serialised tf.train.Example:
+// parseExample reads the features named keys (the image's, the label's,
+// the class text's, then any others: see TFRecord.keys) of a serialised
+// tf.train.Example into ex, in one pass:
 //
 //	Example { Features features = 1; }
 //	Features { map<string, Feature> feature = 1; }
 //	Feature { oneof { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
 //	BytesList { repeated bytes value = 1; }  Int64List { repeated int64 value = 1 [packed]; }
-func parseExample(b []byte, imageKey, labelKey, textKey string) (example, error) {
-	var ex example
-	bad := func(what string) (example, error) {
-		return ex, fmt.Errorf("%w: not a tf.train.Example (%s)", ErrFormat, what)
+func parseExample(b []byte, keys []string, ex *example) error {
+	*ex = example{}
+	bad := func(what string) error {
+		return fmt.Errorf("%w: not a tf.train.Example (%s)", ErrFormat, what)
 	}
 	feats, ok := field(b, 1)
 	if !ok {
@@ -788,27 +1095,22 @@ func parseExample(b []byte, imageKey, labelKey, textKey string) (example, error)
 		feats = feats[n:]
 		key, _ := field(entry, 1)
 		val, _ := field(entry, 2)
-		switch string(key) {
-		case imageKey:
-			if list, ok := field(val, 1); ok {
-				ex.image, _ = field(list, 1)
-			}
-		case textKey:
-			if list, ok := field(val, 1); ok {
-				ex.text, _ = field(list, 1)
-			}
-		case labelKey:
-			list, ok := field(val, 3)
-			if !ok {
-				continue
-			}
-			v, ok := firstInt(list)
-			if ok {
-				ex.label, ex.hasLabel = v, true
+		for k, want := range keys {
+			if string(key) == want {
+				ex.feats[k] = val[:len(val):len(val)]
 			}
 		}
 	}
-	return ex, nil
+	if list, ok := field(ex.feats[0], 1); ok {
+		ex.image, _ = field(list, 1)
+	}
+	if list, ok := field(ex.feats[2], 1); ok && keys[2] != "" {
+		ex.text, _ = field(list, 1)
+	}
+	if list, ok := field(ex.feats[1], 3); ok {
+		ex.label, ex.hasLabel = firstInt(list)
+	}
+	return nil
 }
 
 // field returns the last length-delimited field num of a message.
@@ -871,6 +1173,163 @@ func firstInt(list []byte) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// featureKind is which list a Feature holds.
+type featureKind int
+
+const (
+	noList featureKind = iota
+	bytesList
+	floatList
+	int64List
+)
+
+func (k featureKind) String() string {
+	return [...]string{"empty", "a bytes list", "a float list", "an int64 list"}[k]
+}
+
+// featureList returns which list a Feature holds, and the list.
+func featureList(feat []byte) (featureKind, []byte) {
+	for len(feat) > 0 {
+		n, typ, k := protowire.ConsumeTag(feat)
+		if k < 0 {
+			return noList, nil
+		}
+		feat = feat[k:]
+		if n >= 1 && n <= 3 && typ == protowire.BytesType {
+			list, k := protowire.ConsumeBytes(feat)
+			if k < 0 {
+				return noList, nil
+			}
+			return featureKind(n), list
+		}
+		if k = protowire.ConsumeFieldValue(n, typ, feat); k < 0 {
+			return noList, nil
+		}
+		feat = feat[k:]
+	}
+	return noList, nil
+}
+
+// errList is a FloatList or Int64List that does not parse.
+var errList = fmt.Errorf("%w: a feature's list does not parse", ErrFormat)
+
+// eachFloat calls fn (unless nil) with each value of a FloatList, packed
+// or not, and its position, and returns how many there are.
+func eachFloat(list []byte, fn func(i int, x float32)) (int, error) {
+	n := 0
+	for len(list) > 0 {
+		num, typ, k := protowire.ConsumeTag(list)
+		if k < 0 {
+			return n, errList
+		}
+		list = list[k:]
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			packed, k := protowire.ConsumeBytes(list)
+			if k < 0 || len(packed)%4 != 0 {
+				return n, errList
+			}
+			list = list[k:]
+			for ; len(packed) > 0; packed = packed[4:] {
+				if fn != nil {
+					fn(n, math.Float32frombits(binary.LittleEndian.Uint32(packed)))
+				}
+				n++
+			}
+		case num == 1 && typ == protowire.Fixed32Type:
+			v, k := protowire.ConsumeFixed32(list)
+			if k < 0 {
+				return n, errList
+			}
+			list = list[k:]
+			if fn != nil {
+				fn(n, math.Float32frombits(v))
+			}
+			n++
+		default:
+			if k = protowire.ConsumeFieldValue(num, typ, list); k < 0 {
+				return n, errList
+			}
+			list = list[k:]
+		}
+	}
+	return n, nil
+}
+
+// eachInt calls fn (unless nil) with each value of an Int64List, packed
+// or not, and its position, and returns how many there are.
+func eachInt(list []byte, fn func(i int, x int64)) (int, error) {
+	n := 0
+	for len(list) > 0 {
+		num, typ, k := protowire.ConsumeTag(list)
+		if k < 0 {
+			return n, errList
+		}
+		list = list[k:]
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			packed, k := protowire.ConsumeBytes(list)
+			if k < 0 {
+				return n, errList
+			}
+			list = list[k:]
+			for len(packed) > 0 {
+				v, k := protowire.ConsumeVarint(packed)
+				if k < 0 {
+					return n, errList
+				}
+				packed = packed[k:]
+				if fn != nil {
+					fn(n, int64(v))
+				}
+				n++
+			}
+		case num == 1 && typ == protowire.VarintType:
+			v, k := protowire.ConsumeVarint(list)
+			if k < 0 {
+				return n, errList
+			}
+			list = list[k:]
+			if fn != nil {
+				fn(n, int64(v))
+			}
+			n++
+		default:
+			if k = protowire.ConsumeFieldValue(num, typ, list); k < 0 {
+				return n, errList
+			}
+			list = list[k:]
+		}
+	}
+	return n, nil
+}
+
+// appendFeatureFloats appends a FloatList's values to dst unless there are
+// more than limit, and returns how many the list holds.
+func appendFeatureFloats(dst []float32, list []byte, limit int) ([]float32, int, error) {
+	n, err := eachFloat(list, nil)
+	if err != nil || n > limit {
+		return dst, n, err
+	}
+	at := len(dst)
+	dst = slices.Grow(dst, n)[:at+n]
+	eachFloat(list, func(i int, x float32) { dst[at+i] = x })
+	return dst, n, nil
+}
+
+// appendFeatureInts appends an Int64List's values to dst unless there are
+// more than limit, and returns how many the list holds.
+func appendFeatureInts(dst []int64, list []byte, limit int) ([]int64, int, error) {
+	n, err := eachInt(list, nil)
+	if err != nil || n > limit {
+		return dst, n, err
+	}
+	at := len(dst)
+	dst = slices.Grow(dst, n)[:at+n]
+	eachInt(list, func(i int, x int64) { dst[at+i] = x })
+	return dst, n, nil
 }
 
 // Shards returns the number of records in each file, in index order.

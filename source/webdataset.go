@@ -12,10 +12,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/pipefeed/pipe/fields"
 )
 
 // WebDataset reads WebDataset shards: tar files (plain, or gzipped .tar.gz
@@ -33,6 +36,7 @@ type WebDataset struct {
 	info    Info
 	corrupt []*RecordError
 	fp      string
+	cfg     wdsConfig
 }
 
 type wdsShard struct {
@@ -51,7 +55,15 @@ type wdsSample struct {
 	err        error        // the first problem found in its members
 	errOff     int64        // the data offset of the member at fault
 	bad        *RecordError // what Read returns, for a corrupt sample
+	// With fields: the .json member, when a field reads one of its keys,
+	// and the member of each schema field read from one (by field index;
+	// off < 0: the sample has none).
+	json    wdsMember
+	members []wdsMember
 }
+
+// wdsMember is where a member's data lies in its shard.
+type wdsMember struct{ off, size int64 }
 
 // fail records a problem with the member at off, unless there was one.
 func (s *wdsSample) fail(off int64, err error) {
@@ -64,6 +76,101 @@ type wdsConfig struct {
 	labelField string
 	indexDir   string
 	remote     *Remote
+
+	// From WithFields (nil without): the schema, where each of its fields
+	// is found (by field index), and what the image and label fields make
+	// of today's rules.
+	schema     *fields.Schema
+	at         []wdsField
+	imageExt   string // "": .jpg, .jpeg or .png
+	labelExt   string // the text member of an int label: "cls"; "" for none
+	needLabel  bool   // a sample without a label is corrupt
+	jsonFields bool   // a field reads a key of the .json member
+}
+
+// wdsField is where a WebDataset sample's field is found: a member (by its
+// extension, lower case) or, with ext "", a key path of the .json member.
+type wdsField struct {
+	ext  string
+	path string
+	npy  bool // a tensor's member is an .npy file, else its raw bytes
+	json bool // a list's member is JSON (a .json extension), else text
+}
+
+// wdsDefaultKeys are the keys of the fields a WebDataset reads when the
+// schema names none (the image's and label's are today's rules).
+var wdsDefaultKeys = map[fields.Kind]string{
+	fields.Mask: "mask.png", fields.Boxes: "json:boxes", fields.Classes: "json:classes",
+	fields.Labels: "json:labels", fields.Tokens: "json:tokens", fields.Tensor: "npy",
+}
+
+// wdsImageExts are the extensions of an image member without an image key.
+var wdsImageExts = []string{"jpg", "jpeg", "png"}
+
+// isImage reports whether a member of extension ext (lower case) is the
+// sample's image.
+func (c *wdsConfig) isImage(ext string) bool {
+	if c.imageExt != "" {
+		return ext == c.imageExt
+	}
+	return slices.Contains(wdsImageExts, ext)
+}
+
+// compileFields sets where each field of schema is found, refusing a key
+// that cannot name it.
+func (c *wdsConfig) compileFields(schema *fields.Schema) error {
+	c.schema, c.at = schema, make([]wdsField, len(schema.Fields))
+	c.labelExt, c.needLabel = "cls", schema.Has(fields.Label)
+	for k, f := range schema.Fields {
+		key := strings.TrimPrefix(f.Key, ".")
+		if key == "" {
+			key = wdsDefaultKeys[f.Kind]
+		}
+		path, inJSON := strings.CutPrefix(key, "json:")
+		bad := func(why string) error {
+			return fmt.Errorf("%w: webdataset: %s=%s: %s", fields.ErrSchema, f.Kind, key, why)
+		}
+		if inJSON && path == "" {
+			return bad("no key after json:")
+		}
+		switch f.Kind {
+		case fields.Image:
+			if inJSON {
+				return bad("an image is a member (image=jpg), not a JSON key")
+			}
+			c.imageExt = strings.ToLower(key)
+			continue
+		case fields.Label:
+			switch {
+			case inJSON && strings.Contains(path, "."):
+				return bad("a label is a top-level key of the .json member")
+			case inJSON:
+				c.labelField, c.labelExt = path, ""
+			case key != "":
+				c.labelField, c.labelExt = "", strings.ToLower(key)
+			}
+			continue
+		case fields.Mask, fields.Tensor:
+			if inJSON {
+				return bad(fmt.Sprintf("a %s is a member's bytes (a member's extension, as %s=%s), not a JSON key", f.Kind, f.Kind, wdsDefaultKeys[f.Kind]))
+			}
+		}
+		if inJSON {
+			c.at[k] = wdsField{path: path}
+			c.jsonFields = true
+			continue
+		}
+		ext := strings.ToLower(key)
+		c.at[k] = wdsField{ext: ext, npy: ext == "npy" || strings.HasSuffix(ext, ".npy"), json: ext == "json" || strings.HasSuffix(ext, ".json")}
+	}
+	for k, a := range c.at {
+		if a.ext != "" && c.isImage(a.ext) {
+			f := schema.Fields[k]
+			return fmt.Errorf("%w: webdataset: %s=%s: .%s members are the images (name the image's extension, image=jpg, and another for the %s)",
+				fields.ErrSchema, f.Kind, a.ext, a.ext, f.Kind)
+		}
+	}
+	return nil
 }
 
 // WithJSONLabel takes labels from field of each sample's .json member when
@@ -90,8 +197,30 @@ func WithJSONLabel(field string) Option {
 // it is one more sample. Opening reads every shard (and decompresses the
 // gzipped ones the index directory lacks); cancelling ctx stops that
 // within about a megabyte of reading, and the error wraps ctx's.
+//
+// It takes WithFields. A field's key is then a member's extension after
+// the sample's key ("mask.png", "npy", "cls") or json:NAME, a key of the
+// sample's .json member (json:annotations.boxes names a key of the object
+// at key annotations; keys written with escapes are not found). Without a
+// key: the image and the label as above (label=EXT or label=json:NAME
+// names another), mask mask.png, boxes json:boxes, classes json:classes,
+// labels json:labels, tokens json:tokens, tensor npy. A mask is its
+// member's bytes; boxes are a JSON list of lists of 4 numbers (a member
+// other than .json: a text of numbers, 4 a box); classes, labels and
+// tokens a JSON list of integers, or a text of integers separated by white
+// space or commas; a tensor an .npy file (format version 1, 2 or 3, the
+// field's dtype little-endian or '|u1', C order, the field's shape), its
+// header removed, or a member of exactly the tensor's bytes. A sample
+// without a member a field needs is corrupt (ErrFormat, naming it), as is
+// one whose member does not parse (ErrFormat) or holds what does not fit
+// its field (fields.ErrValue: more boxes than max_boxes, a class per box,
+// a multi-label past classes, a token past int32, a tensor's dtype or
+// shape): each member is read and checked as the shard is indexed, as
+// Read reads it. A list's member (a .json one included, when a field
+// reads it) past 64 MiB is corrupt. Without a label field, a sample needs
+// no label (its Label is 0).
 func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDataset, error) {
-	o, err := apply("webdataset", opts, "WithJSONLabel", "WithIndexDir", "WithRemote")
+	o, err := apply("webdataset", opts, "WithJSONLabel", "WithIndexDir", "WithRemote", "WithFields")
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +233,12 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 		return nil, fmt.Errorf("webdataset: %w", err)
 	}
 	args := []Arg{{"path", pattern}, {"label_field", cfg.labelField}}
+	cfg.labelExt, cfg.needLabel = "cls", true
+	if o.fields != nil {
+		if err := cfg.compileFields(o.fields); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.indexDir != "" {
 		args = append(args, Arg{"index_dir", cfg.indexDir})
 	}
@@ -113,9 +248,12 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 		return nil, err
 	}
 	defer files.close()
-	w := &WebDataset{}
+	w := &WebDataset{cfg: cfg}
 	h := xxhash.New()
 	fmt.Fprintf(h, "%s\x00", cfg.labelField)
+	if cfg.schema != nil {
+		fmt.Fprintf(h, "%s\x00", cfg.schema)
+	}
 	maxLabel := -1
 	seen := map[int]bool{}
 	if files.stream != nil {
@@ -170,7 +308,7 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 			}
 		}
 		start := len(w.samples)
-		if err := w.index(ctx, si, fh, cfg.labelField); err != nil {
+		if err := w.index(ctx, si, fh, &cfg); err != nil {
 			w.Close()
 			return nil, err
 		}
@@ -181,16 +319,21 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 	for i := range w.samples {
 		s := &w.samples[i]
 		e := &RecordError{File: w.shards[s.shard].name, Index: i}
+		missing := cfg.missing(s)
 		switch {
 		case s.err != nil:
 			e.Offset, e.Err = s.errOff, s.err
 		case s.imageName == "":
-			e.Offset, e.Err = s.first, fmt.Errorf("%w: sample %q has no .jpg, .jpeg or .png member", ErrUnknownFormat, s.key)
-		case !s.labelFound:
-			e.Offset, e.Err = s.off, fmt.Errorf("%w: sample %q has no .cls member and no %q in a .json member", ErrFormat, s.key, cfg.labelField)
+			e.Offset, e.Err = s.first, fmt.Errorf("%w: sample %q has no %s member", ErrUnknownFormat, s.key, cfg.imageMembers())
+		case !s.labelFound && cfg.needLabel:
+			e.Offset, e.Err = s.off, fmt.Errorf("%w: sample %q has %s", ErrFormat, s.key, cfg.noLabel())
+		case missing != nil:
+			e.Offset, e.Err = s.first, missing
 		default:
-			maxLabel = max(maxLabel, s.label)
-			seen[s.label] = true
+			if s.labelFound {
+				maxLabel = max(maxLabel, s.label)
+				seen[s.label] = true
+			}
 			continue
 		}
 		s.bad = e
@@ -209,15 +352,59 @@ func OpenWebDataset(ctx context.Context, pattern string, opts ...Option) (*WebDa
 		classes[i] = strconv.Itoa(i)
 	}
 	w.fp = fmt.Sprintf("%016x", h.Sum64())
-	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args}
+	w.info = Info{Name: "webdataset", Identity: fmt.Sprintf("webdataset %s (%d shards)", pattern, files.len()), C: 3, Classes: classes, Encoded: true, Args: args, Fields: o.fields}
 	return w, nil
 }
 
+// imageMembers names the members a sample's image may be.
+func (c *wdsConfig) imageMembers() string {
+	if c.imageExt != "" {
+		return "." + c.imageExt
+	}
+	return ".jpg, .jpeg or .png"
+}
+
+// noLabel says what a sample without a label lacks.
+func (c *wdsConfig) noLabel() string {
+	switch {
+	case c.labelExt == "":
+		return fmt.Sprintf("no %q in a .json member", c.labelField)
+	case c.labelField == "":
+		return fmt.Sprintf("no .%s member", c.labelExt)
+	}
+	return fmt.Sprintf("no .%s member and no %q in a .json member", c.labelExt, c.labelField)
+}
+
+// missing says which member sample s lacks that a field needs, or nil.
+func (c *wdsConfig) missing(s *wdsSample) error {
+	if c.schema == nil {
+		return nil
+	}
+	if c.jsonFields && s.json.off < 0 {
+		for k, a := range c.at {
+			if a.ext == "" && a.path != "" {
+				return fmt.Errorf("%w: sample %q has no .json member (for %s=json:%s)", ErrFormat, s.key, c.schema.Fields[k].Kind, a.path)
+			}
+		}
+	}
+	for k, a := range c.at {
+		if a.ext != "" && s.members[k].off < 0 {
+			return fmt.Errorf("%w: sample %q has no .%s member (for %s)", ErrFormat, s.key, a.ext, c.schema.Fields[k].Kind)
+		}
+	}
+	return nil
+}
+
 // wdsIndexPath is where a URL shard's index is kept: beside its other
-// indexes, keyed by the object's version (see objectFingerprint) and the
-// label field, so that a later open does not walk the shard again.
+// indexes, keyed by the object's version (see objectFingerprint), the
+// label field and the schema's fields, so that a later open does not walk
+// the shard again.
 func wdsIndexPath(cfg wdsConfig, sf *shardFile) string {
-	return filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.wdsindex", filepath.Base(sf.name), xxhash.Sum64String(sf.fp+"\x00"+cfg.labelField)))
+	key := sf.fp + "\x00" + cfg.labelField
+	if cfg.schema != nil {
+		key += "\x00" + cfg.schema.String()
+	}
+	return filepath.Join(cfg.indexDir, fmt.Sprintf("%s-%016x.wdsindex", filepath.Base(sf.name), xxhash.Sum64String(key)))
 }
 
 // indexStreamed indexes URL shards that the shard cache cannot hold all
@@ -238,7 +425,7 @@ func (w *WebDataset) indexStreamed(ctx context.Context, files *shardList, cfg wd
 		w.shards = append(w.shards, &wdsShard{name: sf.name})
 		saved := wdsIndexPath(cfg, sf)
 		var sum uint64
-		if stored[si], sum = readIndex(saved, w.stream.objs[si].Size); stored[si] == nil {
+		if stored[si], sum = readIndex(saved, w.stream.objs[si].Size, len(cfg.at)); stored[si] == nil {
 			missing = append(missing, si)
 		} else {
 			w.stream.indexed(si, sum, saved)
@@ -278,7 +465,7 @@ func (w *WebDataset) indexStreamedShard(ctx context.Context, si int, o *openShar
 			"use plain .tar shards, or a cache_size that holds the dataset", w.shards[si].name, ErrFormat, w.stream.cache.Limit)
 	}
 	start := len(w.samples)
-	if err := w.index(ctx, si, fh, cfg.labelField); err != nil {
+	if err := w.index(ctx, si, fh, &cfg); err != nil {
 		return err
 	}
 	w.saveIndex(saved, o.sum, w.samples[start:])
@@ -337,10 +524,41 @@ func (c *counter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// index walks one shard's members into samples. A problem with a member
+// index walks one shard's members into samples (see walk), then, with
+// fields, reads each sample's fields as Read does, so that a value that
+// does not parse or fit its field is found now: a problem is the sample's
+// (wdsSample.fail).
+func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, cfg *wdsConfig) error {
+	start := len(w.samples)
+	if err := w.walk(ctx, si, fh, cfg); err != nil || cfg.schema == nil {
+		return err
+	}
+	vals := make([]fields.Value, len(cfg.schema.Fields))
+	var scratch []byte
+	for i := start; i < len(w.samples); i++ {
+		s := &w.samples[i]
+		if s.err != nil || s.imageName == "" || (!s.labelFound && cfg.needLabel) || cfg.missing(s) != nil {
+			continue // corrupt already
+		}
+		for k := range vals {
+			vals[k].Reset()
+		}
+		if off, err := w.readFields(fh, s, vals, &scratch, true); err != nil {
+			s.fail(off, err)
+		}
+	}
+	return nil
+}
+
+// maxListMember bounds a member a list field is parsed from (a .json
+// member, a .cls-style text), which is read whole: 64 MiB is past the
+// text of MaxTokens tokens.
+const maxListMember = 64 << 20
+
+// walk walks one shard's members into samples. A problem with a member
 // is its sample's (wdsSample.fail); a header that cannot be read ends the
 // walk, the rest of the shard one more sample, a corrupt one.
-func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField string) error {
+func (w *WebDataset) walk(ctx context.Context, si int, fh *os.File, cfg *wdsConfig) error {
 	st, err := fh.Stat()
 	if err != nil {
 		return err
@@ -368,8 +586,9 @@ func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField 
 		}
 		if err != nil {
 			off := min(next, size)
-			w.samples = append(w.samples, wdsSample{shard: si, key: fmt.Sprintf("(rest of the shard from offset %d)", off), first: off,
-				err: fmt.Errorf("%w: bad tar header: %v; the rest of the shard (%d bytes) cannot be read", ErrFormat, err, size-off), errOff: off})
+			rest := cfg.newSample(si, fmt.Sprintf("(rest of the shard from offset %d)", off), off)
+			rest.fail(off, fmt.Errorf("%w: bad tar header: %v; the rest of the shard (%d bytes) cannot be read", ErrFormat, err, size-off))
+			w.samples = append(w.samples, rest)
 			return nil
 		}
 		off := c.n
@@ -388,7 +607,7 @@ func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField 
 		if !ok {
 			k = len(w.samples)
 			byKey[key] = k
-			w.samples = append(w.samples, wdsSample{shard: si, key: key, first: off})
+			w.samples = append(w.samples, cfg.newSample(si, key, off))
 		}
 		s := &w.samples[k]
 		if hdr.Size > size-off {
@@ -396,14 +615,29 @@ func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField 
 			s.fail(off, fmt.Errorf("%w: member %s of %d bytes is cut short at %d", ErrFormat, hdr.Name, hdr.Size, size-off))
 			return nil
 		}
-		switch strings.ToLower(ext) {
-		case "jpg", "jpeg", "png":
+		ext = strings.ToLower(ext)
+		for fi, a := range cfg.at {
+			if a.ext == "" || a.ext != ext {
+				continue
+			}
+			kind, limit := cfg.schema.Fields[fi].Kind, int64(MaxRecordBytes)
+			if kind != fields.Mask && kind != fields.Tensor {
+				limit = maxListMember
+			}
+			if hdr.Size > limit {
+				s.fail(off, fmt.Errorf("%w: member %s of %d bytes, past the %d a %s member may hold", ErrFormat, hdr.Name, hdr.Size, limit, kind))
+				continue
+			}
+			s.members[fi] = wdsMember{off, hdr.Size}
+		}
+		switch {
+		case cfg.isImage(ext):
 			if hdr.Size > MaxRecordBytes {
 				s.fail(off, fmt.Errorf("%w: member %s of %d bytes, past MaxRecordBytes (%d)", ErrFormat, hdr.Name, hdr.Size, MaxRecordBytes))
 				continue
 			}
 			s.imageName, s.off, s.size = hdr.Name, off, hdr.Size
-		case "cls":
+		case ext == cfg.labelExt && ext != "":
 			b, err := io.ReadAll(io.LimitReader(tr, 64))
 			if err != nil {
 				return fmt.Errorf("webdataset: %s: %w", name, err)
@@ -418,8 +652,15 @@ func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField 
 				continue
 			}
 			s.label, s.labelFound = v, true
-		case "json":
-			if s.labelFound {
+		case ext == "json":
+			if cfg.jsonFields {
+				if hdr.Size > maxListMember {
+					s.fail(off, fmt.Errorf("%w: member %s of %d bytes, past the %d a .json member may hold", ErrFormat, hdr.Name, hdr.Size, maxListMember))
+					continue
+				}
+				s.json = wdsMember{off, hdr.Size}
+			}
+			if s.labelFound || cfg.labelField == "" {
 				continue
 			}
 			var m map[string]any
@@ -427,13 +668,13 @@ func (w *WebDataset) index(ctx context.Context, si int, fh *os.File, labelField 
 				s.fail(off, fmt.Errorf("%w: %s: %v", ErrFormat, hdr.Name, err))
 				continue
 			}
-			v, ok := m[labelField]
+			v, ok := m[cfg.labelField]
 			if !ok {
 				continue
 			}
 			f, isNum := v.(float64)
 			if !isNum || f != math.Trunc(f) || f < 0 || f >= MaxClasses {
-				s.fail(off, fmt.Errorf("%w: %s: %q is %v, not a class number in 0..%d (MaxClasses-1)", ErrLabel, hdr.Name, labelField, v, MaxClasses-1))
+				s.fail(off, fmt.Errorf("%w: %s: %q is %v, not a class number in 0..%d (MaxClasses-1)", ErrLabel, hdr.Name, cfg.labelField, v, MaxClasses-1))
 				continue
 			}
 			s.label, s.labelFound = int(f), true
@@ -447,10 +688,173 @@ func (w *WebDataset) Info() Info { return w.info }
 // Corrupt lists the samples found unusable when the shards were indexed.
 func (w *WebDataset) Corrupt() []*RecordError { return w.corrupt }
 
-// Fingerprint covers every shard and the label field.
+// Fingerprint covers every shard, the label field and, with fields, the
+// schema.
 func (w *WebDataset) Fingerprint() (string, error) { return w.fp, nil }
 
-// Read sets rec.Enc to sample i's image bytes.
+// newSample is the sample key of shard si whose first member's data is at
+// off, with no member found yet.
+func (c *wdsConfig) newSample(si int, key string, off int64) wdsSample {
+	s := wdsSample{shard: si, key: key, first: off, json: wdsMember{-1, 0}}
+	if c.schema != nil {
+		s.members = make([]wdsMember, len(c.at))
+		for k := range s.members {
+			s.members[k].off = -1
+		}
+	}
+	return s
+}
+
+// scratch is the bytes readFields needs beside a sample's values: the
+// largest member it parses.
+func (c *wdsConfig) scratch(s *wdsSample) int64 {
+	var n int64
+	if c.jsonFields {
+		n = s.json.size
+	}
+	for k, a := range c.at {
+		if kind := c.schema.Fields[k].Kind; a.ext != "" && kind != fields.Mask && kind != fields.Tensor {
+			n = max(n, s.members[k].size)
+		}
+	}
+	return n
+}
+
+// readFields reads sample s's fields from its shard, fh, into vals (reset,
+// one per schema field), parsing the members of lists in *scratch (grown
+// when short), and returns the data offset of the member at fault with an
+// error. check is the walk's check of every sample: it also checks that a
+// .json member is well formed, and reads no mask (nothing is checked of
+// its bytes) and of a tensor only its .npy header.
+func (w *WebDataset) readFields(fh io.ReaderAt, s *wdsSample, vals []fields.Value, scratch *[]byte, check bool) (int64, error) {
+	c := &w.cfg
+	read := func(m wdsMember, dst []byte) error {
+		if _, err := fh.ReadAt(dst, m.off); err != nil {
+			return fmt.Errorf("%w: %v", ErrFormat, err)
+		}
+		return nil
+	}
+	var doc []byte
+	if c.jsonFields {
+		doc = grow(*scratch, int(s.json.size))
+		*scratch = doc
+		if err := read(s.json, doc); err != nil {
+			return s.json.off, err
+		}
+		if check && !json.Valid(doc) {
+			return s.json.off, fmt.Errorf("%w: %s.json does not parse as JSON", ErrFormat, s.key)
+		}
+	}
+	for k := range c.schema.Fields {
+		f, a, v := &c.schema.Fields[k], c.at[k], &vals[k]
+		if f.Kind == fields.Image || f.Kind == fields.Label {
+			continue
+		}
+		m := s.members[k]
+		var err error
+		switch {
+		case a.ext == "":
+			m = s.json
+			var raw []byte
+			var ok bool
+			if raw, ok, err = jsonPath(doc, a.path); err == nil && !ok {
+				err = fmt.Errorf("%w: no %q", ErrFormat, a.path)
+			}
+			if err == nil {
+				err = parseList(f, v, raw, true)
+			}
+			if err != nil {
+				return m.off, fmt.Errorf("%s.json: %s: %w", s.key, f.Kind, err)
+			}
+			continue
+		case f.Kind == fields.Mask:
+			if !check {
+				v.Bytes = grow(v.Bytes, int(m.size))
+				err = read(m, v.Bytes)
+			}
+		case f.Kind == fields.Tensor:
+			err = w.readTensor(f, a, m, v, read, scratch, check)
+		default:
+			b := grow(*scratch, int(m.size))
+			*scratch = b
+			if err = read(m, b); err == nil {
+				err = parseList(f, v, b, a.json)
+			}
+		}
+		if err != nil {
+			return m.off, fmt.Errorf("%s.%s: %s: %w", s.key, a.ext, f.Kind, err)
+		}
+	}
+	return s.first, checkBoxClasses(c.schema, vals)
+}
+
+// readTensor reads a tensor's member m into v.Bytes: an .npy file's data,
+// its header checked, or raw bytes of exactly the tensor's size. With
+// check, it reads only an .npy header, into *scratch.
+func (w *WebDataset) readTensor(f *fields.Field, a wdsField, m wdsMember, v *fields.Value, read func(wdsMember, []byte) error, scratch *[]byte, check bool) error {
+	want := int64(tensorBytes(f))
+	if !a.npy {
+		if m.size != want {
+			return fmt.Errorf("%w: %d bytes, want %d (%s %v)", fields.ErrValue, m.size, want, f.DType, f.Shape)
+		}
+		if check {
+			return nil
+		}
+		v.Bytes = grow(v.Bytes, int(m.size))
+		return read(m, v.Bytes)
+	}
+	b := v.Bytes
+	if check {
+		b = grow(*scratch, int(min(m.size, 1<<16)))
+		*scratch = b
+	} else {
+		b = grow(b, int(m.size))
+		v.Bytes = b
+	}
+	if err := read(wdsMember{m.off, int64(len(b))}, b); err != nil {
+		return err
+	}
+	n, err := npyData(b, f)
+	if err != nil {
+		return err
+	}
+	if m.size-int64(n) != want {
+		return fmt.Errorf("%w: .npy data of %d bytes, want %d (%s %v)", fields.ErrValue, m.size-int64(n), want, f.DType, f.Shape)
+	}
+	if !check {
+		v.Bytes = b[:copy(b, b[n:])]
+	}
+	return nil
+}
+
+// parseList parses b, a member's text or a JSON value (inJSON), into a
+// list field's value and checks it against the field.
+func parseList(f *fields.Field, v *fields.Value, b []byte, inJSON bool) error {
+	var err error
+	limit := listBound(f)
+	switch {
+	case f.Kind == fields.Boxes && inJSON:
+		v.Floats, err = appendJSONBoxes(v.Floats, b, limit)
+	case f.Kind == fields.Boxes:
+		v.Floats, err = appendTextFloats(v.Floats, b, limit)
+	case inJSON:
+		v.Ints, err = appendJSONInts(v.Ints, b, limit)
+	default:
+		v.Ints, err = appendTextInts(v.Ints, b, limit)
+	}
+	if errors.Is(err, errTooMany) {
+		err = tooMany(f)
+	}
+	if err != nil {
+		return err
+	}
+	return checkValue(f, v)
+}
+
+// Read sets rec.Enc to sample i's image bytes, and with fields
+// rec.Fields to its fields' values (see [WithFields]): a mask's or
+// tensor's bytes in memory of its value's, the members of lists parsed in
+// rec.Buf after the image.
 func (w *WebDataset) Read(i int, rec *Record) error {
 	if i < 0 || i >= len(w.samples) {
 		return fmt.Errorf("webdataset: sample %d out of range [0, %d)", i, len(w.samples))
@@ -469,14 +873,24 @@ func (w *WebDataset) Read(i int, rec *Record) error {
 		defer w.stream.release(s.shard, r, true)
 		fh = r
 	}
-	if cap(rec.Buf) < int(s.size) {
-		rec.Buf = make([]byte, s.size)
+	need := s.size
+	if w.cfg.schema != nil {
+		need += w.cfg.scratch(s)
+	}
+	if cap(rec.Buf) < int(need) {
+		rec.Buf = make([]byte, need)
 	}
 	buf := rec.Buf[:s.size]
 	if _, err := fh.ReadAt(buf, s.off); err != nil {
 		return &RecordError{File: sh.name, Offset: s.off, Index: i, Err: fmt.Errorf("%w: %v", ErrFormat, err)}
 	}
-	*rec = Record{Enc: buf, Label: s.label, Buf: rec.Buf, Path: sh.name + ":" + s.imageName}
+	if w.cfg.schema != nil {
+		scratch := rec.Buf[s.size:need]
+		if off, err := w.readFields(fh, s, fieldValues(rec, len(w.cfg.schema.Fields)), &scratch, false); err != nil {
+			return &RecordError{File: sh.name, Offset: off, Index: i, Err: err}
+		}
+	}
+	*rec = Record{Enc: buf, Label: s.label, Buf: rec.Buf, Path: sh.name + ":" + s.imageName, Fields: rec.Fields}
 	return nil
 }
 
@@ -518,6 +932,10 @@ type wdsIndexEntry struct {
 	Label    int    `json:"l"`
 	Image    string `json:"i"`
 	HasLabel bool   `json:"h"`
+	// With fields: the .json member and each field's member, as offset
+	// and size (offset -1: none).
+	JSON    *[2]int64  `json:"j,omitempty"`
+	Members [][2]int64 `json:"m,omitempty"`
 }
 
 // saveIndex stores the samples of one shard, made from bytes of checksum
@@ -529,7 +947,15 @@ func (w *WebDataset) saveIndex(path string, sum uint64, samples []wdsSample) {
 		if s.err != nil {
 			return
 		}
-		idx.Samples[i] = wdsIndexEntry{s.key, s.first, s.off, s.size, s.label, s.imageName, s.labelFound}
+		e := wdsIndexEntry{Key: s.key, First: s.first, Off: s.off, Size: s.size, Label: s.label, Image: s.imageName, HasLabel: s.labelFound}
+		if w.cfg.schema != nil {
+			e.JSON = &[2]int64{s.json.off, s.json.size}
+			e.Members = make([][2]int64, len(s.members))
+			for k, m := range s.members {
+				e.Members[k] = [2]int64{m.off, m.size}
+			}
+		}
+		idx.Samples[i] = e
 	}
 	if b, err := json.Marshal(idx); err == nil {
 		storeIndex(path, b)
@@ -540,7 +966,7 @@ func (w *WebDataset) saveIndex(path string, sum uint64, samples []wdsSample) {
 // reports whether it could: the file must parse, be made from bytes of
 // checksum sum, and every member must lie within the shard's size bytes.
 func (w *WebDataset) loadIndex(path string, si int, size int64, sum uint64) bool {
-	entries, made := readIndex(path, size)
+	entries, made := readIndex(path, size, len(w.cfg.at))
 	if entries == nil || made != sum {
 		return false
 	}
@@ -550,9 +976,10 @@ func (w *WebDataset) loadIndex(path string, si int, size int64, sum uint64) bool
 
 // readIndex returns the entries of the index stored at path for a shard
 // of size bytes and the checksum of the bytes it was made from, or nil if
-// there is none that parses with every member within the shard (an index
-// stored before checksums were, a bare list of entries, does not).
-func readIndex(path string, size int64) ([]wdsIndexEntry, uint64) {
+// there is none that parses with every member within the shard and the
+// members of fields fields (an index stored before checksums were, a bare
+// list of entries, does not).
+func readIndex(path string, size int64, fields int) ([]wdsIndexEntry, uint64) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, 0
@@ -561,10 +988,18 @@ func readIndex(path string, size int64) ([]wdsIndexEntry, uint64) {
 	if json.Unmarshal(b, &idx) != nil || idx.Samples == nil {
 		return nil, 0
 	}
+	within := func(m [2]int64) bool {
+		return m[0] == -1 || (m[0] >= 0 && m[1] >= 0 && m[1] <= MaxRecordBytes && m[0] <= size-m[1])
+	}
 	for _, e := range idx.Samples {
 		if e.First < 0 || e.First > size || e.Off < 0 || e.Size < 0 || e.Size > MaxRecordBytes || e.Off > size-e.Size ||
-			e.Label < 0 || e.Label >= MaxClasses {
+			e.Label < 0 || e.Label >= MaxClasses || len(e.Members) != fields || (fields > 0 && (e.JSON == nil || !within(*e.JSON))) {
 			return nil, 0
+		}
+		for _, m := range e.Members {
+			if !within(m) {
+				return nil, 0
+			}
 		}
 	}
 	return idx.Samples, idx.Sum
@@ -573,7 +1008,14 @@ func readIndex(path string, size int64) ([]wdsIndexEntry, uint64) {
 // appendIndex appends shard si's samples from its stored index.
 func (w *WebDataset) appendIndex(si int, entries []wdsIndexEntry) {
 	for _, e := range entries {
-		w.samples = append(w.samples, wdsSample{shard: si, key: e.Key, first: e.First, off: e.Off, size: e.Size,
-			label: e.Label, imageName: e.Image, labelFound: e.HasLabel})
+		s := w.cfg.newSample(si, e.Key, e.First)
+		s.off, s.size, s.label, s.imageName, s.labelFound = e.Off, e.Size, e.Label, e.Image, e.HasLabel
+		if e.JSON != nil {
+			s.json = wdsMember{e.JSON[0], e.JSON[1]}
+		}
+		for k, m := range e.Members {
+			s.members[k] = wdsMember{m[0], m[1]}
+		}
+		w.samples = append(w.samples, s)
 	}
 }

@@ -16,15 +16,22 @@ import (
 
 // Batch is one replica's slice of a global batch: X is [N, C, H, W]
 // float32 in host memory, or Dev the same in an accelerator's memory;
-// Samples are the global sample indices (they key dropout masks). Release
-// hands the memory back to the pipeline.
+// Samples are the global sample indices (they key dropout masks). Targets,
+// where set, are soft targets [N, classes] in host memory (mixup, cutmix):
+// the loss and the accuracy take them in place of Labels. Release hands
+// the memory back to the pipeline.
 type Batch struct {
 	X       *nn.Tensor
 	Dev     *DeviceTensor
 	Labels  []int32
+	Targets []float32
 	Samples []int
 	Release func()
 }
+
+// ErrSoftTargets is returned for a batch with soft targets given to an
+// accelerator, which learns from int labels only.
+var ErrSoftTargets = errors.New("trainer: the GPU trainer does not learn from soft targets (mixup, cutmix) yet; train on the CPU")
 
 // Feed is the data of a run: the pipeline's per-device queues, one per
 // replica.
@@ -756,6 +763,9 @@ func (t *Trainer) reduceGrads() error {
 func (rep *replica) forwardBackward(t *Trainer, b Batch) error {
 	rep.ctx = nn.Context{Train: true, Pool: rep.pool, Seed: t.cfg.Seed, Step: t.Step, Samples: b.Samples, Smoothing: rep.loss.Smoothing}
 	if rep.acc != nil {
+		if b.Targets != nil {
+			return ErrSoftTargets
+		}
 		l, c, err := rep.acc.ForwardBackward(&rep.ctx, b)
 		rep.n, rep.lossSum, rep.correct = b.N(), l, c
 		return err
@@ -765,7 +775,17 @@ func (rep *replica) forwardBackward(t *Trainer, b Batch) error {
 	}
 	rep.model.ZeroGrad()
 	logits := rep.model.Forward(&rep.ctx, b.X)
-	loss, correct, g := rep.loss.Sum(logits, b.Labels)
+	var loss nn.LossSum
+	var correct int
+	var g *nn.Tensor
+	if b.Targets != nil {
+		if n, k := logits.Shape[0], logits.Shape[1]; len(b.Targets) != n*k {
+			return fmt.Errorf("trainer: %d soft targets for %d samples of %d classes", len(b.Targets), n, k)
+		}
+		loss, correct, g = rep.loss.SumTargets(logits, b.Targets)
+	} else {
+		loss, correct, g = rep.loss.Sum(logits, b.Labels)
+	}
 	rep.model.Backward(&rep.ctx, g)
 	rep.n, rep.lossSum, rep.correct = b.X.N(), loss, correct
 	return nil

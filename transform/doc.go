@@ -23,7 +23,10 @@
 // moves a mask with InterpolationMode.NEAREST, the boxes by their corners,
 // as torchvision.transforms.v2 moves them, clipped to the image, and
 // dropped after the last operation when smaller than a minimum area.
-// Colour operations leave the fields alone.
+// Colour operations leave the fields alone. rand_augment and
+// trivial_augment, whose drawn sub-operations may be geometric or colour
+// ones, are [FieldsOp]s: each shear, translation or rotation moves the
+// fields by its geometry.
 //
 // JPEGs decode to libjpeg-turbo's pixels, byte for byte, in every build:
 // with pipe's own decoder (internal/jpegdec, Go with AVX2 kernels), or with

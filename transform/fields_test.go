@@ -305,7 +305,7 @@ func TestChainFieldsChecks(t *testing.T) {
 // mustOps are the package's operations that are not spatial.
 func mustOps(t *testing.T) []Op {
 	t.Helper()
-	j, err1 := ColorJitter(0.4, 0.4, 0.4)
+	j, err1 := ColorJitter(0.4, 0.4, 0.4, 0)
 	g, err2 := Grayscale(0.2)
 	b, err3 := GaussianBlur(5, [2]float64{0.1, 2})
 	e, err4 := RandomErasing(0.5, [2]float64{0.02, 0.33}, [2]float64{0.3, 3.3}, EraseValue{Levels: []float64{0}})

@@ -479,34 +479,40 @@ func (o *RandomResizedCropOp) ApplyGeometry(dst, src *Image, g Geometry) bool {
 	return applyResample(dst, src, g, o.Interp)
 }
 
-// ColorJitterOp changes brightness, contrast and saturation by random
-// factors drawn uniformly from [max(0, 1-v), 1+v] for each value v given,
-// in a random order (torchvision's ColorJitter without hue): brightness
-// scales the pixels, contrast blends with the mean grey level of the image,
-// saturation with each pixel's grey level (ITU-R 601 luma).
+// ColorJitterOp changes brightness, contrast, saturation and hue by random
+// factors in a random order (torchvision's ColorJitter): the first three
+// drawn uniformly from [max(0, 1-v), 1+v] for each value v given, the hue
+// shift from [-Hue, Hue] of the colour wheel. Brightness scales the pixels,
+// contrast blends with the mean grey level of the image, saturation with
+// each pixel's grey level (ITU-R 601 luma), hue rotates each pixel's hue
+// (torchvision's adjust_hue).
 type ColorJitterOp struct {
-	Brightness, Contrast, Saturation float64
+	Brightness, Contrast, Saturation, Hue float64
 }
 
-// ColorJitter returns the color_jitter operation; the values are ≥ 0.
-func ColorJitter(brightness, contrast, saturation float64) (*ColorJitterOp, error) {
-	for _, v := range []float64{brightness, contrast, saturation} {
+// ColorJitter returns the color_jitter operation; the values are ≥ 0, hue
+// at most 0.5.
+func ColorJitter(brightness, contrast, saturation, hue float64) (*ColorJitterOp, error) {
+	for _, v := range []float64{brightness, contrast, saturation, hue} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, paramErr("color_jitter", "brightness=%g contrast=%g saturation=%g: want values ≥ 0", brightness, contrast, saturation)
+			return nil, paramErr("color_jitter", "brightness=%g contrast=%g saturation=%g hue=%g: want values ≥ 0", brightness, contrast, saturation, hue)
 		}
 	}
-	return &ColorJitterOp{Brightness: brightness, Contrast: contrast, Saturation: saturation}, nil
+	if hue > 0.5 {
+		return nil, paramErr("color_jitter", "hue=%g: want at most 0.5 (half the colour wheel either way)", hue)
+	}
+	return &ColorJitterOp{Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue}, nil
 }
 
 func (o *ColorJitterOp) Name() string { return "color_jitter" }
 func (o *ColorJitterOp) Random() bool { return true }
 func (o *ColorJitterOp) String() string {
-	return fmt.Sprintf("color_jitter brightness=%g contrast=%g saturation=%g", o.Brightness, o.Contrast, o.Saturation)
+	return fmt.Sprintf("color_jitter brightness=%g contrast=%g saturation=%g hue=%g", o.Brightness, o.Contrast, o.Saturation, o.Hue)
 }
 
 func (o *ColorJitterOp) OutShape(in Shape) (Shape, error) {
-	if in.C != 3 && (o.Saturation > 0 || o.Contrast > 0) {
-		return Shape{}, fmt.Errorf("color_jitter: contrast and saturation need 3 channels, not %d", in.C)
+	if in.C != 3 && (o.Saturation > 0 || o.Contrast > 0 || o.Hue > 0) {
+		return Shape{}, fmt.Errorf("color_jitter: contrast, saturation and hue need 3 channels, not %d", in.C)
 	}
 	return in, nil
 }
@@ -514,31 +520,41 @@ func (o *ColorJitterOp) OutShape(in Shape) (Shape, error) {
 func factor(v float64, r *Rand) float64 { return r.Uniform(max(0, 1-v), 1+v) }
 
 func (o *ColorJitterOp) Apply(dst, src *Image, r *Rand) bool {
-	// A random order of the three, then their factors, as torchvision
-	// draws them (a permutation, then one factor per enabled jitter).
-	order := [3]int{0, 1, 2}
-	for i := 2; i > 0; i-- {
+	// A random order, then the factors, as torchvision draws them (a
+	// permutation, then one factor per enabled jitter). Without hue the
+	// order is of the three others, as before hue was added, so that such
+	// a pipeline's stream is what it was.
+	order := [4]int{0, 1, 2, 3}
+	jitters := 3
+	if o.Hue > 0 {
+		jitters = 4
+	}
+	for i := jitters - 1; i > 0; i-- {
 		j := r.Intn(i + 1)
 		order[i], order[j] = order[j], order[i]
 	}
-	var f [3]float64
+	f := [4]float64{1, 1, 1, 0}
 	for i, v := range []float64{o.Brightness, o.Contrast, o.Saturation} {
-		f[i] = 1
 		if v > 0 {
 			f[i] = factor(v, r)
 		}
 	}
-	if f == [3]float64{1, 1, 1} {
+	if o.Hue > 0 {
+		f[3] = r.Uniform(-o.Hue, o.Hue)
+	}
+	if f == [4]float64{1, 1, 1, 0} {
 		return false
 	}
 	dst.Resize(src.C, src.H, src.W)
 	copy(dst.Pix, src.Pix)
 	n := src.H * src.W
-	for _, k := range order {
-		if f[k] == 1 {
+	for _, k := range order[:jitters] {
+		if f[k] == 1 && k < 3 || f[k] == 0 && k == 3 {
 			continue
 		}
 		switch k {
+		case 3:
+			rotateHue(dst, float32(f[k]))
 		case 0:
 			blend(dst.Pix, 0, float32(f[k]))
 		case 1:

@@ -157,13 +157,13 @@ func TestRandomResizedCropDistribution(t *testing.T) {
 
 func TestColorJitter(t *testing.T) {
 	src := img(3, 4, 4, func(c, y, x int) uint8 { return uint8(20*c + 10*y + x) })
-	none, _ := ColorJitter(0, 0, 0)
+	none, _ := ColorJitter(0, 0, 0, 0)
 	var dst Image
 	r := NewRand(1, 0, 0)
 	if none.Apply(&dst, src, &r) {
 		t.Error("color_jitter with no jitter changed the image")
 	}
-	op, _ := ColorJitter(0.4, 0.4, 0.4)
+	op, _ := ColorJitter(0.4, 0.4, 0.4, 0)
 	changed := 0
 	for i := range 50 {
 		r := NewRand(1, 0, int64(i))
@@ -177,8 +177,8 @@ func TestColorJitter(t *testing.T) {
 	// Saturation alone blends each pixel with its own grey level, which
 	// therefore stays (to rounding); brightness alone scales every pixel by
 	// one factor.
-	sat, _ := ColorJitter(0, 0, 0.9)
-	bri, _ := ColorJitter(0.5, 0, 0)
+	sat, _ := ColorJitter(0, 0, 0.9, 0)
+	bri, _ := ColorJitter(0.5, 0, 0, 0)
 	for i := range 20 {
 		r := NewRand(2, 0, int64(i))
 		if !sat.Apply(&dst, src, &r) {
@@ -203,7 +203,7 @@ func TestColorJitter(t *testing.T) {
 			}
 		}
 	}
-	if _, err := ColorJitter(-1, 0, 0); err == nil {
+	if _, err := ColorJitter(-1, 0, 0, 0); err == nil {
 		t.Error("negative brightness accepted")
 	}
 }

@@ -99,14 +99,15 @@ func caption(classes []string, label, sample int) string {
 func drawGrid(p *pipe.Pipeline, epoch, n, cols, scale int) (*image.RGBA, error) {
 	classes := p.Source().Info().Classes
 	var tiles []*transform.Image
+	var moved []*transform.Fields
 	var captions []string
 	cw, ch := 0, 0
 	for i := range n {
-		img, label, idx, err := p.Augmented(epoch, i)
+		img, f, label, idx, err := p.AugmentedFields(epoch, i)
 		if err != nil {
 			return nil, err
 		}
-		tiles = append(tiles, img)
+		tiles, moved = append(tiles, img), append(moved, f)
 		captions = append(captions, caption(classes, label, idx))
 		cw, ch = max(cw, img.W*scale), max(ch, img.H*scale)
 	}
@@ -130,7 +131,15 @@ func drawGrid(p *pipe.Pipeline, epoch, n, cols, scale int) (*image.RGBA, error) 
 				sy, sx := y/scale, x/scale
 				v := func(ch int) uint8 { return t.Pix[(min(ch, t.C-1)*t.H+sy)*t.W+sx] }
 				c.R, c.G, c.B = v(0), v(1), v(2)
+				if f := moved[i]; f != nil && f.Mask.Pix != nil {
+					c = tint(c, maskClass(f.Mask, sy, sx))
+				}
 				grid.SetRGBA(x0+x, y0+y, c)
+			}
+		}
+		if f := moved[i]; f != nil {
+			for _, b := range f.Boxes {
+				outline(grid, x0, y0, b, scale, classColour(b.Class))
 			}
 		}
 		d := font.Drawer{Dst: grid, Src: image.Black, Face: basicfont.Face7x13,
@@ -138,4 +147,45 @@ func drawGrid(p *pipe.Pipeline, epoch, n, cols, scale int) (*image.RGBA, error) 
 		d.DrawString(captions[i])
 	}
 	return grid, nil
+}
+
+// maskClass is the class id of a mask's pixel (y, x).
+func maskClass(m transform.Mask, y, x int) int {
+	i := (y*m.W + x) * m.Size
+	if m.Size == 2 {
+		return int(m.Pix[i]) | int(m.Pix[i+1])<<8
+	}
+	return int(m.Pix[i])
+}
+
+// classColour is a colour of its own for each class.
+func classColour(class int64) color.RGBA {
+	h := uint32(class)*2654435761 + 12345
+	return color.RGBA{uint8(h >> 24), uint8(h >> 16), uint8(h >> 8), 255}
+}
+
+// tint blends a pixel with its mask class's colour; class 0 (the
+// background) is left as it is.
+func tint(c color.RGBA, class int) color.RGBA {
+	if class == 0 {
+		return c
+	}
+	k := classColour(int64(class))
+	mix := func(a, b uint8) uint8 { return uint8((3*int(a) + 2*int(b)) / 5) }
+	return color.RGBA{mix(c.R, k.R), mix(c.G, k.G), mix(c.B, k.B), 255}
+}
+
+// outline draws box b of a tile at (x0, y0), magnified scale times, as a
+// one-pixel frame.
+func outline(dst *image.RGBA, x0, y0 int, b transform.Box, scale int, c color.RGBA) {
+	l, t := x0+int(b.X0*float32(scale)), y0+int(b.Y0*float32(scale))
+	r, bt := x0+int(b.X1*float32(scale))-1, y0+int(b.Y1*float32(scale))-1
+	for x := l; x <= r; x++ {
+		dst.SetRGBA(x, t, c)
+		dst.SetRGBA(x, bt, c)
+	}
+	for y := t; y <= bt; y++ {
+		dst.SetRGBA(l, y, c)
+		dst.SetRGBA(r, y, c)
+	}
 }

@@ -738,6 +738,94 @@ STAGES = json.loads(r'''
     ]
   },
   {
+    "name": "affine",
+    "kind": "stage",
+    "doc": "a random rotation, translation, scale and shear about the centre (torchvision RandomAffine)",
+    "params": [
+      {
+        "name": "degrees",
+        "type": "float",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 180,
+        "why": "",
+        "doc": "the angle is uniform in [-degrees, degrees], clockwise positive (as torchvision's affine)"
+      },
+      {
+        "name": "translate",
+        "type": "floats",
+        "default": "0,0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "largest shifts tx,ty as fractions of the width and height, each in [0, 1]; the shift is a whole number of pixels"
+      },
+      {
+        "name": "scale",
+        "type": "floats",
+        "default": "1,1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "range min,max the scale is drawn from uniformly, 0 < min ≤ max ≤ 100"
+      },
+      {
+        "name": "shear",
+        "type": "floats",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "shear angles in degrees: s (x in [-s, s]), x_min,x_max, or x_min,x_max,y_min,y_max; each in (-90, 90)"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "nearest",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "nearest",
+          "bilinear"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "nearest or bilinear sampling (torch grid_sample), torchvision's default nearest"
+      },
+      {
+        "name": "fill",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 255,
+        "why": "",
+        "doc": "pixel value of the area the image no longer covers"
+      }
+    ]
+  },
+  {
     "name": "batch",
     "kind": "stage",
     "doc": "group samples into batches written straight into reusable slabs",
@@ -865,7 +953,7 @@ STAGES = json.loads(r'''
   {
     "name": "color_jitter",
     "kind": "stage",
-    "doc": "random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)",
+    "doc": "random brightness, contrast, saturation and hue in a random order (torchvision ColorJitter)",
     "params": [
       {
         "name": "brightness",
@@ -905,6 +993,65 @@ STAGES = json.loads(r'''
         "max": null,
         "why": "",
         "doc": "factor drawn from [max(0, 1-v), 1+v], around each pixel's grey"
+      },
+      {
+        "name": "hue",
+        "type": "float",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 0.5,
+        "why": "",
+        "doc": "shift of each pixel's hue drawn from [-v, v] of the colour wheel (torchvision's adjust_hue)"
+      }
+    ]
+  },
+  {
+    "name": "cutmix",
+    "kind": "stage",
+    "doc": "paste a box of the previous sample of a batch into each sample, sized by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision CutMix)",
+    "params": [
+      {
+        "name": "alpha",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "λ ~ Beta(alpha, alpha), alpha > 0 (torchvision's default 1; its reference recipes use 0.2 for mixup, 1 for cutmix)"
+      },
+      {
+        "name": "p",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1,
+        "why": "",
+        "doc": "probability that a batch is mixed (one that is not gets one-hot targets)"
+      },
+      {
+        "name": "num_classes",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "labels are below source.MaxClasses",
+        "doc": "length of the targets; 0: the source's classes"
       }
     ]
   },
@@ -1321,6 +1468,52 @@ STAGES = json.loads(r'''
     ]
   },
   {
+    "name": "mixup",
+    "kind": "stage",
+    "doc": "blend each sample of a batch with the previous one by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision MixUp)",
+    "params": [
+      {
+        "name": "alpha",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "λ ~ Beta(alpha, alpha), alpha > 0 (torchvision's default 1; its reference recipes use 0.2 for mixup, 1 for cutmix)"
+      },
+      {
+        "name": "p",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1,
+        "why": "",
+        "doc": "probability that a batch is mixed (one that is not gets one-hot targets)"
+      },
+      {
+        "name": "num_classes",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1048576,
+        "why": "labels are below source.MaxClasses",
+        "doc": "length of the targets; 0: the source's classes"
+      }
+    ]
+  },
+  {
     "name": "normalize",
     "kind": "stage",
     "doc": "(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype",
@@ -1500,6 +1693,81 @@ STAGES = json.loads(r'''
         "max": null,
         "why": "",
         "doc": "cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)"
+      }
+    ]
+  },
+  {
+    "name": "rand_augment",
+    "kind": "stage",
+    "doc": "n operations drawn from torchvision's 14 (shears, translations, rotation, colour, posterize, solarize, autocontrast, equalize) at magnitude bin m (torchvision RandAugment)",
+    "params": [
+      {
+        "name": "n",
+        "type": "int",
+        "default": "2",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 1,
+        "max": 16,
+        "why": "",
+        "doc": "operations applied in turn"
+      },
+      {
+        "name": "m",
+        "type": "int",
+        "default": "9",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": null,
+        "why": "",
+        "doc": "magnitude bin, below num_bins"
+      },
+      {
+        "name": "num_bins",
+        "type": "int",
+        "default": "31",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 2,
+        "max": 1024,
+        "why": "",
+        "doc": "number of magnitude bins spanning each operation's range"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "nearest",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "nearest",
+          "bilinear"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "nearest or bilinear sampling (torch grid_sample), torchvision's default nearest"
+      },
+      {
+        "name": "fill",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 255,
+        "why": "",
+        "doc": "pixel value of the area the image no longer covers"
       }
     ]
   },
@@ -1710,6 +1978,81 @@ STAGES = json.loads(r'''
         "max": null,
         "why": "",
         "doc": "resampling filter, antialiased when shrinking (as PIL)"
+      }
+    ]
+  },
+  {
+    "name": "rotate",
+    "kind": "stage",
+    "doc": "with probability p rotate by an angle uniform in [-degrees, degrees] about the centre (torchvision RandomRotation)",
+    "params": [
+      {
+        "name": "degrees",
+        "type": "float",
+        "default": null,
+        "required": true,
+        "positional": true,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 180,
+        "why": "",
+        "doc": "largest angle in degrees, counter-clockwise positive"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "nearest",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "nearest",
+          "bilinear"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "nearest or bilinear sampling (torch grid_sample), torchvision's default nearest"
+      },
+      {
+        "name": "fill",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 255,
+        "why": "",
+        "doc": "pixel value of the area the image no longer covers"
+      },
+      {
+        "name": "expand",
+        "type": "bool",
+        "default": "false",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "true: the output is the rotated image's bounding box, so its size varies with the angle; false: the input's size"
+      },
+      {
+        "name": "p",
+        "type": "float",
+        "default": "1",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 1,
+        "why": "",
+        "doc": "probability of rotating"
       }
     ]
   },
@@ -2150,6 +2493,55 @@ STAGES = json.loads(r'''
         "doc": "write every Nth step's loss, accuracy, lr and images/s to out/steps.jsonl (0: none)"
       }
     ]
+  },
+  {
+    "name": "trivial_augment",
+    "kind": "stage",
+    "doc": "one operation drawn from torchvision's 14 at a random magnitude bin (torchvision TrivialAugmentWide)",
+    "params": [
+      {
+        "name": "num_bins",
+        "type": "int",
+        "default": "31",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 2,
+        "max": 1024,
+        "why": "",
+        "doc": "number of magnitude bins spanning each operation's range"
+      },
+      {
+        "name": "interpolation",
+        "type": "enum",
+        "default": "nearest",
+        "required": false,
+        "positional": false,
+        "enum": [
+          "nearest",
+          "bilinear"
+        ],
+        "auto": false,
+        "min": null,
+        "max": null,
+        "why": "",
+        "doc": "nearest or bilinear sampling (torch grid_sample), torchvision's default nearest"
+      },
+      {
+        "name": "fill",
+        "type": "int",
+        "default": "0",
+        "required": false,
+        "positional": false,
+        "enum": null,
+        "auto": false,
+        "min": 0,
+        "max": 255,
+        "why": "",
+        "doc": "pixel value of the area the image no longer covers"
+      }
+    ]
   }
 ]
 ''')
@@ -2300,6 +2692,27 @@ class Stages:
         """
         return self._source(name, args, params)
 
+    def affine(self: _P, degrees: Optional[float] = None, *, translate: Optional[Union[float, Sequence[float]]] = None, scale: Optional[Union[float, Sequence[float]]] = None, shear: Optional[Union[float, Sequence[float]]] = None, interpolation: Optional[Literal["nearest", "bilinear"]] = None, fill: Optional[int] = None, **unknown: Any) -> _P:
+        """a random rotation, translation, scale and shear about the centre (torchvision RandomAffine)
+
+        The .pipe stage affine; an argument left None is not written.
+
+        Args:
+            degrees: float (required) in [0, 180] [positional]
+                the angle is uniform in [-degrees, degrees], clockwise positive (as torchvision's affine)
+            translate: floats = 0,0
+                largest shifts tx,ty as fractions of the width and height, each in [0, 1]; the shift is a whole number of pixels
+            scale: floats = 1,1
+                range min,max the scale is drawn from uniformly, 0 < min ≤ max ≤ 100
+            shear: floats = 0
+                shear angles in degrees: s (x in [-s, s]), x_min,x_max, or x_min,x_max,y_min,y_max; each in (-90, 90)
+            interpolation: nearest|bilinear = nearest
+                nearest or bilinear sampling (torch grid_sample), torchvision's default nearest
+            fill: int = 0 in [0, 255]
+                pixel value of the area the image no longer covers
+        """
+        return self._stage('affine', {'degrees': degrees, 'translate': translate, 'scale': scale, 'shear': shear, 'interpolation': interpolation, 'fill': fill, **unknown})
+
     def batch(self: _P, size: Optional[int] = None, *, drop_last: Optional[bool] = None, **unknown: Any) -> _P:
         """group samples into batches written straight into reusable slabs
 
@@ -2349,8 +2762,8 @@ class Stages:
         """
         return self._stage('center_crop', {'size': size, **unknown})
 
-    def color_jitter(self: _P, *, brightness: Optional[float] = None, contrast: Optional[float] = None, saturation: Optional[float] = None, **unknown: Any) -> _P:
-        """random brightness, contrast and saturation in a random order (torchvision ColorJitter without hue)
+    def color_jitter(self: _P, *, brightness: Optional[float] = None, contrast: Optional[float] = None, saturation: Optional[float] = None, hue: Optional[float] = None, **unknown: Any) -> _P:
+        """random brightness, contrast, saturation and hue in a random order (torchvision ColorJitter)
 
         The .pipe stage color_jitter; an argument left None is not written.
 
@@ -2361,8 +2774,26 @@ class Stages:
                 factor drawn from [max(0, 1-v), 1+v], around the mean grey
             saturation: float = 0 in [0, ]
                 factor drawn from [max(0, 1-v), 1+v], around each pixel's grey
+            hue: float = 0 in [0, 0.5]
+                shift of each pixel's hue drawn from [-v, v] of the colour wheel (torchvision's adjust_hue)
         """
-        return self._stage('color_jitter', {'brightness': brightness, 'contrast': contrast, 'saturation': saturation, **unknown})
+        return self._stage('color_jitter', {'brightness': brightness, 'contrast': contrast, 'saturation': saturation, 'hue': hue, **unknown})
+
+    def cutmix(self: _P, *, alpha: Optional[float] = None, p: Optional[float] = None, num_classes: Optional[int] = None, **unknown: Any) -> _P:
+        """paste a box of the previous sample of a batch into each sample, sized by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision CutMix)
+
+        The .pipe stage cutmix; an argument left None is not written.
+
+        Args:
+            alpha: float = 1 in [0, ]
+                λ ~ Beta(alpha, alpha), alpha > 0 (torchvision's default 1; its reference recipes use 0.2 for mixup, 1 for cutmix)
+            p: float = 1 in [0, 1]
+                probability that a batch is mixed (one that is not gets one-hot targets)
+            num_classes: int = 0 in [0, 1048576]
+                length of the targets; 0: the source's classes
+                (at most 1048576: labels are below source.MaxClasses)
+        """
+        return self._stage('cutmix', {'alpha': alpha, 'p': p, 'num_classes': num_classes, **unknown})
 
     def decode(self: _P, *, reduce: Optional[bool] = None, max_pixels: Optional[int] = None, **unknown: Any) -> _P:
         """JPEG/PNG bytes to RGB pixels (greyscale and CMYK become RGB); right after an image source, before a cache that should skip decoding
@@ -2479,6 +2910,22 @@ class Stages:
         """
         return self._stage('grayscale', {'p': p, **unknown})
 
+    def mixup(self: _P, *, alpha: Optional[float] = None, p: Optional[float] = None, num_classes: Optional[int] = None, **unknown: Any) -> _P:
+        """blend each sample of a batch with the previous one by λ ~ Beta(alpha, alpha), and give batches soft targets (torchvision MixUp)
+
+        The .pipe stage mixup; an argument left None is not written.
+
+        Args:
+            alpha: float = 1 in [0, ]
+                λ ~ Beta(alpha, alpha), alpha > 0 (torchvision's default 1; its reference recipes use 0.2 for mixup, 1 for cutmix)
+            p: float = 1 in [0, 1]
+                probability that a batch is mixed (one that is not gets one-hot targets)
+            num_classes: int = 0 in [0, 1048576]
+                length of the targets; 0: the source's classes
+                (at most 1048576: labels are below source.MaxClasses)
+        """
+        return self._stage('mixup', {'alpha': alpha, 'p': p, 'num_classes': num_classes, **unknown})
+
     def normalize(self: _P, *, mean: Optional[Union[float, Sequence[float]]] = None, std: Optional[Union[float, Sequence[float]]] = None, where: Optional[Literal["host", "device"]] = None, **unknown: Any) -> _P:
         """(v/255 - mean) / std per channel, applied as the tensor is written; needs a float dtype
 
@@ -2534,6 +2981,25 @@ class Stages:
                 cpu:N (N simulated devices, any machine), all or cuda:0,1 (GPUs, cuda build)
         """
         return self._stage('prefetch', {'depth': depth, 'devices': devices, **unknown})
+
+    def rand_augment(self: _P, *, n: Optional[int] = None, m: Optional[int] = None, num_bins: Optional[int] = None, interpolation: Optional[Literal["nearest", "bilinear"]] = None, fill: Optional[int] = None, **unknown: Any) -> _P:
+        """n operations drawn from torchvision's 14 (shears, translations, rotation, colour, posterize, solarize, autocontrast, equalize) at magnitude bin m (torchvision RandAugment)
+
+        The .pipe stage rand_augment; an argument left None is not written.
+
+        Args:
+            n: int = 2 in [1, 16]
+                operations applied in turn
+            m: int = 9 in [0, ]
+                magnitude bin, below num_bins
+            num_bins: int = 31 in [2, 1024]
+                number of magnitude bins spanning each operation's range
+            interpolation: nearest|bilinear = nearest
+                nearest or bilinear sampling (torch grid_sample), torchvision's default nearest
+            fill: int = 0 in [0, 255]
+                pixel value of the area the image no longer covers
+        """
+        return self._stage('rand_augment', {'n': n, 'm': m, 'num_bins': num_bins, 'interpolation': interpolation, 'fill': fill, **unknown})
 
     def random_crop(self: _P, size: Optional[int] = None, *, pad: Optional[int] = None, fill: Optional[Literal["zero", "reflect", "edge", "wrap"]] = None, **unknown: Any) -> _P:
         """crop size×size at a random place of the image padded by pad (torchvision RandomCrop)
@@ -2600,6 +3066,25 @@ class Stages:
                 resampling filter, antialiased when shrinking (as PIL)
         """
         return self._stage('resize', {'shorter': shorter, 'interpolation': interpolation, **unknown})
+
+    def rotate(self: _P, degrees: Optional[float] = None, *, interpolation: Optional[Literal["nearest", "bilinear"]] = None, fill: Optional[int] = None, expand: Optional[bool] = None, p: Optional[float] = None, **unknown: Any) -> _P:
+        """with probability p rotate by an angle uniform in [-degrees, degrees] about the centre (torchvision RandomRotation)
+
+        The .pipe stage rotate; an argument left None is not written.
+
+        Args:
+            degrees: float (required) in [0, 180] [positional]
+                largest angle in degrees, counter-clockwise positive
+            interpolation: nearest|bilinear = nearest
+                nearest or bilinear sampling (torch grid_sample), torchvision's default nearest
+            fill: int = 0 in [0, 255]
+                pixel value of the area the image no longer covers
+            expand: bool = false
+                true: the output is the rotated image's bounding box, so its size varies with the angle; false: the input's size
+            p: float = 1 in [0, 1]
+                probability of rotating
+        """
+        return self._stage('rotate', {'degrees': degrees, 'interpolation': interpolation, 'fill': fill, 'expand': expand, 'p': p, **unknown})
 
     def shift(self: _P, *, width: Optional[float] = None, height: Optional[float] = None, fill: Optional[Literal["zero", "reflect", "edge", "wrap"]] = None, **unknown: Any) -> _P:
         """translate by a random whole number of pixels (Keras ImageDataGenerator width/height_shift_range)
@@ -2706,3 +3191,18 @@ class Stages:
                 (at most 2147483648: a step counter's range)
         """
         return self._stage('train', {'model': model, 'depth': depth, 'width': width, 'epochs': epochs, 'steps_per_epoch': steps_per_epoch, 'optimizer': optimizer, 'lr': lr, 'base_batch': base_batch, 'scale_lr': scale_lr, 'momentum': momentum, 'nesterov': nesterov, 'weight_decay': weight_decay, 'schedule': schedule, 'warmup': warmup, 'step_every': step_every, 'gamma': gamma, 'label_smoothing': label_smoothing, 'mode': mode, 'average_every': average_every, 'threads': threads, 'out': out, 'log_every': log_every, **unknown})
+
+    def trivial_augment(self: _P, *, num_bins: Optional[int] = None, interpolation: Optional[Literal["nearest", "bilinear"]] = None, fill: Optional[int] = None, **unknown: Any) -> _P:
+        """one operation drawn from torchvision's 14 at a random magnitude bin (torchvision TrivialAugmentWide)
+
+        The .pipe stage trivial_augment; an argument left None is not written.
+
+        Args:
+            num_bins: int = 31 in [2, 1024]
+                number of magnitude bins spanning each operation's range
+            interpolation: nearest|bilinear = nearest
+                nearest or bilinear sampling (torch grid_sample), torchvision's default nearest
+            fill: int = 0 in [0, 255]
+                pixel value of the area the image no longer covers
+        """
+        return self._stage('trivial_augment', {'num_bins': num_bins, 'interpolation': interpolation, 'fill': fill, **unknown})

@@ -15,6 +15,7 @@ package gpu
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -391,6 +392,21 @@ func TestOptimizersMatchCPU(t *testing.T) {
 				t.Errorf("steps: GPU %d, CPU %d", hopt.Steps(), opt.Steps())
 			}
 		})
+	}
+}
+
+// TestSoftTargetsRefused: a batch with soft targets (mixup, cutmix) is
+// refused, not trained on its int labels.
+func TestSoftTargetsRefused(t *testing.T) {
+	m, _ := size.trained[0].Build(trainIn, 5, 1)
+	opt, _ := nn.NewOptimizer(nn.OptimConfig{}, m.Params())
+	r := newReplica(t, m, ordinal)
+	r.Load(m, opt)
+	b := batch(m.In, 8, 5, 0)
+	b.Targets = make([]float32, 8*5)
+	ctx := nn.Context{Train: true, Seed: 1, Samples: b.Samples}
+	if _, _, err := r.ForwardBackward(&ctx, b); !errors.Is(err, trainer.ErrSoftTargets) {
+		t.Fatalf("got %v, want trainer.ErrSoftTargets", err)
 	}
 }
 

@@ -430,6 +430,9 @@ func (r *Replica) run(c *nn.Context, b trainer.Batch, train bool, eps float64) (
 	if len(b.Labels) != n {
 		return 0, 0, fmt.Errorf("gpu: %s: %d labels for %d samples", r.name, len(b.Labels), n)
 	}
+	if b.Targets != nil {
+		return 0, 0, fmt.Errorf("gpu: %s: %w", r.name, trainer.ErrSoftTargets)
+	}
 	if train && len(b.Samples) != n {
 		return 0, 0, fmt.Errorf("gpu: %s: %d sample indices for %d samples", r.name, len(b.Samples), n)
 	}

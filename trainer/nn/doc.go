@@ -10,7 +10,8 @@
 // absorbed by the packing. A Model is a checked sequence of layers; three
 // are built in by name, as the train stage asks for them: mlp, keras_cnn
 // (Keras' CIFAR-10 example) and resnet (the CIFAR ResNets of He et al.,
-// depth 6n+2). The loss is softmax cross-entropy with label smoothing; the
+// depth 6n+2). The loss is softmax cross-entropy with label smoothing,
+// against int labels or soft targets (MixUp's, CutMix's); the
 // optimisers are SGD (with momentum, Nesterov or not), Adam and RMSprop,
 // with weight decay on weights only; the learning rate follows a schedule
 // (constant, step, cosine, one-cycle, with warm-up), scaled from a base

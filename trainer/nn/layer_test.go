@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -186,6 +187,59 @@ func TestLossGradient(t *testing.T) {
 	loss, correct, _ := (&SoftmaxCrossEntropy{}).Loss(&Tensor{Shape: []int{1, 2}, Data: []float32{0, float32(math.Log(3))}}, []int32{1})
 	if math.Abs(loss-math.Log(4.0/3)) > 1e-6 || correct != 1 {
 		t.Errorf("loss %g (want %g), correct %d", loss, math.Log(4.0/3), correct)
+	}
+}
+
+// TestSoftTargetLoss checks cross-entropy against soft targets by finite
+// differences, with and without smoothing, and that with one-hot targets
+// (MixUp's at λ = 1) its loss, gradient and accuracy are the int labels'
+// bit for bit.
+func TestSoftTargetLoss(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	targets := []float32{
+		0.3, 0, 0, 0.7, 0,
+		0, 1, 0, 0, 0,
+		0.5, 0.5, 0, 0, 0,
+		0, 0, 0.9, 0, 0.1,
+	}
+	for _, eps := range []float64{0, 0.1} {
+		l := &SoftmaxCrossEntropy{Smoothing: eps}
+		z := randTensor(r, 4, 5)
+		loss := func() float64 {
+			s, _, _ := l.SumTargets(z, targets)
+			return s.Float() / 4
+		}
+		_, _, g := l.SumTargets(z, targets)
+		grad := append([]float32(nil), g.Data...)
+		for i := range z.Data {
+			old := z.Data[i]
+			z.Data[i] = old + 1e-2
+			up := loss()
+			z.Data[i] = old - 1e-2
+			down := loss()
+			z.Data[i] = old
+			if num := (up - down) / 2e-2; math.Abs(num-float64(grad[i])) > 1e-3 {
+				t.Errorf("smoothing %g: dz[%d]: analytic %g, numeric %g", eps, i, grad[i], num)
+			}
+		}
+		labels := []int32{3, 1, 0, 2}
+		onehot := make([]float32, 20)
+		for i, y := range labels {
+			onehot[i*5+int(y)] = 1
+		}
+		s1, c1, g1 := l.SumTargets(z, onehot)
+		g1c := append([]float32(nil), g1.Data...)
+		s0, c0, g0 := l.Sum(z, labels)
+		if s1 != s0 || c1 != c0 || !slices.Equal(g1c, g0.Data) {
+			t.Errorf("smoothing %g: one-hot targets give loss %v correct %d, int labels %v correct %d", eps, s1, c1, s0, c0)
+		}
+	}
+	// Logits 0 and ln 3: p = (1/4, 3/4); targets (0.4, 0.6): the loss is
+	// -(0.4 ln 1/4 + 0.6 ln 3/4), and the top classes agree.
+	tg := []float32{0.4, 0.6}
+	s, correct, _ := (&SoftmaxCrossEntropy{}).SumTargets(&Tensor{Shape: []int{1, 2}, Data: []float32{0, float32(math.Log(3))}}, tg)
+	if want := -(float64(tg[0])*math.Log(0.25) + float64(tg[1])*math.Log(0.75)); math.Abs(s.Float()-want) > 1e-6 || correct != 1 {
+		t.Errorf("loss %g (want %g), correct %d", s.Float(), want, correct)
 	}
 }
 

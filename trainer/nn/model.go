@@ -285,20 +285,10 @@ func (l *SoftmaxCrossEntropy) Sum(logits *Tensor, labels []int32) (total LossSum
 	for i := range n {
 		z := logits.Data[i*k : (i+1)*k]
 		g := l.grad.Data[i*k : (i+1)*k]
-		zmax, arg := z[0], 0
-		for j, v := range z {
-			if v > zmax {
-				zmax, arg = v, j
-			}
-		}
+		lse, arg := logSumExp(z)
 		if arg == int(labels[i]) {
 			correct++
 		}
-		var sum float64
-		for _, v := range z {
-			sum += math.Exp(float64(v - zmax))
-		}
-		lse := float64(zmax) + math.Log(sum)
 		var loss float64
 		for j, v := range z {
 			t := eps / float64(k)
@@ -312,4 +302,59 @@ func (l *SoftmaxCrossEntropy) Sum(logits *Tensor, labels []int32) (total LossSum
 		total += LossOf(loss)
 	}
 	return total, correct, l.grad
+}
+
+// SumTargets is Sum against soft targets, [N, K] row-major (MixUp's and
+// CutMix's, each row summing to 1), smoothed as PyTorch's CrossEntropyLoss
+// smooths them: target = (1-ε)·t + ε/K. With one-hot targets it is Sum.
+// A prediction is correct where its top class is the targets' (the first
+// of equal ones).
+func (l *SoftmaxCrossEntropy) SumTargets(logits *Tensor, targets []float32) (total LossSum, correct int, grad *Tensor) {
+	n, k := logits.Shape[0], logits.Shape[1]
+	l.grad = reuse(l.grad, n, k)
+	eps := l.Smoothing
+	for i := range n {
+		z := logits.Data[i*k : (i+1)*k]
+		g := l.grad.Data[i*k : (i+1)*k]
+		row := targets[i*k : (i+1)*k]
+		lse, arg := logSumExp(z)
+		if arg == argmax(row) {
+			correct++
+		}
+		var loss float64
+		for j, v := range z {
+			t := (1-eps)*float64(row[j]) + eps/float64(k)
+			p := math.Exp(float64(v) - lse)
+			loss -= t * (float64(v) - lse)
+			g[j] = float32((p - t) / float64(n))
+		}
+		total += LossOf(loss)
+	}
+	return total, correct, l.grad
+}
+
+// logSumExp returns log Σ exp(z) and the index of z's largest value (the
+// first of equal ones).
+func logSumExp(z []float32) (float64, int) {
+	zmax, arg := z[0], 0
+	for j, v := range z {
+		if v > zmax {
+			zmax, arg = v, j
+		}
+	}
+	var sum float64
+	for _, v := range z {
+		sum += math.Exp(float64(v - zmax))
+	}
+	return float64(zmax) + math.Log(sum), arg
+}
+
+func argmax(v []float32) int {
+	arg := 0
+	for j, x := range v {
+		if x > v[arg] {
+			arg = j
+		}
+	}
+	return arg
 }
