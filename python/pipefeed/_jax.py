@@ -67,6 +67,10 @@ class Placer:
         self._host = any(d.platform == "cpu" for d in sharding.device_set) or str(sharding.memory_kind).endswith("host")
         if sharding.is_fully_addressable:
             self._check(h)
+        tensor = [r for r in (h.get("fields") or {}).get("regions", ()) if r["kind"] == "tensor"]
+        if tensor and tensor[0]["dtype"] == "int64" and not jax.config.jax_enable_x64:
+            raise ValueError("the pipeline's int64 tensor field would be cut to JAX's int32: set jax_enable_x64 "
+                             "(jax.config.update('jax_enable_x64', True)), or tensor_dtype=int32 on the fields stage")
 
     def _check(self, h):
         """Raise if the sharding cannot split a full batch, or the epoch's

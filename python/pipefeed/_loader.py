@@ -52,8 +52,10 @@ class Loader:
     counts are int32 as pipe writes them, so that they too view the ring:
     ``num_boxes.long()`` where an op wants int64. Every value is a view of
     the slab, as ``x`` is, except a uint16 field with torch before 2.3,
-    which has no uint16: that comes as an int32 copy. ``info["fields"]``
-    is how pipe laid them out.
+    which has no uint16: that comes as an int32 copy. JAX holds the int64
+    ones as int32 unless ``jax_enable_x64``, as it does ``y``, and refuses
+    an int64 tensor without it (``ValueError`` before the first batch: its
+    values would be cut). ``info["fields"]`` is how pipe laid them out.
 
     **JAX batches are the caller's**, valid for as long as they are held
     (``copy=`` changes nothing): each is placed on ``device=`` (a

@@ -22,6 +22,7 @@ import pytest
 import pipefeed
 from pipefeed import _protocol
 from pipefeed._ring import Ring
+from test_loader import bench_sums
 from xxh64 import xxh64
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -115,6 +116,50 @@ def test_a_changed_batch_leaves_the_next_be(feed_test, write_pipe, tmp_path):
             del b["tokens"]
 
 
+def every(tensor_dtype="int64"):
+    """A pipeline of the synthetic source with a field of every kind."""
+    return (pipefeed.Pipeline()
+            .source("synthetic", n=300, seed=3)
+            .fields("image", "mask", "boxes", "classes", "label", "labels", "tokens", "tensor", max_boxes=4,
+                    min_area=4, num_labels=10, max_tokens=6, tensor_dtype=tensor_dtype, tensor_shape=(2, 3))
+            .shuffle(42)
+            .random_crop(32, pad=4, fill="zero")
+            .flip("horizontal")
+            .batch(32)
+            .to_tensor(dtype="uint8"))
+
+
+def test_every_field_of_the_synthetic_source(pipe_bin, write_pipe):
+    """The synthetic source's fields of every kind (its rectangles as a
+    mask and as boxes with their classes, moved by the crop and the flip,
+    and the rest) come out of the loader as pipe's own stream: pipe bench
+    --checksum hashes every region and count; what the counts leave out is
+    zeros."""
+    path = write_pipe(str(every()))
+    sums = bench_sums(pipe_bin, path, 2)
+    with pipefeed.Loader(every(), framework="numpy", pipe_bin=pipe_bin) as ld:
+        assert [r["kind"] for r in ld.info["fields"]["regions"]] == ["mask", "boxes", "classes", "labels", "tokens",
+                                                                     "tensor"]
+        for epoch in range(2):
+            batches = [{k: v.copy() for k, v in b.items()} for b in ld]
+            assert fields_checksum(ld.info, batches) == sums[epoch], f"epoch {epoch}"
+    b = batches[0]
+    assert list(b) == ["image", "mask", "boxes", "num_boxes", "classes", "label", "labels", "tokens", "num_tokens",
+                       "tensor"]
+    shapes = {"image": (32, 3, 32, 32), "mask": (32, 32, 32), "boxes": (32, 4, 4), "num_boxes": (32,),
+              "classes": (32, 4), "label": (32,), "labels": (32, 10), "tokens": (32, 6), "num_tokens": (32,),
+              "tensor": (32, 2, 3)}
+    assert {k: v.shape for k, v in b.items()} == shapes
+    assert b["tensor"].dtype == np.int64 and b["mask"].dtype == np.uint8
+    for b in batches:
+        for k, n in enumerate(b["num_boxes"]):
+            assert (b["boxes"][k, n:] == 0).all() and (b["classes"][k, n:] == 0).all()
+            assert ((b["boxes"][k, :n] >= 0) & (b["boxes"][k, :n] <= 32)).all() and (b["classes"][k, :n] > 0).all()
+        for k, n in enumerate(b["num_tokens"]):
+            assert (b["tokens"][k, n:] == 0).all()
+    assert sum(int(b["num_boxes"].sum()) for b in batches) > 300, "hardly a box"
+
+
 def image_folder(root, mask_dtype):
     """An image folder of two classes of five PNGs of several sizes, and its
     masks (random class ids of mask_dtype) in the sibling folder masks."""
@@ -139,8 +184,6 @@ def test_masks_from_an_image_folder(pipe_bin, write_pipe, tmp_path, mask_dtype):
     (pipe bench --checksum hashes them), in numpy and in torch (a uint16
     mask widened to int32 where torch has no uint16)."""
     pytest.importorskip("PIL")
-    from test_loader import bench_sums
-
     path = write_pipe(f"source image_folder path={image_folder(tmp_path, mask_dtype)}\n"
                       f"fields image mask label mask_dtype={mask_dtype}\n"
                       "decode\nrandom_resized_crop 24\nflip horizontal\nbatch 4\nto_tensor dtype=uint8\n")

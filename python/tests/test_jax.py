@@ -21,7 +21,7 @@ jax = pytest.importorskip("jax", reason="JAX is not installed (scripts/python-de
 
 import pipefeed  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
-from test_fields import check_values, feed_test, loader  # noqa: E402, F401 (feed_test: a fixture)
+from test_fields import check_values, every, feed_test, loader  # noqa: E402, F401 (feed_test: a fixture)
 from test_loader import recipe  # noqa: E402
 
 
@@ -136,6 +136,27 @@ def test_fields_are_split_as_the_labels(feed_test, write_pipe, tmp_path):
             assert {s.data.shape[0] for s in a.addressable_shards} == {len(w[k]) // 4}, k
             assert np.array_equal(np.asarray(a), w[k]), f"batch {i}: {k}"
         check_values({k: np.asarray(a) for k, a in b.items()})
+
+
+def test_every_field_is_numpys(pipe_bin):
+    """Fields of every kind, placed across four devices, hold the numpy
+    framework's values (the int64 label and classes as JAX's int32 unless
+    jax_enable_x64). An int64 tensor, whose values int32 would cut, is
+    refused without jax_enable_x64 before the first batch."""
+    sharding = four_devices()
+    if not jax.config.jax_enable_x64:
+        with pytest.raises(ValueError, match="int64 tensor field .* jax_enable_x64"):
+            pipefeed.Loader(every(), framework="jax", sharding=sharding, pipe_bin=pipe_bin)
+    with pipefeed.Loader(every("int32"), framework="numpy", pipe_bin=pipe_bin) as ld:
+        want = [{k: v.copy() for k, v in b.items()} for b in ld]
+    with pipefeed.Loader(every("int32"), framework="jax", sharding=sharding, pipe_bin=pipe_bin) as ld:
+        got = list(ld)
+    assert len(got) == len(want) == 10
+    for i, (b, w) in enumerate(zip(got, want)):
+        assert list(b) == list(w)
+        for k, a in b.items():
+            assert len({s.device for s in a.addressable_shards}) == 4, k
+            assert np.array_equal(np.asarray(a), w[k]), f"batch {i}: {k}"
 
 
 def test_rank_and_world_from_jax_processes(pipe_bin, write_pipe, monkeypatch):
