@@ -3,16 +3,10 @@
 package feed
 
 import (
-	"context"
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"net"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/pipefeed/pipe"
@@ -24,7 +18,7 @@ import (
 // withFields is a synthetic source whose samples carry multi-labels,
 // tokens and a tensor made from their index (as engine's test source
 // does): the tensor is (i, i/2, -i), so a loader can tell which sample a
-// row is and check the rest against want.
+// row is and check the rest against wantFields.
 type withFields struct {
 	source.Source
 	schema *fields.Schema
@@ -47,8 +41,7 @@ var fieldsSchemas = map[string]*fields.Schema{
 	}},
 }
 
-// wantFields is sample i's labels, tokens and tensor; python/tests
-// (test_fields.py) writes the same formula.
+// wantFields is sample i's labels, tokens and tensor.
 func wantFields(i int) (labels []int64, tokens []int64, tensor []float32) {
 	labels = []int64{int64(i % 5)}
 	if i%3 == 0 {
@@ -245,76 +238,4 @@ func TestFieldsServed(t *testing.T) {
 	}
 	c.conn.Close()
 	ended(t, done, "without fields")
-}
-
-// TestMain is also the pipe feed of python/tests/test_fields.py, which has
-// no .pipe source with fields to ask pipe for: run with PIPEFEED_TEST_FEED
-// set to a schema of fieldsSchemas and the arguments pipefeed gives pipe
-// (feed FILE --fd N --protocol V ...), it serves fieldsPipeline(schema,
-// 300, 32) on descriptor N, the file unread, after writing the checksums
-// of its first two epochs as a JSON list to $PIPEFEED_TEST_SUMS.
-func TestMain(m *testing.M) {
-	if schema := os.Getenv("PIPEFEED_TEST_FEED"); schema != "" {
-		if err := feedForPython(schema, os.Args[1:]); err != nil {
-			fmt.Fprintln(os.Stderr, "pipe:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-func feedForPython(schema string, args []string) error {
-	fd, workers := -1, 1
-	for i := 0; i+1 < len(args); i++ {
-		switch args[i] {
-		case "--fd":
-			fd, _ = strconv.Atoi(args[i+1])
-		case "--protocol":
-			if v, _ := strconv.Atoi(args[i+1]); v != Version {
-				return fmt.Errorf("the loader speaks protocol %d, this test feed %d", v, Version)
-			}
-		case "--workers":
-			workers, _ = strconv.Atoi(args[i+1])
-		}
-	}
-	f := os.NewFile(uintptr(fd), "loader")
-	if fd < 3 || f == nil {
-		return fmt.Errorf("no loader's socket in %q", args)
-	}
-	fc, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	conn, ok := fc.(*net.UnixConn)
-	if !ok {
-		return errors.New("the loader's descriptor is not a Unix socket")
-	}
-	defer conn.Close()
-	if path := os.Getenv("PIPEFEED_TEST_SUMS"); path != "" {
-		own, err := fieldsPipeline(schema, 300, 32, 2)
-		if err != nil {
-			return err
-		}
-		stats, err := own.Run(context.Background(), pipe.RunOptions{Epochs: 2, Checksum: true})
-		own.Close()
-		if err != nil {
-			return err
-		}
-		var sums []string
-		for _, st := range stats {
-			sums = append(sums, st.Checksum)
-		}
-		js, _ := json.Marshal(sums)
-		if err := os.WriteFile(path, js, 0o644); err != nil {
-			return err
-		}
-	}
-	p, err := fieldsPipeline(schema, 300, 32, workers)
-	if err != nil {
-		return Refuse(conn, err)
-	}
-	defer p.Close()
-	return Serve(context.Background(), p, conn, "test_fields.pipe")
 }

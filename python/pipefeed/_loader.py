@@ -41,13 +41,13 @@ class Loader:
     ``y`` its labels (int64; JAX's int32 unless ``jax_enable_x64``).
     ``len(loader)`` is the number of batches per epoch of this rank.
 
-    **With a fields stage** each batch is a dict keyed by field name, in the
-    stage's order, each value an array of the batch's N samples: "image"
-    (as ``x``), "label" (as ``y``, where the stage names it), "labels"
-    (multi-hot float32 [N, num_labels]), "mask" (uint8 or uint16 [N, H,
+    **With a fields stage** each batch is a dict keyed by field name, in
+    this order, of those the stage names, each value an array of the
+    batch's N samples: "image" (as ``x``), "mask" (uint8 or uint16 [N, H,
     W]), "boxes" (float32 [N, max_boxes, 4]) with "num_boxes" (int32 [N]:
     the rest are zeros), "classes" (int64 [N, max_boxes], counted by
-    "num_boxes"), "tokens" (int32 [N, max_tokens], zero-padded) with
+    "num_boxes"), "label" (as ``y``), "labels" (multi-hot float32 [N,
+    num_labels]), "tokens" (int32 [N, max_tokens], zero-padded) with
     "num_tokens" (int32 [N]), and "tensor" (its dtype, [N, *shape]). The
     counts are int32 as pipe writes them, so that they too view the ring:
     ``num_boxes.long()`` where an op wants int64. Every value is a view of

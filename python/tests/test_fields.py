@@ -1,20 +1,13 @@
 """pipefeed's batches of a pipeline with a fields stage: dicts keyed by
-field name, each a view of the shared memory where the hello says it lies.
+field name, each a view of the shared memory where the hello says it lies,
+holding what pipe bench --checksum hashes (every region and count). The
+synthetic source makes fields of every kind; an image folder's masks come
+from PNG files. The ring's views are also checked on a ring written here,
+field by field."""
 
-No .pipe source fills fields yet, so the loader here starts Go's feed test
-binary as its pipe (feed/fields_test.go's TestMain: it serves a pipeline of
-a test source whose samples carry multi-labels, tokens and a tensor that
-names the sample, with the same formula as want below), and checks every
-value and pipe's own checksum of the stream. The ring's views of masks,
-boxes and classes, which pipe does not fill yet, are checked on a ring
-written here."""
-
-import json
 import mmap
 import os
-import shutil
 import struct
-import subprocess
 
 import numpy as np
 import pytest
@@ -25,33 +18,25 @@ from pipefeed._ring import Ring
 from test_loader import bench_sums
 from xxh64 import xxh64
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KEYS = ["image", "mask", "boxes", "num_boxes", "classes", "label", "labels", "tokens", "num_tokens", "tensor"]
 
 
-@pytest.fixture(scope="session")
-def feed_test(tmp_path_factory):
-    """Go's feed test binary, which serves a fields pipeline as pipe feed
-    when PIPEFEED_TEST_FEED names its schema."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("no go to build feed's test binary with")
-    out = str(tmp_path_factory.mktemp("bin") / "feed.test")
-    subprocess.run([go, "test", "-c", "-o", out, "./feed"], cwd=REPO, check=True)
-    return out
+def every(tensor_dtype="int64", n=300):
+    """A pipeline of the synthetic source with a field of every kind."""
+    return (pipefeed.Pipeline()
+            .source("synthetic", n=n, seed=3)
+            .fields("image", "mask", "boxes", "classes", "label", "labels", "tokens", "tensor", max_boxes=4,
+                    min_area=4, num_labels=10, max_tokens=6, tensor_dtype=tensor_dtype, tensor_shape=(2, 3))
+            .shuffle(42)
+            .random_crop(32, pad=4, fill="zero")
+            .flip("horizontal")
+            .batch(32)
+            .to_tensor(dtype="uint8"))
 
 
-def want(i):
-    """Sample i's multi-labels, tokens and tensor, as feed/fields_test.go's
-    wantFields makes them."""
-    labels = [i % 5] + ([(i + 2) % 5] if i % 3 == 0 else [])
-    return labels, [100 * i + t for t in range(i % 9)], [i, i / 2, -i]
-
-
-def loader(feed_test, write_pipe, tmp_path, schema="all", **kw):
-    """A Loader of the test binary's pipeline of schema, which writes pipe's
-    own checksums of epochs 0 and 1 to sums.json first."""
-    env = {"PIPEFEED_TEST_FEED": schema, "PIPEFEED_TEST_SUMS": str(tmp_path / "sums.json")}
-    return pipefeed.Loader(write_pipe("# served by feed's test binary\n"), pipe_bin=feed_test, env=env, **kw)
+def copies(loader):
+    """One epoch's batches, copied out of the ring as numpy arrays."""
+    return [{k: np.array(v) for k, v in b.items()} for b in loader]
 
 
 def fields_checksum(info, batches):
@@ -73,91 +58,117 @@ def fields_checksum(info, batches):
     return "%016x" % xxh64(combined)
 
 
-def check_values(b):
-    """Every sample of batch b (numpy arrays) holds want of its index, which
-    its tensor's first value is."""
-    n = len(b["image"])
-    assert b["labels"].shape == (n, 5) and b["labels"].dtype == np.float32
-    assert b["tokens"].shape == (n, 8) and b["tokens"].dtype == np.int32
-    assert b["num_tokens"].shape == (n,) and b["num_tokens"].dtype == np.int32
-    assert b["tensor"].shape == (n, 3) and b["tensor"].dtype == np.float32
-    for k in range(n):
-        i = int(b["tensor"][k][0])
-        labels, tokens, tensor = want(i)
-        assert b["tensor"][k].tolist() == tensor
-        assert b["labels"][k].tolist() == [float(c in labels) for c in range(5)], f"sample {i}"
-        assert b["num_tokens"][k] == len(tokens) and b["tokens"][k].tolist() == tokens + [0] * (8 - len(tokens))
-
-
-def test_batches_are_dicts_of_every_field(feed_test, write_pipe, tmp_path):
-    with loader(feed_test, write_pipe, tmp_path, framework="numpy", workers=3) as ld:
-        sums = json.loads((tmp_path / "sums.json").read_text())
-        assert ld.info["fields"]["names"] == ["image", "label", "labels", "tokens", "tensor"]
-        for epoch in range(2):
-            batches = [{k: v.copy() for k, v in b.items()} for b in ld]
-            assert len(batches) == len(ld) == 10 and len(batches[-1]["image"]) == 300 - 9 * 32
-            for b in batches:
-                assert list(b) == ["image", "label", "labels", "tokens", "num_tokens", "tensor"]
-                assert b["image"].shape[1:] == (3, 32, 32) and b["image"].dtype == np.uint8
-                assert b["label"].dtype == np.int64 and b["label"].shape == (len(b["image"]),)
-                check_values(b)
-            assert fields_checksum(ld.info, batches) == sums[epoch], f"epoch {epoch}"
-
-
-def test_a_changed_batch_leaves_the_next_be(feed_test, write_pipe, tmp_path):
-    """A loop may change the dict it gets (replace a field, delete one):
-    the batches after it, in the same slabs, are whole."""
-    with loader(feed_test, write_pipe, tmp_path, framework="numpy") as ld:
-        assert ld.info["ring"]["slabs"] < len(ld)
-        for b in ld:
-            assert list(b) == ["image", "label", "labels", "tokens", "num_tokens", "tensor"]
-            check_values(b)
-            b["image"] = b["image"].astype(np.float32)
-            del b["tokens"]
-
-
-def every(tensor_dtype="int64"):
-    """A pipeline of the synthetic source with a field of every kind."""
-    return (pipefeed.Pipeline()
-            .source("synthetic", n=300, seed=3)
-            .fields("image", "mask", "boxes", "classes", "label", "labels", "tokens", "tensor", max_boxes=4,
-                    min_area=4, num_labels=10, max_tokens=6, tensor_dtype=tensor_dtype, tensor_shape=(2, 3))
-            .shuffle(42)
-            .random_crop(32, pad=4, fill="zero")
-            .flip("horizontal")
-            .batch(32)
-            .to_tensor(dtype="uint8"))
-
-
-def test_every_field_of_the_synthetic_source(pipe_bin, write_pipe):
-    """The synthetic source's fields of every kind (its rectangles as a
-    mask and as boxes with their classes, moved by the crop and the flip,
-    and the rest) come out of the loader as pipe's own stream: pipe bench
-    --checksum hashes every region and count; what the counts leave out is
-    zeros."""
-    path = write_pipe(str(every()))
-    sums = bench_sums(pipe_bin, path, 2)
-    with pipefeed.Loader(every(), framework="numpy", pipe_bin=pipe_bin) as ld:
-        assert [r["kind"] for r in ld.info["fields"]["regions"]] == ["mask", "boxes", "classes", "labels", "tokens",
-                                                                     "tensor"]
-        for epoch in range(2):
-            batches = [{k: v.copy() for k, v in b.items()} for b in ld]
-            assert fields_checksum(ld.info, batches) == sums[epoch], f"epoch {epoch}"
-    b = batches[0]
-    assert list(b) == ["image", "mask", "boxes", "num_boxes", "classes", "label", "labels", "tokens", "num_tokens",
-                       "tensor"]
-    shapes = {"image": (32, 3, 32, 32), "mask": (32, 32, 32), "boxes": (32, 4, 4), "num_boxes": (32,),
-              "classes": (32, 4), "label": (32,), "labels": (32, 10), "tokens": (32, 6), "num_tokens": (32,),
-              "tensor": (32, 2, 3)}
-    assert {k: v.shape for k, v in b.items()} == shapes
-    assert b["tensor"].dtype == np.int64 and b["mask"].dtype == np.uint8
+def check_padding(batches):
+    """What the counts leave out is zeros; boxes lie in the 32x32 image."""
     for b in batches:
         for k, n in enumerate(b["num_boxes"]):
             assert (b["boxes"][k, n:] == 0).all() and (b["classes"][k, n:] == 0).all()
             assert ((b["boxes"][k, :n] >= 0) & (b["boxes"][k, :n] <= 32)).all() and (b["classes"][k, :n] > 0).all()
         for k, n in enumerate(b["num_tokens"]):
             assert (b["tokens"][k, n:] == 0).all()
+
+
+def test_every_field_of_the_synthetic_source(pipe_bin, write_pipe):
+    """The synthetic source's fields of every kind (its rectangles as a
+    mask and as boxes with their classes, moved by the crop and the flip,
+    and the rest) come out of the loader as pipe's own stream, for two
+    epochs and three workers: pipe bench --checksum hashes every region
+    and count."""
+    sums = bench_sums(pipe_bin, write_pipe(str(every())), 2)
+    with pipefeed.Loader(every(), framework="numpy", workers=3, pipe_bin=pipe_bin) as ld:
+        assert ld.info["fields"]["names"] == ["image", "mask", "boxes", "classes", "label", "labels", "tokens", "tensor"]
+        for epoch in range(2):
+            batches = copies(ld)
+            assert len(batches) == len(ld) == 10
+            assert fields_checksum(ld.info, batches) == sums[epoch], f"epoch {epoch}"
+    assert all(list(b) == KEYS for b in batches)
+    shapes = {"image": (3, 32, 32), "mask": (32, 32), "boxes": (4, 4), "num_boxes": (), "classes": (4,), "label": (),
+              "labels": (10,), "tokens": (6,), "num_tokens": (), "tensor": (2, 3)}
+    dtypes = {"image": "uint8", "mask": "uint8", "boxes": "float32", "num_boxes": "int32", "classes": "int64",
+              "label": "int64", "labels": "float32", "tokens": "int32", "num_tokens": "int32", "tensor": "int64"}
+    for b in batches:
+        n = len(b["image"])
+        assert {k: v.shape for k, v in b.items()} == {k: (n,) + s for k, s in shapes.items()}
+        assert {k: str(v.dtype) for k, v in b.items()} == dtypes
+    assert [len(b["image"]) for b in batches] == [32] * 9 + [12]
+    check_padding(batches)
     assert sum(int(b["num_boxes"].sum()) for b in batches) > 300, "hardly a box"
+
+
+def test_without_a_label(pipe_bin):
+    """A schema without the int label yields no "label"; the dict follows
+    the schema's order, the kinds' (a fields line in another order is the
+    same schema)."""
+    p = (pipefeed.Pipeline().source("synthetic", n=100, seed=3)
+         .fields("image", "tokens", "tensor", "labels", num_labels=10, max_tokens=6, tensor_shape=4).batch(32))
+    with pipefeed.Loader(p, framework="numpy", pipe_bin=pipe_bin) as ld:
+        keys = [list(b) for b in ld]
+    assert keys == [["image", "labels", "tokens", "num_tokens", "tensor"]] * 4
+
+
+def test_torch_fields_are_views_until_the_next(pipe_bin):
+    torch = pytest.importorskip("torch")
+    with pipefeed.Loader(every(), framework="numpy", pipe_bin=pipe_bin) as ld:
+        want = copies(ld)
+    with pipefeed.Loader(every(), pipe_bin=pipe_bin) as ld:
+        ring = np.frombuffer(ld._ring.mm, dtype=np.uint8)
+        for b, w in zip(ld, want):
+            assert list(b) == KEYS
+            for k, v in b.items():
+                assert isinstance(v, torch.Tensor) and np.shares_memory(v.numpy(), ring), f"{k} is not a view of the ring"
+                assert np.array_equal(v.numpy(), w[k]), k
+    with pipefeed.Loader(every(), pipe_bin=pipe_bin, copy=True) as ld:
+        first = next(iter(ld))
+        for k, v in first.items():
+            assert not np.shares_memory(v.numpy(), np.frombuffer(ld._ring.mm, dtype=np.uint8)), k
+            assert np.array_equal(v.numpy(), want[0][k]), k
+
+
+def test_a_changed_batch_leaves_the_next_be(pipe_bin):
+    """A loop may change the dict it gets (replace a field, delete one):
+    the batches after it, in the same slabs, are whole."""
+    with pipefeed.Loader(every(), framework="numpy", pipe_bin=pipe_bin) as ld:
+        want = copies(ld)
+    with pipefeed.Loader(every(), framework="numpy", pipe_bin=pipe_bin) as ld:
+        assert ld.info["ring"]["slabs"] < len(ld)
+        for b, w in zip(ld, want):
+            assert list(b) == KEYS and all(np.array_equal(b[k], w[k]) for k in KEYS)
+            b["image"] = b["image"].astype(np.float32)
+            del b["tokens"]
+
+
+def test_resume_mid_epoch_with_fields(pipe_bin):
+    def batches(ld, limit=None):
+        out = []
+        for b in ld:
+            out.append({k: v.tobytes() for k, v in b.items()})
+            if len(out) == limit:
+                break
+        return out
+
+    with pipefeed.Loader(every(), framework="numpy", epoch=1, pipe_bin=pipe_bin) as ld:
+        whole = batches(ld)
+    with pipefeed.Loader(every(), framework="numpy", epoch=1, pipe_bin=pipe_bin) as ld:
+        head = batches(ld, 4)
+        state = ld.state_dict()
+    with pipefeed.Loader(every(), framework="numpy", workers=2, pipe_bin=pipe_bin) as ld:
+        ld.load_state_dict(state)
+        tail = batches(ld)
+    assert len(whole) == 10 and head + tail == whole
+
+
+def test_copies_of_fields_complete_before_their_slab_returns(pipe_bin):
+    """device='s path with simulated copies of 0.05 s (test_device's): every
+    field is copied, and no slab goes back to pipe before its copies have
+    read it, so each batch's fields are whole."""
+    from test_device import _SlowCopier
+
+    with pipefeed.Loader(every(), framework="numpy", pipe_bin=pipe_bin) as ld:
+        want = [{k: v.tobytes() for k, v in b.items()} for b in ld]
+    with pipefeed.Loader(every(), framework="numpy", pipe_bin=pipe_bin) as ld:
+        ld._copier = _SlowCopier(0.05)
+        got = list(ld)  # read only after the loop, as a device's stream would
+    assert [{k: v.tobytes() for k, v in b.items()} for b in got] == want
 
 
 def image_folder(root, mask_dtype):
@@ -204,57 +215,6 @@ def test_masks_from_an_image_folder(pipe_bin, write_pipe, tmp_path, mask_dtype):
     assert [m.numpy().astype(np.int64).tolist() for m in got] == [m.astype(np.int64).tolist() for m in want_]
     wide = mask_dtype == "uint16" and not hasattr(torch, "uint16")
     assert got[0].dtype == (torch.int32 if wide else getattr(torch, mask_dtype))
-
-
-def test_without_a_label(feed_test, write_pipe, tmp_path):
-    """A schema without the int label yields no "label"; the dict follows
-    the schema's order. (pipe's checksum hashes the slab's labels all the
-    same, which this batch lacks: the values are checked one by one.)"""
-    with loader(feed_test, write_pipe, tmp_path, schema="nolabel", framework="numpy") as ld:
-        batches = [{k: v.copy() for k, v in b.items()} for b in ld]
-    assert len(batches) == 10
-    for b in batches:
-        assert list(b) == ["image", "tokens", "num_tokens", "tensor", "labels"]
-        check_values(b)
-
-
-def test_torch_fields_are_views_until_the_next(feed_test, write_pipe, tmp_path):
-    torch = pytest.importorskip("torch")
-    with loader(feed_test, write_pipe, tmp_path) as ld:
-        ring = np.frombuffer(ld._ring.mm, dtype=np.uint8)
-        it = iter(ld)
-        b = next(it)
-        assert {k: v.dtype for k, v in b.items()} == {
-            "image": torch.uint8, "label": torch.int64, "labels": torch.float32, "tokens": torch.int32,
-            "num_tokens": torch.int32, "tensor": torch.float32}
-        for k, v in b.items():
-            assert np.shares_memory(v.numpy(), ring), f"{k} is not a view of the ring"
-        check_values({k: v.numpy() for k, v in b.items()})
-        it.close()
-    with loader(feed_test, write_pipe, tmp_path, copy=True) as ld:
-        first = next(iter(ld))
-        for k, v in first.items():
-            assert not np.shares_memory(v.numpy(), np.frombuffer(ld._ring.mm, dtype=np.uint8)), k
-
-
-def test_resume_mid_epoch_with_fields(feed_test, write_pipe, tmp_path):
-    def batches(ld, limit=None):
-        out = []
-        for b in ld:
-            out.append({k: v.tobytes() for k, v in b.items()})
-            if len(out) == limit:
-                break
-        return out
-
-    with loader(feed_test, write_pipe, tmp_path, framework="numpy", epoch=1) as ld:
-        whole = batches(ld)
-    with loader(feed_test, write_pipe, tmp_path, framework="numpy", epoch=1) as ld:
-        head = batches(ld, 4)
-        state = ld.state_dict()
-    with loader(feed_test, write_pipe, tmp_path, framework="numpy", workers=2) as ld:
-        ld.load_state_dict(state)
-        tail = batches(ld)
-    assert head + tail == whole
 
 
 # A ring written here: every kind of field, of a batch of 3 (rows) in two
@@ -380,17 +340,3 @@ def test_ring_fields_in_torch():
 def test_region_past_the_labels_is_refused():
     with pytest.raises(pipefeed.PipeError, match="the tensor field at bytes .* whose labels start at"):
         written_ring(bad=True)
-
-
-def test_copies_of_fields_complete_before_their_slab_returns(feed_test, write_pipe, tmp_path):
-    """device='s path with simulated copies of 0.05 s (test_device's): every
-    field is copied, and no slab goes back to pipe before its copies have
-    read it, so each batch's fields are whole."""
-    from test_device import _SlowCopier
-
-    with loader(feed_test, write_pipe, tmp_path, framework="numpy") as ld:
-        want = [{k: v.tobytes() for k, v in b.items()} for b in ld]
-    with loader(feed_test, write_pipe, tmp_path, framework="numpy") as ld:
-        ld._copier = _SlowCopier(0.05)
-        got = list(ld)  # read only after the loop, as a device's stream would
-    assert [{k: v.tobytes() for k, v in b.items()} for b in got] == want
