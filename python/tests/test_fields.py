@@ -171,6 +171,25 @@ def test_copies_of_fields_complete_before_their_slab_returns(pipe_bin):
     assert [{k: v.tobytes() for k, v in b.items()} for b in got] == want
 
 
+def test_cuda_device_fields(pipe_bin):
+    """device= copies every field to the GPU, as the numpy framework's
+    values (where there is a GPU)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the device= path is tested where a GPU is present")
+    with pipefeed.Loader(every(), framework="numpy", pipe_bin=pipe_bin) as ld:
+        want = copies(ld)
+    for pin in (False, True):
+        with pipefeed.Loader(every(), pipe_bin=pipe_bin, device="cuda:0", pin_memory=pin) as ld:
+            got = []
+            for b in ld:
+                assert all(v.device.type == "cuda" for v in b.values())
+                got.append({k: v.cpu().numpy() for k, v in b.items()})
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert list(g) == KEYS and all(np.array_equal(g[k], w[k]) for k in KEYS), f"pin_memory={pin}"
+
+
 def image_folder(root, mask_dtype):
     """An image folder of two classes of five PNGs of several sizes, and its
     masks (random class ids of mask_dtype) in the sibling folder masks."""
