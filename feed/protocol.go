@@ -97,8 +97,9 @@ type Hello struct {
 	// loader resumes a saved position only in a pipeline of the same one.
 	Fingerprint string `json:"fingerprint"`
 	Ring        Layout `json:"ring"`
-	// Fields describes the fields of a pipeline with a fields stage;
-	// absent without one (a batch is its images and labels).
+	// Fields describes the fields of a pipeline with a fields stage, or
+	// with the soft targets of mixup or cutmix; absent without either (a
+	// batch is its images and labels).
 	Fields *Fields `json:"fields,omitempty"`
 }
 
@@ -109,7 +110,9 @@ type Hello struct {
 type Fields struct {
 	// Schema is the fields stage's schema in its canonical form
 	// (fields.Schema.String), and Names its fields' names in its order:
-	// the batch's keys.
+	// the batch's keys ("targets" last where the pipeline mixes). Without
+	// a fields stage, Schema is "" and Names "image", "label", "targets":
+	// a batch is then its images and soft targets, as a pair.
 	Schema string   `json:"schema"`
 	Names  []string `json:"names"`
 	Offset int      `json:"offset"`

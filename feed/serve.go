@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pipefeed/pipe"
+	"github.com/pipefeed/pipe/fields"
 )
 
 // Serve serves p's batches over conn, the loader's end of a SOCK_SEQPACKET
@@ -76,20 +77,29 @@ func hello(p *pipe.Pipeline, conn *net.UnixConn, name string) (*Ring, error) {
 	return ring, nil
 }
 
-// fieldsOf describes p's fields for the hello; nil without a fields stage.
+// fieldsOf describes p's fields for the hello; nil without a fields stage
+// or a mix stage's targets.
 func fieldsOf(p *pipe.Pipeline) *Fields {
 	sc := p.Schema()
-	if sc == nil {
+	offset, regions := p.FieldLayout()
+	if sc == nil && len(regions) == 0 {
 		return nil
 	}
-	offset, regions := p.FieldLayout()
-	f := &Fields{Schema: sc.String(), Offset: offset, Regions: []Region{}}
-	for _, fd := range sc.Fields {
-		f.Names = append(f.Names, fd.Kind.String())
+	f := &Fields{Offset: offset, Regions: []Region{}}
+	if sc != nil {
+		f.Schema = sc.String()
+		for _, fd := range sc.Fields {
+			f.Names = append(f.Names, fd.Kind.String())
+		}
+	} else {
+		f.Names = []string{fields.Image.String(), fields.Label.String()}
 	}
 	for _, r := range regions {
 		f.Regions = append(f.Regions, Region{Kind: r.Kind.String(), DType: r.DType.String(), Shape: r.Shape,
 			Offset: r.Offset, Counts: r.Counts})
+		if r.Kind == fields.Targets {
+			f.Names = append(f.Names, r.Kind.String())
+		}
 	}
 	return f
 }

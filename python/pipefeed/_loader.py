@@ -56,6 +56,9 @@ class Loader:
     ones as int32 unless ``jax_enable_x64``, as it does ``y``, and refuses
     an int64 tensor without it (``ValueError`` before the first batch: its
     values would be cut). ``info["fields"]`` is how pipe laid them out.
+    With ``mixup`` or ``cutmix``, "targets" holds the soft targets
+    (float32 [N, classes]); without a fields stage a batch is then
+    ``(x, targets)``, as torchvision's MixUp gives images and soft labels.
 
     **JAX batches are the caller's**, valid for as long as they are held
     (``copy=`` changes nothing): each is placed on ``device=`` (a
@@ -448,6 +451,8 @@ class Loader:
                             held = slab, seq
                             if self._copy:
                                 b = {k: v.clone() if self._torch else v.copy() for k, v in b.items()}
+                        if not self.info["fields"]["schema"]:
+                            b = b["image"], b["targets"]  # mixed, without a fields stage
                         yield b
                         continue
                     x, y = self._ring.x[slab], self._ring.y[slab]

@@ -359,3 +359,26 @@ def test_ring_fields_in_torch():
 def test_region_past_the_labels_is_refused():
     with pytest.raises(pipefeed.PipeError, match="the tensor field at bytes .* whose labels start at"):
         written_ring(bad=True)
+
+
+def test_mixup_gives_soft_targets(pipe_bin):
+    """With mixup and no fields stage a batch is (x, targets): each row of
+    the targets is λ·onehot(y_i) + (1 − λ)·onehot(y_i−1), one λ a batch,
+    and the rows sum to 1; with a fields stage "targets" is a key beside
+    "label"."""
+    p = pipefeed.Pipeline().source("synthetic", n=96).batch(32).to_tensor(dtype="float32").mixup(alpha=0.4)
+    with pipefeed.Loader(p, framework="numpy", pipe_bin=pipe_bin) as loader:
+        lambdas = set()
+        for x, t in loader:
+            assert x.shape == (32, 3, 32, 32) and t.shape == (32, 10) and t.dtype == np.float32
+            assert np.allclose(t.sum(axis=1), 1, atol=1e-6)
+            top = np.sort(t, axis=1)[:, ::-1]
+            lam = top[:, 0][top[:, 1] > 0]
+            assert len(lam) > 0 and np.allclose(lam, lam[0]), "one λ a batch"
+            lambdas.add(round(float(max(lam[0], 1 - lam[0])), 6))
+        assert len(lambdas) == 3, "each batch draws its own λ"
+    p = pipefeed.Pipeline().source("synthetic", n=64).fields("image", "label").batch(32).mixup(alpha=0.4)
+    with pipefeed.Loader(p, framework="numpy", pipe_bin=pipe_bin) as loader:
+        b = next(iter(loader))
+        assert list(b) == ["image", "label", "targets"] and b["targets"].shape == (32, 10)
+        assert (np.argmax(b["targets"], axis=1) == b["label"]).mean() > 0.4
