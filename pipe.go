@@ -112,6 +112,14 @@ func Source(src source.Source) Stage { return pipefile.Source(src) }
 // the source must be opened with the same schema (source.WithFields).
 func Fields(s *fields.Schema) Stage { return pipefile.Fields(s) }
 
+// MixUp mixes each finished batch's samples with torchvision's MixUp (see
+// pipefile.MixUp); its soft targets are the field fields.Targets.
+func MixUp(alpha, p float64, classes int) Stage { return pipefile.MixUp(alpha, p, classes) }
+
+// CutMix pastes a box of each batch's previous sample into each sample,
+// with torchvision's CutMix (see pipefile.CutMix).
+func CutMix(alpha, p float64, classes int) Stage { return pipefile.CutMix(alpha, p, classes) }
+
 // Shuffle permutes the samples anew every epoch; seed also keys the random
 // augmentations.
 func Shuffle(seed uint64) Stage { return pipefile.Shuffle(seed) }
@@ -212,7 +220,8 @@ func (p *Pipeline) Schema() *fields.Schema { return p.cfg.Schema }
 
 // FieldLayout is where a batch's fields other than the image and the int
 // label lie in each host slab: from byte offset, laid out by regions
-// (Batch.Field reads them); none without a fields stage.
+// (Batch.Field reads them), mixup's and cutmix's targets last; none
+// without a fields stage or those.
 func (p *Pipeline) FieldLayout() (offset int, regions []fields.Region) {
 	return p.eng.FieldLayout()
 }

@@ -147,8 +147,8 @@ func (v FieldView) Uint16() ([]uint16, error) {
 
 // moving makes the fields the chain moves from a record's values: the mask
 // decoded (or, from a source of pixels, as it is), the boxes as corners
-// with their classes. Its errors are about
-// the record.
+// with their classes; nil where the pipeline moves none. Its errors are
+// about the record.
 func (w *worker) moving(s *Spec, l *fieldLayout, rec *source.Record) (*transform.Fields, error) {
 	if s.Schema == nil {
 		return nil, nil

@@ -38,5 +38,5 @@ func (e *Engine) SlabLayout() (n, bytes, rows int) {
 	if e.autoWorkers() {
 		n = e.tune.slabLimit()
 	}
-	return n, e.rows * e.s.Host.SampleBytes(), e.rows
+	return n, e.SlabBytes(), e.rows
 }

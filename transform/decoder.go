@@ -137,6 +137,7 @@ type Decoder struct {
 	own       []byte // the decoder's own memory for windows, ownBytes at most
 	lent      *lent  // the budget's memory it holds: a large window
 	lentWin   bool   // win is in lent's memory
+	mask      maskPNG
 }
 
 // NewDecoder returns a decoder with the default pixel limit; reduce sets

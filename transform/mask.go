@@ -31,6 +31,9 @@ func (d *Decoder) DecodeMask(dst *Mask, data []byte, size int) error {
 	if isJPEG(data) {
 		return d.decodeMaskJPEG(dst, data, size)
 	}
+	if ok, err := d.decodeMaskPNG(dst, data, size); ok {
+		return err
+	}
 	w, h, bpp, err := pngHeader(data, d.maxPixels())
 	if err != nil {
 		return err
