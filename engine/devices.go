@@ -93,6 +93,9 @@ func (e *Engine) closeDevices() error {
 			if s.staging != nil {
 				errs = append(errs, e.devs[d].Free(s.staging))
 			}
+			if s.fieldBuf != nil {
+				errs = append(errs, e.devs[d].Free(s.fieldBuf))
+			}
 		}
 	}
 	for _, d := range e.devs {
@@ -123,9 +126,11 @@ type DeviceBatch struct {
 	// Fields and Regions are the slice's fields other than the image and
 	// the int label (targets included), in host memory (as Labels), laid
 	// out for the slice's samples; nil without a fields or mix stage.
-	// Field gives a view.
-	Fields  []byte
-	Regions []fields.Region
+	// Field gives a view. FieldBuffer holds the same bytes in device
+	// memory, copied before the images (Next waits for both).
+	Fields      []byte
+	Regions     []fields.Region
+	FieldBuffer prefetch.Buffer
 
 	owner *DeviceEpoch
 	slot  *devSlot
@@ -174,11 +179,13 @@ type devSlot struct {
 	labels  []int32
 	samples []int
 	// fields holds the slice's fields (host memory), laid out by regions
-	// for the slot's samples; nil without a fields or mix stage.
-	fields  []byte
-	regions []fields.Region
-	ev      prefetch.Event
-	batch   DeviceBatch
+	// for the slot's samples, and fieldBuf their copy in device memory;
+	// nil without a fields or mix stage.
+	fields   []byte
+	regions  []fields.Region
+	fieldBuf prefetch.Buffer
+	ev       prefetch.Event
+	batch    DeviceBatch
 }
 
 // pendingHost is a host batch whose slices are being copied: its slab goes
@@ -270,19 +277,26 @@ func (e *Engine) DeviceEpochFrom(ctx context.Context, n, first int) (*DeviceEpoc
 func (e *Engine) newSlot(dev prefetch.Device, per int) (*devSlot, error) {
 	s := &devSlot{labels: make([]int32, per), samples: make([]int, per)}
 	var err error
-	if len(e.fl.regions) > 0 {
-		l, err := layoutFields(&e.s, per, 0)
-		if err != nil {
-			return nil, err
-		}
-		s.regions, s.fields = l.regions, make([]byte, l.bytes)
-	}
 	if s.buf, err = dev.Alloc(per * e.s.Out.SampleBytes()); err != nil {
 		return nil, err
 	}
 	if e.s.DevNorm != nil {
 		if s.staging, err = dev.Alloc(per * e.s.Host.SampleBytes()); err != nil {
 			dev.Free(s.buf)
+			return nil, err
+		}
+	}
+	if len(e.fl.regions) > 0 {
+		l, err := layoutFields(&e.s, per, 0)
+		if err == nil {
+			s.regions, s.fields = l.regions, make([]byte, l.bytes)
+			s.fieldBuf, err = dev.Alloc(l.bytes)
+		}
+		if err != nil {
+			dev.Free(s.buf)
+			if s.staging != nil {
+				dev.Free(s.staging)
+			}
 			return nil, err
 		}
 	}
@@ -340,7 +354,17 @@ func (x *DeviceEpoch) produce() {
 				return
 			}
 			lo, hi := d*per, (d+1)*per
-			ev, err := x.send(dev, slot, hb.Data[lo*sb:hi*sb], per*vals)
+			// The fields go first: a device runs its work in order, so
+			// the images' event, which Next waits for, follows them.
+			copySlice(slot.fields, slot.regions, hb.Fields, hb.Regions, lo, hi)
+			var err error
+			if slot.fieldBuf != nil {
+				_, err = dev.CopyAsync(slot.fieldBuf, slot.fields)
+			}
+			var ev prefetch.Event
+			if err == nil {
+				ev, err = x.send(dev, slot, hb.Data[lo*sb:hi*sb], per*vals)
+			}
 			if ev != nil {
 				evs = append(evs, ev)
 			}
@@ -352,9 +376,9 @@ func (x *DeviceEpoch) produce() {
 			}
 			copy(slot.labels, hb.Labels[lo:hi])
 			copy(slot.samples, hb.Samples[lo:hi])
-			copySlice(slot.fields, slot.regions, hb.Fields, hb.Regions, lo, hi)
 			slot.batch = DeviceBatch{Epoch: hb.Epoch, Index: hb.Index, Device: d, Name: dev.Name(), N: per,
-				Buffer: slot.buf, Labels: slot.labels[:per], Samples: slot.samples[:per], Fields: slot.fields, Regions: slot.regions}
+				Buffer: slot.buf, Labels: slot.labels[:per], Samples: slot.samples[:per], Fields: slot.fields, Regions: slot.regions,
+				FieldBuffer: slot.fieldBuf}
 			if v, ok := slot.batch.Field(fields.Targets); ok {
 				slot.batch.Targets, _ = v.Float32()
 			}

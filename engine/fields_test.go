@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -321,7 +322,7 @@ func TestMasksAndBoxesMoveWithImages(t *testing.T) {
 }
 
 // TestFieldsOnDevices: each device's slice of a batch carries its
-// samples' fields.
+// samples' fields, in host memory and copied to the device's.
 func TestFieldsOnDevices(t *testing.T) {
 	src := withFields{Source: synthetic(t, 200), bad: -1, broken: -1}
 	s := fieldsSpec(t, src, 2)
@@ -350,6 +351,9 @@ func TestFieldsOnDevices(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkFields(t, src, &Batch{N: b.N, Samples: b.Samples, Labels: b.Labels, Fields: b.Fields, Regions: b.Regions})
+			if dev := b.FieldBuffer.Host(); !bytes.Equal(dev[:len(b.Fields)], b.Fields) {
+				t.Fatalf("device %d: the fields in device memory are not the slice's", d)
+			}
 			n += b.N
 			b.Release()
 		}
