@@ -6,6 +6,7 @@ original sizes).
     /usr/bin/python3 bench/torch/imagenet.py loader --workers 2  # the training recipe, DataLoader
     /usr/bin/python3 bench/torch/imagenet.py loader --randaugment  # the recipe with RandAugment(2, 9)
     /usr/bin/python3 bench/torch/imagenet.py seg --workers 2     # image + mask, a joint transform
+    python3 bench/torch/imagenet.py seg --v2                     # the same with transforms.v2 (torchvision >= 0.16)
 
 Prints one JSON line with images_per_sec. For side-by-side benchmarks only;
 never a dependency of pipe.
@@ -129,6 +130,27 @@ def seg(args):
                 img, mask = F.hflip(img), F.hflip(mask)
             return norm(F.to_tensor(img)), torch.as_tensor(np.array(mask), dtype=torch.int64)
 
+    what = "torchvision %s joint image+mask transform" % __import__("torchvision").__version__
+    if args.v2:
+        # torchvision ≥ 0.16: the transforms move a Mask with its image.
+        from torchvision import tv_tensors
+        from torchvision.transforms import v2
+
+        tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
+                         v2.ToImage(), v2.ToDtype({tv_tensors.Image: torch.float32, "others": None}, scale=True),
+                         v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+        what = "torchvision %s transforms.v2 (image, Mask)" % __import__("torchvision").__version__
+
+        class Sample(Dataset):  # noqa: F811 - the v2 form of the same samples
+            def __len__(self):
+                return len(items) * args.rounds
+
+            def __getitem__(self, i):
+                k = i % len(items)
+                with Image.open(items[k][0]) as im, Image.open(masks[k]) as mk:
+                    img, mask = im.convert("RGB"), tv_tensors.Mask(torch.as_tensor(np.array(mk), dtype=torch.int64))
+                return tf(img, mask)
+
     torch.set_num_threads(1)
     dl = DataLoader(Sample(), batch_size=64, shuffle=True, num_workers=args.workers, drop_last=False)
     n = 0
@@ -139,8 +161,7 @@ def seg(args):
             continue
         n += x.shape[0]
     dt = time.perf_counter() - t0
-    print(json.dumps({"what": "torchvision %s joint image+mask transform, DataLoader, %d workers" % (__import__("torchvision").__version__, args.workers),
-                      "images": n, "images_per_sec": n / dt}))
+    print(json.dumps({"what": "%s, DataLoader, %d workers" % (what, args.workers), "images": n, "images_per_sec": n / dt}))
 
 
 def main():
@@ -149,6 +170,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--randaugment", action="store_true")
+    ap.add_argument("--v2", action="store_true", help="seg with torchvision.transforms.v2 (torchvision >= 0.16)")
     args = ap.parse_args()
     {"decode": decode, "loader": loader, "seg": seg}[args.mode](args)
 
