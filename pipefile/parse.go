@@ -369,6 +369,21 @@ func parseLine(pos Pos, toks []token, x *expander) (Line, error) {
 				}
 			}
 			if p == nil {
+				var bare []string
+				for _, q := range spec.Params {
+					if q.Bare {
+						bare = append(bare, q.Name)
+					}
+				}
+				if len(bare) > 0 {
+					msg := fmt.Sprintf("unknown field %s", clip(t.text))
+					if s := suggest(t.text, bare); s != "" {
+						msg += fmt.Sprintf(" (did you mean %q?)", s)
+					} else {
+						msg += " (the fields are " + strings.Join(bare, ", ") + ")"
+					}
+					return Line{}, &SyntaxError{Pos: at, Stage: spec.Name, Msg: msg}
+				}
 				return Line{}, &SyntaxError{Pos: at, Stage: spec.Name, Msg: fmt.Sprintf("unexpected value %s (write name=value)", clip(t.text))}
 			}
 		}
