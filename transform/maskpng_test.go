@@ -14,7 +14,7 @@ import (
 // reads, encoded by image/png (whose encoder filters each row with
 // whichever of the five filters suits it, so every filter is met), with
 // the values each holds.
-func pngMasks(t *testing.T) (files [][]byte, values [][]uint16) {
+func pngMasks(t testing.TB) (files [][]byte, values [][]uint16) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	pal := make(color.Palette, 256)
@@ -117,4 +117,29 @@ func maskAt(m *Mask, i int) uint16 {
 		return uint16(m.Pix[i])
 	}
 	return uint16(m.Pix[2*i]) | uint16(m.Pix[2*i+1])<<8
+}
+
+// BenchmarkDecodeMask decodes the largest of pngMasks' paletted masks
+// (201×97): pipe's mask reader, and image/png, which it replaced.
+func BenchmarkDecodeMask(b *testing.B) {
+	files, _ := pngMasks(b)
+	f := files[len(files)-2]
+	b.Run("pipe", func(b *testing.B) {
+		d := NewDecoder(false)
+		var m Mask
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := d.DecodeMask(&m, f, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("image-png", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := png.Decode(bytes.NewReader(f)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
