@@ -527,7 +527,9 @@ func (p *Pipeline) evalPipeline() (*Pipeline, error) {
 	info := p.cfg.Eval.Source.Info()
 	shape := transform.Shape{C: info.C, H: info.H, W: info.W} // H, W 0: sizes vary (encoded)
 	for _, s := range p.stages {
-		if s.Name() == "decode" {
+		if s.Name() == "decode" || s.Name() == "fields" {
+			// The held-out samples carry the same fields (the source
+			// was opened with them), which the trainer leaves.
 			stages = append(stages, s)
 			names = append(names, s.String())
 			continue

@@ -323,3 +323,22 @@ func TestAugmentedFields(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldsWithTraining: a pipeline with fields trains and evaluates its
+// held-out split, whose samples carry the same fields.
+func TestFieldsWithTraining(t *testing.T) {
+	p := fieldsPipeline(t, `source synthetic n=256
+fields image mask label
+random_crop 32 pad=4 fill=zero
+batch 64
+train mlp epochs=1
+eval split=test
+`, "", 1)
+	defer p.Close()
+	if p.evalP == nil || p.evalP.Schema().String() != p.Schema().String() {
+		t.Fatalf("the held-out pipeline has fields %v, the training one %v", p.evalP.Schema(), p.Schema())
+	}
+	if _, err := p.evalP.Run(context.Background(), RunOptions{Epochs: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
