@@ -342,3 +342,17 @@ eval split=test
 		t.Fatal(err)
 	}
 }
+
+// TestFieldsChecksumOnDevices: an epoch's checksum covers the fields
+// whether the batches stay on the host or are cut into device slices.
+func TestFieldsChecksumOnDevices(t *testing.T) {
+	text := "source synthetic n=256\nfields image mask boxes classes label max_boxes=4\nrandom_crop 32 pad=4 fill=zero\nbatch 64\n"
+	p := fieldsPipeline(t, text, "", 2)
+	want := epochSums(t, p)
+	p.Close()
+	p = fieldsPipeline(t, text+"prefetch devices=cpu:2\n", "", 2)
+	defer p.Close()
+	if got := epochSums(t, p); got != want {
+		t.Errorf("on 2 devices: %s, on the host %s", got, want)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/pipefeed/pipe/cache"
+	"github.com/pipefeed/pipe/fields"
 	"github.com/pipefeed/pipe/source"
 	"github.com/pipefeed/pipe/transform"
 )
@@ -165,6 +166,7 @@ func (e *Engine) runDeviceEpoch(ctx context.Context, n int, o RunOptions) (Epoch
 					}
 				}
 				sum.AddSamples(data, db.Labels)
+				sum.addFields(db.N, db.Fields, db.Regions)
 			}
 			images += db.N
 			db.Release()
@@ -292,16 +294,22 @@ func NewChecksum() *Checksum {
 // Add hashes a batch.
 func (c *Checksum) Add(b *Batch) {
 	c.AddSamples(b.Data, b.Labels)
-	if len(b.Regions) == 0 {
+	c.addFields(b.N, b.Fields, b.Regions)
+}
+
+// addFields hashes the fields of n consecutive samples, laid out in mem
+// by regions: each sample's values in every region, then its count.
+func (c *Checksum) addFields(n int, mem []byte, regions []fields.Region) {
+	if len(regions) == 0 {
 		return
 	}
 	c.hasFields = true
-	for i := range b.N {
-		for _, r := range b.Regions {
-			n := r.SampleBytes()
-			c.fields.Write(b.Fields[r.Offset+i*n : r.Offset+(i+1)*n])
+	for i := range n {
+		for _, r := range regions {
+			k := r.SampleBytes()
+			c.fields.Write(mem[r.Offset+i*k : r.Offset+(i+1)*k])
 			if r.Counts >= 0 {
-				c.fields.Write(b.Fields[r.Counts+4*i : r.Counts+4*i+4])
+				c.fields.Write(mem[r.Counts+4*i : r.Counts+4*i+4])
 			}
 		}
 	}
