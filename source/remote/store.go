@@ -779,7 +779,9 @@ var transientErrs = append([]error{syscall.ECONNREFUSED, syscall.ECONNRESET, sys
 
 // transient reports whether err, neither an HTTP status nor an S3 error,
 // is known to pass: a timeout, a refused, reset or unreachable
-// connection, a body cut short, or an error marked retryable. A TLS
+// connection, a body cut short, an HTTP/2 connection that went away or a
+// stream the server reset for its own trouble, or an error marked
+// retryable. A TLS
 // certificate error, a redirect the store will not follow, a bad URL are
 // not.
 func transient(err error) bool {
@@ -800,9 +802,42 @@ func transient(err error) bool {
 			return true
 		}
 	}
+	msg := err.Error()
+	for _, w := range http2Passing {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	if strings.Contains(msg, "stream error: stream ID ") {
+		for _, code := range http2PassingCodes {
+			if strings.Contains(msg, code) {
+				return true
+			}
+		}
+	}
 	// minio-go words a connection closed before the answer (io.EOF) so.
-	return strings.Contains(err.Error(), "Connection closed by foreign host")
+	return strings.Contains(msg, "Connection closed by foreign host")
 }
+
+// http2Passing are the words of the HTTP/2 errors (net/http's bundled
+// http2, whose types it does not export) of a connection that may work
+// again: the server going away (GOAWAY, as one restarting or draining
+// does), a connection lost or closed under a request.
+var http2Passing = []string{
+	"http2: server sent GOAWAY",
+	"http2: client connection lost",
+	"http2: client conn is closed",
+	"http2: client conn not usable",
+	"http2: client conn could not be established",
+}
+
+// http2PassingCodes are the codes of a stream reset that may pass: the
+// server's own trouble (INTERNAL_ERROR), a stream it refused before
+// processing it (REFUSED_STREAM), or one it wants slower
+// (ENHANCE_YOUR_CALM). The others (PROTOCOL_ERROR, FLOW_CONTROL_ERROR,
+// HTTP_1_1_REQUIRED, …) say the two sides disagree, which a retry does not
+// mend.
+var http2PassingCodes = []string{"INTERNAL_ERROR", "REFUSED_STREAM", "ENHANCE_YOUR_CALM"}
 
 // Stat returns the object u names: its size, ETag and Last-Modified.
 func (s *Store) Stat(ctx context.Context, u string) (Object, error) {
