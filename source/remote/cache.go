@@ -40,9 +40,11 @@ import (
 // a fetch is written to a temporary name and renamed when whole. Something
 // other than a regular file where a shard, its checksum or its lock file
 // belongs (a directory, a link) is removed. When the files pass Limit, the
-// least recently used shards (by modification time, which a hit renews)
-// are removed with their checksum and lock files, except those locked at
-// that moment: a shard a process has open stays readable through its
+// least recently used shards (by their checksum file's modification time,
+// which a hit renews: the shard's own is left as it was written, so a hit
+// in one process does not make the others read the shard again to check
+// it) are removed with their checksum and lock files, except those locked
+// at that moment: a shard a process has open stays readable through its
 // descriptor until closed.
 type Cache struct {
 	// Dir is the cache directory. Default: $PIPE_SHARD_CACHE, else
@@ -180,7 +182,7 @@ func (c *Cache) get(ctx context.Context, s *Store, obj Object) (e entry, _ *file
 	if err := writeSum(sums, e.sum); err != nil {
 		return entry{}, nil, fmt.Errorf("%s: shard cache: %w", Redact(obj.URL), err)
 	}
-	stamp(e.path)
+	stamp(e.path, sums)
 	totals.misses.Add(1)
 	old, _ := filepath.Glob(filepath.Join(dir, key+"-*"))
 	for _, o := range old {
@@ -202,8 +204,8 @@ func (c *Cache) get(ctx context.Context, s *Store, obj Object) (e entry, _ *file
 // whole and undamaged: of obj's size, with a checksum file at sums, and
 // its bytes matching that checksum (read unless this process fetched or
 // checked the file and it has not changed since). A damaged shard is
-// counted and reported. A hit renews the shard's modification time, the
-// LRU stamp.
+// counted and reported. A hit renews the checksum file's modification
+// time, the LRU stamp.
 func (c *Cache) check(p, sums string, obj Object) (uint64, bool) {
 	st, err := os.Stat(p)
 	if err != nil || st.Size() != obj.Size {
@@ -227,7 +229,7 @@ func (c *Cache) check(p, sums string, obj Object) (uint64, bool) {
 			return 0, false
 		}
 	}
-	stamp(p)
+	stamp(p, sums)
 	return want, true
 }
 
@@ -239,13 +241,14 @@ func (c *Cache) warn(msg string) {
 	fmt.Fprintf(os.Stderr, "pipe: warning: %s\n", msg)
 }
 
-// stamp sets the modification time of the shard at p, the LRU stamp, to
-// now (best effort) and notes the shard as checked, as it is then. The
-// time is the clock's to the nanosecond, which a later write's, taken from
-// the kernel's coarser clock, will not repeat, so the write is noticed.
-func stamp(p string) {
+// stamp sets the modification time of the checksum file at sums, the LRU
+// stamp of the shard at p, to now (best effort), and notes the shard as
+// checked, as it is then. The shard's own time stays the time it was
+// written, so that a process that checked it finds it unchanged however
+// often other processes use it, and a write to it is noticed.
+func stamp(p, sums string) {
 	now := time.Now()
-	os.Chtimes(p, now, now)
+	os.Chtimes(sums, now, now)
 	st, err := os.Stat(p)
 	verified.Lock()
 	defer verified.Unlock()
@@ -368,6 +371,15 @@ func (c *Cache) evict(dir, keep string) {
 	}
 	var shards []shard
 	var total int64
+	// A shard's use is its checksum file's time (stamp).
+	used := map[string]time.Time{}
+	for _, e := range entries {
+		if name := e.Name(); isSum(name) && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				used[name] = info.ModTime()
+			}
+		}
+	}
 	for _, e := range entries {
 		name := e.Name()
 		key, rest, ok := strings.Cut(name, "-")
@@ -379,7 +391,11 @@ func (c *Cache) evict(dir, keep string) {
 			continue
 		}
 		ver, _, _ := strings.Cut(rest, "-")
-		shards = append(shards, shard{key, ver, filepath.Join(dir, name), info.Size(), info.ModTime()})
+		t, ok := used[filepath.Base(sumPath(dir, key, ver))]
+		if !ok {
+			t = info.ModTime()
+		}
+		shards = append(shards, shard{key, ver, filepath.Join(dir, name), info.Size(), t})
 		total += info.Size()
 	}
 	sort.Slice(shards, func(i, j int) bool { return shards[i].used.Before(shards[j].used) })

@@ -183,3 +183,41 @@ func TestCacheInTheWay(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheHitStampsTheChecksum: a hit renews the LRU stamp on the
+// shard's checksum file and leaves the shard's own modification time as
+// it was written, so that a hit in one process does not make another,
+// which checked the shard before, read it again.
+func TestCacheHitStampsTheChecksum(t *testing.T) {
+	srv, set := objectServer(t)
+	set("/a.tar", object{data: randomBytes(10_000, 2), etag: "v1"})
+	s := remote.New(remote.Options{})
+	defer s.Close()
+	c := &remote.Cache{Dir: t.TempDir()}
+	p, _, _ := fetchOne(t, s, c, srv.URL+"/a.tar")
+	sums, _ := filepath.Glob(filepath.Join(c.Dir, "*.sum"))
+	if len(sums) != 1 {
+		t.Fatalf("checksum files %v, want one", sums)
+	}
+	old := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(sums[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, hit, _ := fetchOne(t, s, c, srv.URL+"/a.tar"); !hit {
+		t.Fatal("second fetch missed")
+	}
+	after, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("a hit moved the shard's modification time from %v to %v", before.ModTime(), after.ModTime())
+	}
+	if st, err := os.Stat(sums[0]); err != nil || !st.ModTime().After(old) {
+		t.Errorf("a hit left the checksum file's time at %v (%v): the LRU stamp was not renewed", st.ModTime(), err)
+	}
+}
