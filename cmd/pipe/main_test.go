@@ -261,7 +261,7 @@ func TestCorruptDataExitsOne(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 	out, errs, code := pipeCmd(t, "run", writePipe(t, "source cifar10 path="+filepath.Join(dir, "b.bin")+"\npipeline on_error=skip\nbatch 2\n"))
-	if code != 0 || !strings.Contains(out, "skipped  1 corrupt records") || !strings.Contains(out, "sample 1: label out of range") {
+	if code != 0 || !strings.Contains(out, "skipped  1 record that could not be used") || !strings.Contains(out, "sample 1: label out of range") {
 		t.Errorf("skip: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }

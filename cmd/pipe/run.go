@@ -399,7 +399,13 @@ func summary(p *pipe.Pipeline, stats []pipe.EpochStats, consumed bool, said int)
 	}
 	skipped, n := p.Skipped()
 	if n > 0 {
-		fmt.Fprintf(&b, "skipped  %d corrupt records (on_error=skip):\n", n)
+		// Corrupt records, and ones refused for their size (a decode
+		// over the memory budget): each line says which.
+		what := "records"
+		if n == 1 {
+			what = "record"
+		}
+		fmt.Fprintf(&b, "skipped  %d %s that could not be used (on_error=skip), each with why:\n", n, what)
 		for i, e := range skipped {
 			if i == 20 {
 				fmt.Fprintf(&b, "  ... and %d more\n", n-20)
