@@ -203,7 +203,8 @@ type tokErr struct {
 }
 
 // tokenize splits a line into words at spaces and tabs; double quotes keep
-// spaces inside a word and '#' outside quotes starts a comment.
+// spaces inside a word ("" inside them is a quote of the value) and '#'
+// outside quotes starts a comment.
 func tokenize(line string) ([]token, *tokErr) {
 	var toks []token
 	i := 0
@@ -221,6 +222,12 @@ func tokenize(line string) ([]token, *tokErr) {
 		quoted := false
 		for i < len(line) {
 			c := line[i]
+			if c == '"' && quoted && i+1 < len(line) && line[i+1] == '"' {
+				// Two quotes inside quotes are one quote of the value.
+				b.WriteByte('"')
+				i += 2
+				continue
+			}
 			if c == '"' {
 				quoted = !quoted
 				i++

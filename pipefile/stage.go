@@ -187,10 +187,12 @@ func Index(stages []Stage, name string) int {
 	return -1
 }
 
-// quote writes a value so that the parser reads it back whole.
+// quote writes a value so that the parser reads it back whole: in double
+// quotes where it is empty or holds a space, a tab, '#' or a quote, each
+// quote of it doubled.
 func quote(v string) string {
 	if v == "" || strings.ContainsAny(v, " \t#\"") {
-		return `"` + v + `"`
+		return `"` + strings.ReplaceAll(v, `"`, `""`) + `"`
 	}
 	return v
 }
