@@ -198,6 +198,7 @@ class Loader:
         bin_ = find_pipe(pipe_bin)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         written = pipe_file._write() if isinstance(pipe_file, Pipeline) else None
+        self._written = written
         args = [bin_, "feed", written or os.fspath(pipe_file), "--fd", str(theirs.fileno()), "--protocol", str(PROTOCOL)]
         if world is not None:
             args += ["--rank", str(rank), "--world", str(world)]
@@ -235,9 +236,14 @@ class Loader:
 
     # -- start-up ------------------------------------------------------------
 
+    def _named(self, text):
+        """text with the temporary file a Pipeline was written to called
+        "pipeline" (its lines are those of str(pipeline))."""
+        return text.replace(self._written, "pipeline") if self._written else text
+
     def _read_stderr(self):
         for raw in self._proc.stderr:
-            line = raw.decode(errors="replace").rstrip("\n")
+            line = self._named(raw.decode(errors="replace").rstrip("\n"))
             self._tail.append(line)
             print(line, file=sys.stderr, flush=True)
 
@@ -251,7 +257,10 @@ class Loader:
         if not data:
             raise self._died("before it could serve")
         try:
-            h = proto.read_hello(data, fds, self._proc.args[0])
+            try:
+                h = proto.read_hello(data, fds, self._proc.args[0])
+            except PipeError as e:  # pipe's error in place of the hello
+                raise PipeError(self._named(str(e))) from None
             self._ring = Ring(fds[0], h, self._torch)
         finally:
             for fd in fds:
@@ -401,7 +410,7 @@ class Loader:
             if len(data) < proto.HEAD.size:
                 return None
             if proto.kind(data) == proto.ERROR:
-                return proto.error_text(data)
+                return self._named(proto.error_text(data))
 
     def _unresponsive(self):
         pid = self._proc.pid
@@ -477,7 +486,7 @@ class Loader:
                     return
                 elif typ == proto.ERROR:
                     done = True  # pipe stops; nothing to stop
-                    raise PipeError(proto.error_text(data))
+                    raise PipeError(self._named(proto.error_text(data)))
                 else:
                     raise PipeError(f"pipe feed sent message type {typ} during an epoch")
         finally:

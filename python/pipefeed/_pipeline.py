@@ -198,7 +198,7 @@ class Pipeline(Stages):
         finally:
             os.unlink(path)
         if r.returncode != 0:
-            msg = r.stderr.strip()
+            msg = r.stderr.strip().replace(path, "pipeline")
             raise PipeError(msg[len("pipe: "):] if msg.startswith("pipe: ") else msg or
                             f"pipe check exited with status {r.returncode} and said nothing")
         return r.stdout
@@ -223,8 +223,8 @@ def _value(where, v):
     if isinstance(v, os.PathLike):
         v = os.fspath(v)
     if isinstance(v, str):
-        if any(c in v for c in '"\n\r'):
-            raise ValueError(f"{where}: {v!r}: a .pipe value cannot hold a double quote or a line break")
+        if any(c in v for c in '\n\r'):
+            raise ValueError(f"{where}: {v!r}: a .pipe value cannot hold a line break")
         return v
     if isinstance(v, (list, tuple, np.ndarray)) and all(isinstance(x, numbers.Real) for x in v):
         return ",".join(_value(where, x) for x in v)
@@ -233,7 +233,8 @@ def _value(where, v):
 
 
 def _quote(text):
-    """text as a .pipe word: quoted where a space, tab or # would cut it."""
-    if text == "" or any(c in text for c in " \t#"):
-        return f'"{text}"'
+    """text as a .pipe word: quoted where a space, tab, # or quote would cut
+    it, each quote doubled (two quotes inside quotes are one of the value)."""
+    if text == "" or any(c in text for c in ' \t#"'):
+        return '"' + text.replace('"', '""') + '"'
     return text

@@ -174,21 +174,23 @@ def test_unknown_names_raise_at_once():
         p.random_crop(pad=4)
     with pytest.raises(TypeError, match=r"batch: size: a dict is not a \.pipe value"):
         p.batch({})
-    with pytest.raises(ValueError, match=r"source cifar10: path: 'a\"b': a \.pipe value cannot hold a double quote"):
-        Pipeline().source("cifar10", path='a"b')
+    with pytest.raises(ValueError, match=r"source cifar10: path: 'a\\nb': a \.pipe value cannot hold a line break"):
+        Pipeline().source("cifar10", path="a\nb")
+    assert str(Pipeline().source("cifar10", path='my "best" data')).startswith('source cifar10 path="my ""best"" data"')
     assert not hasattr(p, "_private"), "a private name is a plain AttributeError"
 
 
 def test_bad_values_are_refused_by_pipe_naming_the_parameter(pipe_bin, tmp_path, monkeypatch):
     """pipe checks the values: check() and the Loader raise its message,
-    which names the line, stage and parameter, as for a file; the
+    which names the line (of str(pipeline), called "pipeline", not the
+    temporary file pipe read), stage and parameter, as for a file; the
     pipeline's file is gone after either, as after a pipe that cannot
     start."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     p = Pipeline().source("synthetic", n=100).random_crop(32, pad=-1).batch(10)
-    with pytest.raises(pipefeed.PipeError, match=r"\.pipe:2:16: random_crop: pad: -1 must be at least 0$"):
+    with pytest.raises(pipefeed.PipeError, match=r"^pipeline:2:16: random_crop: pad: -1 must be at least 0$"):
         p.check(pipe_bin=pipe_bin)
-    with pytest.raises(pipefeed.PipeError, match=r"\.pipe:2:16: random_crop: pad: -1 must be at least 0"):
+    with pytest.raises(pipefeed.PipeError, match=r"^pipeline:2:16: random_crop: pad: -1 must be at least 0"):
         pipefeed.Loader(p, pipe_bin=pipe_bin, framework="numpy")
     with pytest.raises(FileNotFoundError, match="cannot start"):
         pipefeed.Loader(p, pipe_bin=str(tmp_path / "no-pipe"), framework="numpy")
