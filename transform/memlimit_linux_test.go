@@ -56,7 +56,12 @@ func TestDecodeMemoryUnderAddressLimit(t *testing.T) {
 		t.Run(fmt.Sprintf("ulimit -v %d PIPE_DECODE_MEMORY=%s", c.kib, c.budget), func(t *testing.T) {
 			cmd := exec.Command("bash", "-c", fmt.Sprintf(`ulimit -v %d && exec "$@"`, c.kib), "bash",
 				os.Args[0], "-test.run=^TestDecodeMemoryUnderAddressLimit$", "-test.count=1", "-test.v")
-			cmd.Env = append(os.Environ(), "PIPE_MEMTEST_CHILD=1", "PIPE_DECODE_MEMORY="+c.budget)
+			// GOMAXPROCS as pipe sets it for memTestWorkers workers
+			// decoding through libjpeg (Summary.Procs: one more than the
+			// workers): left to the machine's cores, a many-core machine
+			// starts a thread per core for the garbage collector, each
+			// reserving its 8 MiB stack, which the limit counts.
+			cmd.Env = append(os.Environ(), "PIPE_MEMTEST_CHILD=1", "PIPE_DECODE_MEMORY="+c.budget, fmt.Sprintf("GOMAXPROCS=%d", memTestWorkers+1))
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%d workers decoding 8192x8192 JPEGs under ulimit -v %d: %v\n%s", memTestWorkers, c.kib, err, out)
