@@ -72,6 +72,9 @@ func TestDecodeMemoryUnderAddressLimit(t *testing.T) {
 			}
 			report, _, _ := strings.Cut(string(out[i:]), "\n")
 			t.Log(report)
+			if !c.noneRefused && !strings.Contains(report, "for its threads' stacks") {
+				t.Errorf("under ulimit -v %d the budget set nothing aside for the threads' stacks: %s", c.kib, report)
+			}
 			if c.noneRefused && !strings.Contains(report, " 0 refused") {
 				t.Errorf("under ulimit -v %d a large image was refused", c.kib)
 			}

@@ -41,12 +41,36 @@ var (
 )
 
 // fit is the budget for n bytes asked: n, or half of what the process's
-// memory limits left it as it started where that is less.
+// memory limits left it as it started (less its threads' stacks under an
+// address-space limit) where that is less.
 func fit(n int64) int64 {
 	if room.Limit == 0 {
 		return n
 	}
-	return min(n, int64(min(room.Free()/2, math.MaxInt64)))
+	return min(n, int64(min(usable()/2, math.MaxInt64)))
+}
+
+// usable is what the process's memory limits left it as it started, less
+// the stacks of the threads it will start where the limit is ulimit -v.
+func usable() uint64 {
+	free := room.Free()
+	return free - min(free, stackRoom())
+}
+
+// stackRoom is the address space the threads the runtime starts take
+// under an address-space limit (ulimit -v), which counts each one's stack
+// as it is reserved, not as it is touched: two threads a processor (one
+// decoding in libjpeg or blocked, one of the collector's) and eight more,
+// of sysmem.ThreadStack each. Under a cgroup's or the machine's limit a
+// stack costs the
+// few pages it touches, and nothing is set aside. It is read as the
+// process starts, with GOMAXPROCS then: the cores, or what the
+// environment asks.
+func stackRoom() uint64 {
+	if room.What != "ulimit -v" {
+		return 0
+	}
+	return uint64(2*runtime.GOMAXPROCS(0)+8) * sysmem.ThreadStack()
 }
 
 // SetDecodeMemory asks for a decode memory budget of n bytes for the
@@ -112,6 +136,9 @@ func (b *budget) describe() string {
 	switch {
 	case room.Limit == 0:
 		return fmt.Sprintf("%d MiB; no memory limit known", b.limit>>20)
+	case b.limit < b.asked && stackRoom() > 0:
+		return fmt.Sprintf("%d MiB, half of the %d MiB that %s of %d MiB left as the process started, less %d MiB for its threads' stacks (%d MiB asked)",
+			b.limit>>20, room.Free()>>20, room.What, room.Limit>>20, min(stackRoom(), room.Free())>>20, b.asked>>20)
 	case b.limit < b.asked:
 		return fmt.Sprintf("%d MiB, half of the %d MiB that %s of %d MiB left as the process started (%d MiB asked)",
 			b.limit>>20, room.Free()>>20, room.What, room.Limit>>20, b.asked>>20)

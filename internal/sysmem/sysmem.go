@@ -58,3 +58,9 @@ func (h Headroom) String() string {
 // machine's RAM, the memory limits of its cgroup and the cgroups above it,
 // and its address-space limit; the zero Headroom where none is known.
 func Least() Headroom { return least() }
+
+// ThreadStack is the address space a thread's stack reserves: the soft
+// RLIMIT_STACK, which glibc gives each thread it starts (8 MiB where it is
+// unlimited or unknown, at least 1 MiB, at most 64 MiB). An address-space
+// limit (ulimit -v) counts it whole, however little of it is touched.
+func ThreadStack() uint64 { return threadStack() }

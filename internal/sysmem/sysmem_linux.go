@@ -176,3 +176,11 @@ func readKeyed(file string) map[string]uint64 {
 	}
 	return m
 }
+
+func threadStack() uint64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_STACK, &rl); err != nil || rl.Cur == 0 || rl.Cur >= 64<<20 {
+		return 8 << 20
+	}
+	return max(rl.Cur, 1<<20)
+}
