@@ -862,7 +862,6 @@ func (t *TFRecord) fourBoxes(ex *example, key int, f *fields.Field, v *fields.Va
 // list of exactly its values, converted to its dtype.
 func tensorFeature(kind featureKind, list []byte, key string, f *fields.Field, v *fields.Value) error {
 	want := tensorBytes(f)
-	values := want / f.DType.Size()
 	switch kind {
 	case bytesList:
 		b, _ := field(list, 1)
@@ -872,33 +871,33 @@ func tensorFeature(kind featureKind, list []byte, key string, f *fields.Field, v
 		v.Bytes = append(v.Bytes[:0], b...)
 		return nil
 	case floatList:
-		n, err := eachFloat(list, nil)
-		if err == nil && n != values {
-			err = fmt.Errorf("%w: feature %q holds %d values, want %d (%s %v)", fields.ErrValue, key, n, values, f.DType, f.Shape)
-		}
-		if err != nil {
-			return err
-		}
-		v.Floats, _, _ = appendFeatureFloats(v.Floats[:0], list, n)
-		v.Bytes = grow(v.Bytes, want)
-		err = putTensor(v.Bytes, f.DType, n, func(i int) (int64, float64) { return int64(v.Floats[i]), float64(v.Floats[i]) })
-		v.Floats = v.Floats[:0]
+		var err error
+		v.Floats, err = listTensor(v.Floats, list, appendFeatureFloats, key, f, v)
 		return err
 	case int64List:
-		n, err := eachInt(list, nil)
-		if err == nil && n != values {
-			err = fmt.Errorf("%w: feature %q holds %d values, want %d (%s %v)", fields.ErrValue, key, n, values, f.DType, f.Shape)
-		}
-		if err != nil {
-			return err
-		}
-		v.Ints, _, _ = appendFeatureInts(v.Ints[:0], list, n)
-		v.Bytes = grow(v.Bytes, want)
-		err = putTensor(v.Bytes, f.DType, n, func(i int) (int64, float64) { return v.Ints[i], float64(v.Ints[i]) })
-		v.Ints = v.Ints[:0]
+		var err error
+		v.Ints, err = listTensor(v.Ints, list, appendFeatureInts, key, f, v)
 		return err
 	}
 	return fmt.Errorf("%w: feature %q is empty: want bytes or a list", ErrFormat, key)
+}
+
+// listTensor sets v.Bytes to a list feature's values converted to f's
+// dtype, read by read into buf (scratch, returned empty for the next
+// record): exactly the tensor's values, each one the dtype holds.
+func listTensor[T int64 | float32](buf []T, list []byte, read func([]T, []byte, int) ([]T, int, error), key string, f *fields.Field, v *fields.Value) ([]T, error) {
+	want := tensorBytes(f)
+	values := want / f.DType.Size()
+	buf, n, err := read(buf[:0], list, values)
+	if err == nil && n != values {
+		err = fmt.Errorf("%w: feature %q holds %d values, want %d (%s %v)", fields.ErrValue, key, n, values, f.DType, f.Shape)
+	}
+	if err != nil {
+		return buf[:0], err
+	}
+	v.Bytes = grow(v.Bytes, want)
+	err = putTensor(v.Bytes, f.DType, n, func(i int) (int64, float64) { return int64(buf[i]), float64(buf[i]) })
+	return buf[:0], err
 }
 
 // tfLabels is what one file's records say of the classes: the labels they
