@@ -289,46 +289,37 @@ func (mx *mixer) mixup(data []byte, n int, lam float64, lo, hi int) {
 	e := mx.elems
 	switch mx.t.DType {
 	case transform.Float32:
-		x, last := asF32(data), asF32(mx.last)
-		for i := n - 1; i >= 0; i-- {
-			prev := last[lo:hi]
-			if i > 0 {
-				prev = x[(i-1)*e+lo : (i-1)*e+hi]
-			}
-			cur := x[i*e+lo : i*e+hi]
-			cur = cur[:len(prev)]
-			blend32(cur, prev, m, l)
-		}
+		eachPair(asF32(data), asF32(mx.last), n, e, lo, hi, func(cur, prev []float32) { blend32(cur, prev, m, l) })
 	case transform.Float16:
 		// PyTorch's CPU kernels round the factors to float16 too.
 		l, m := transform.Float16To32(transform.Float32To16(l)), transform.Float16To32(transform.Float32To16(m))
-		x, last := asU16(data), asU16(mx.last)
-		for i := n - 1; i >= 0; i-- {
-			prev := last[lo:hi]
-			if i > 0 {
-				prev = x[(i-1)*e+lo : (i-1)*e+hi]
-			}
-			cur := x[i*e+lo : i*e+hi]
-			cur = cur[:len(prev)]
+		eachPair(asU16(data), asU16(mx.last), n, e, lo, hi, func(cur, prev []uint16) {
 			for j, p := range prev {
 				a := transform.Float16To32(transform.Float32To16(transform.Float16To32(p) * m))
 				b := transform.Float16To32(transform.Float32To16(transform.Float16To32(cur[j]) * l))
 				cur[j] = transform.Float32To16(a + b)
 			}
-		}
+		})
 	default:
-		x, last := data, mx.last
-		for i := n - 1; i >= 0; i-- {
-			prev := last[lo:hi]
-			if i > 0 {
-				prev = x[(i-1)*e+lo : (i-1)*e+hi]
-			}
-			cur := x[i*e+lo : i*e+hi]
-			cur = cur[:len(prev)]
+		eachPair(data, mx.last, n, e, lo, hi, func(cur, prev []uint8) {
 			for j, p := range prev {
 				cur[j] = uint8(float32(float32(p)*m) + float32(float32(cur[j])*l) + 0.5)
 			}
+		})
+	}
+}
+
+// eachPair calls blend with values [lo, hi) of each sample i of the n of
+// e values in x and the same values of sample i−1 (of last, a copy of the
+// batch's last sample, for sample 0), from the last sample to the first,
+// so that every sample is blended with its neighbour as it was.
+func eachPair[T any](x, last []T, n, e, lo, hi int, blend func(cur, prev []T)) {
+	for i := n - 1; i >= 0; i-- {
+		prev := last[lo:hi]
+		if i > 0 {
+			prev = x[(i-1)*e+lo : (i-1)*e+hi]
 		}
+		blend(x[i*e+lo:i*e+lo+len(prev)], prev)
 	}
 }
 
