@@ -366,11 +366,7 @@ func rotation(in Shape, angle float64, expand bool) Geometry {
 }
 
 func (o *RotateOp) ApplyGeometry(dst, src *Image, g Geometry) bool {
-	if g.Kind == GeomIdentity {
-		return false
-	}
-	warp(dst, src, &g, o.Interp, o.Fill)
-	return true
+	return applyWarp(dst, src, g, o.Interp, o.Fill)
 }
 
 func (o *RotateOp) Apply(dst, src *Image, r *Rand) bool {
@@ -443,13 +439,20 @@ func (o *AffineOp) Geometry(in Shape, r *Rand) Geometry {
 }
 
 func (o *AffineOp) ApplyGeometry(dst, src *Image, g Geometry) bool {
-	if g.Kind == GeomIdentity {
-		return false
-	}
-	warp(dst, src, &g, o.Interp, o.Fill)
-	return true
+	return applyWarp(dst, src, g, o.Interp, o.Fill)
 }
 
 func (o *AffineOp) Apply(dst, src *Image, r *Rand) bool {
 	return o.ApplyGeometry(dst, src, o.Geometry(src.Shape(), r))
+}
+
+// applyWarp is rotate's and affine's ApplyGeometry: dst warped from src by
+// g, or false, dst untouched, where g is the identity (the op did not
+// fire).
+func applyWarp(dst, src *Image, g Geometry, interp Sampling, fill uint8) bool {
+	if g.Kind == GeomIdentity {
+		return false
+	}
+	warp(dst, src, &g, interp, fill)
+	return true
 }
