@@ -51,10 +51,6 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// Kinds lists the kinds' names, in order: each is also the name of its
-// field in batches and, but targets, in the fields stage.
-func Kinds() []string { return kindNames[:] }
-
 // ParseKind returns the Kind called name.
 func ParseKind(name string) (Kind, error) {
 	for i, n := range kindNames {
@@ -264,15 +260,6 @@ func (s *Schema) Field(k Kind) *Field {
 
 // Has reports whether s has a field of kind k.
 func (s *Schema) Has(k Kind) bool { return s.Field(k) != nil }
-
-// IsDefault reports whether s is the schema of a pipeline without a fields
-// stage (an image and a label read from their default keys).
-func (s *Schema) IsDefault() bool {
-	plain := func(f Field, k Kind) bool {
-		return f.Kind == k && f.Key == "" && f.DType == 0 && f.Shape == nil && f.Max == 0 && f.Classes == 0
-	}
-	return len(s.Fields) == 2 && plain(s.Fields[0], Image) && plain(s.Fields[1], Label)
-}
 
 // String is s in a canonical form, the same for equal schemas, for cache
 // fingerprints and summaries: "image=jpg mask=mask.png:uint8 label".
